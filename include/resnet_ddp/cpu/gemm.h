@@ -1,0 +1,12 @@
+#pragma once
+// Row-major single-node GEMM for the CPU layers:
+//   C[M, N] = alpha * op(A)[M, K] * op(B)[K, N] + beta * C
+// op(X) is X or its transpose; lda/ldb/ldc are row strides of the matrices as stored.
+// With beta == 0, C is not read (it may hold garbage or NaN).
+namespace rddp::cpu {
+
+template <typename T>
+void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, T alpha, const T* a, int lda,
+          const T* b, int ldb, T beta, T* c, int ldc);
+
+}  // namespace rddp::cpu
