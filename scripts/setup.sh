@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Installs what resnet_ddp needs to build and test, from Debian's packages, when run as root
+# and something is missing; otherwise prints exactly what to install. Idempotent and quiet
+# when everything is there.
+#   scripts/setup.sh              build + test dependencies
+#   scripts/setup.sh --build-only only what the build needs (e.g. on a cluster login node)
+set -euo pipefail
+
+build_packages=(cmake make g++ zlib1g-dev libopenmpi-dev openmpi-bin doctest-dev libstb-dev)
+# PyTorch (CPU) is the outside oracle of the parity tests; Fashion-MNIST is the built-in data
+# set; Pillow and matplotlib serve the benchmark and plotting scripts.
+test_packages=(python3-torch python3-torchvision python3-numpy python3-pil python3-matplotlib
+               dataset-fashion-mnist)
+
+wanted=("${build_packages[@]}")
+[ "${1:-}" = "--build-only" ] || wanted+=("${test_packages[@]}")
+
+say() { echo "setup.sh: $*" >&2; }
+
+check_cuda() {
+  local nvcc
+  nvcc=$(command -v nvcc || true)
+  [ -n "$nvcc" ] || [ -x /usr/local/cuda/bin/nvcc ] && return 0
+  say "no CUDA toolkit found (nvcc). Install NVIDIA's CUDA Toolkit 12 or 13 with cuDNN 9 and NCCL 2"
+  say "  (NVIDIA's apt repository: cuda-toolkit, cudnn9-cuda-13, libnccl-dev), or on a cluster:"
+  say "  module load cuda cudnn nccl"
+  return 1
+}
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+  say "not a Debian-based system: install the equivalents of: ${wanted[*]}"
+  say "(on a cluster: module load cmake gcc openmpi cuda cudnn nccl; doctest and stb are header-only)"
+  check_cuda || true
+  exit 1
+fi
+
+missing=()
+for package in "${wanted[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)
+  [ "$status" = "install ok installed" ] || missing+=("$package")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    say "missing Debian packages; install them with:"
+    echo "  sudo apt-get update && sudo apt-get install -y ${missing[*]}"
+    exit 1
+  fi
+  say "installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  log=$(mktemp)
+  if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+    cat "$log" >&2
+    say "apt-get failed (above); install by hand: apt-get install ${missing[*]}"
+    rm -f "$log"
+    exit 1
+  fi
+  rm -f "$log"
+fi
+
+check_cuda

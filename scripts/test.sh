@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs every test label (cpu, gpu, mpi, slurm, parity); exits non-zero on
+# any failure. GPU tests skip at run time, with a SKIPPED line, when no device answers.
+#   scripts/test.sh                 everything
+#   scripts/test.sh -L cpu          one label (any ctest arguments pass through)
+# Environment: RDDP_BUILD_DIR (default build), RDDP_CUDA_ARCHS (default 90: one architecture
+# keeps the build short; the release build covers 80;90 and 70 on CUDA 12).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${RDDP_BUILD_DIR:-$root/build}
+jobs=$(nproc 2>/dev/null || echo 2)
+
+"$root/scripts/setup.sh"
+
+mkdir -p "$build"
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CUDA_ARCHITECTURES="${RDDP_CUDA_ARCHS:-90}" >"$build/configure.log" 2>&1 ||
+  { cat "$build/configure.log"; exit 1; }
+cmake --build "$build" -j "$jobs"
+
+cd "$build"
+status=0
+ctest --output-on-failure -j "$jobs" "$@" || status=$?
+# Make every skip visible with its reason, not just ctest's "Skipped".
+grep -h '^SKIPPED' Testing/Temporary/LastTest.log 2>/dev/null | sort -u || true
+exit $status

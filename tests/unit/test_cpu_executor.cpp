@@ -1,0 +1,141 @@
+// The whole CPU network: gradients by central differences, the order in which gradients are
+// reported, and training/evaluation-mode bookkeeping.
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "resnet_ddp/cpu/executor.h"
+#include "resnet_ddp/cpu/softmax_xent.h"
+#include "resnet_ddp/rng.h"
+#include "support/gradient_checker.h"
+
+using namespace rddp;
+
+namespace {
+
+ModelSpec narrow_spec(Stem stem) {
+  ModelSpec spec;
+  spec.stem = stem;
+  spec.in_channels = 2;
+  spec.num_classes = 5;
+  spec.widths = {3, 4, 4, 5};
+  return spec;
+}
+
+template <typename T>
+std::vector<T> random_values(size_t count, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<T> values(count);
+  for (T& v : values) v = static_cast<T>(rng.normal());
+  return values;
+}
+
+std::vector<int32_t> random_labels(int batch, int classes, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<int32_t> labels(batch);
+  for (int32_t& label : labels) label = static_cast<int32_t>(rng.below(classes));
+  return labels;
+}
+
+}  // namespace
+
+TEST_CASE("whole-network gradients match central differences (double)") {
+  for (Stem stem : {Stem::cifar, Stem::imagenet}) {
+    CAPTURE(to_string(stem));
+    const int batch = 3, size = stem == Stem::cifar ? 8 : 16;
+    ModelState<double> state(narrow_spec(stem));
+    init_torchvision(state, 11);
+    // Non-trivial BatchNorm affine parameters, so their gradients are not special cases.
+    Rng rng(5);
+    for (const TensorInfo& info : state.layout.tensors())
+      if (info.role == TensorRole::parameter && info.shape.size() == 1 && info.name != "fc.bias")
+        for (size_t i = 0; i < info.numel; ++i)
+          state.params[info.offset + i] += 0.3 * rng.normal();
+
+    cpu::Executor<double> executor(state, batch, size, size);
+    const auto input = random_values<double>(static_cast<size_t>(batch) * 2 * size * size, 3);
+    const auto labels = random_labels(batch, 5, 4);
+    const double smoothing = 0.1;
+    std::vector<double> dlogits(static_cast<size_t>(batch) * 5);
+
+    const double* logits = executor.forward(input.data(), batch, true);
+    cpu::softmax_cross_entropy(logits, labels.data(), batch, 5, smoothing, dlogits.data());
+    executor.backward(dlogits.data());
+    const std::vector<double> analytic = state.grads;
+
+    auto loss = [&] {
+      const double* out = executor.forward(input.data(), batch, true);
+      return cpu::softmax_cross_entropy<double>(out, labels.data(), batch, 5, smoothing, nullptr).loss;
+    };
+    std::vector<testing::GradientInput> inputs;
+    for (const TensorInfo& info : state.layout.tensors())
+      if (info.role == TensorRole::parameter)
+        inputs.push_back({info.name, state.params.data() + info.offset,
+                          analytic.data() + info.offset, info.numel});
+    testing::GradientCheckOptions options;
+    options.max_points_per_input = 40;
+    const auto report = testing::check_gradients(loss, inputs, options);
+    CHECK_MESSAGE(report.passed(), report.summary());
+    CHECK(report.checked > 1000);
+    MESSAGE(to_string(stem), " stem: ", report.summary());
+  }
+}
+
+TEST_CASE("backward reports every parameter once, in the order of the flat buffer") {
+  ModelState<float> state(narrow_spec(Stem::imagenet));
+  init_torchvision(state, 1);
+  const int batch = 2, size = 24;
+  cpu::Executor<float> executor(state, batch, size, size);
+  const auto input = random_values<float>(static_cast<size_t>(batch) * 2 * size * size, 9);
+  const auto labels = random_labels(batch, 5, 8);
+  std::vector<float> dlogits(batch * 5);
+  const float* logits = executor.forward(input.data(), batch, true);
+  cpu::softmax_cross_entropy(logits, labels.data(), batch, 5, 0.0f, dlogits.data());
+
+  std::vector<const TensorInfo*> reported;
+  executor.backward(dlogits.data(), [&](const TensorInfo& info) { reported.push_back(&info); });
+
+  std::vector<const TensorInfo*> parameters;
+  for (const TensorInfo& info : state.layout.tensors())
+    if (info.role == TensorRole::parameter) parameters.push_back(&info);
+  REQUIRE(reported.size() == parameters.size());
+  for (size_t i = 0; i < reported.size(); ++i) CHECK(reported[i] == parameters[i]);
+}
+
+TEST_CASE("evaluation uses running statistics; training updates them once per forward") {
+  ModelState<float> state(narrow_spec(Stem::cifar));
+  init_torchvision(state, 2);
+  const int batch = 4, size = 8;
+  cpu::Executor<float> executor(state, batch, size, size);
+  const auto input = random_values<float>(static_cast<size_t>(batch) * 2 * size * size, 1);
+
+  const std::vector<float> running_before = state.running;
+  const float* out = executor.forward(input.data(), batch, false);
+  const std::vector<float> eval_logits(out, out + batch * 5);
+  out = executor.forward(input.data(), batch, false);
+  CHECK(std::vector<float>(out, out + batch * 5) == eval_logits);
+  CHECK(state.running == running_before);
+  CHECK(state.counters[0] == 0);
+
+  executor.forward(input.data(), batch, true);
+  CHECK(state.running != running_before);
+  for (int64_t count : state.counters) CHECK(count == 1);
+
+  // A sub-batch through an executor built for a larger one equals a right-sized executor.
+  ModelState<float> copy = state;
+  cpu::Executor<float> small(copy, 2, size, size);
+  const float* big_out = executor.forward(input.data(), 2, false);
+  const std::vector<float> from_big(big_out, big_out + 2 * 5);
+  const float* small_out = small.forward(input.data(), 2, false);
+  for (int i = 0; i < 10; ++i) CHECK(from_big[i] == small_out[i]);
+
+  CHECK_THROWS_AS(executor.forward(input.data(), batch + 1, true), Error);
+}
+
+TEST_CASE("backward without a training forward is refused") {
+  ModelState<float> state(narrow_spec(Stem::cifar));
+  cpu::Executor<float> executor(state, 1, 4, 4);
+  std::vector<float> input(2 * 16, 0.5f), dlogits(5, 0.1f);
+  executor.forward(input.data(), 1, false);
+  CHECK_THROWS_AS(executor.backward(dlogits.data()), Error);
+}
