@@ -33,7 +33,8 @@ void OptimizerConfig::validate() const {
 }
 
 template <typename T>
-CpuOptimizer<T>::CpuOptimizer(const OptimizerConfig& config, size_t elements) : config_(config), elements_(elements) {
+CpuOptimizer<T>::CpuOptimizer(const OptimizerConfig& config, size_t elements)
+    : config_(config), elements_(elements) {
   config_.validate();
   if (config_.kind == OptimizerKind::adamw) {
     first_moment_.assign(elements, T(0));

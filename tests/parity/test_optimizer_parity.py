@@ -42,8 +42,12 @@ def mismatches(ours, theirs, rtol, atol):
 def report(name, what, ours, theirs, rtol, atol):
     bad = mismatches(ours, theirs, rtol, atol)
     worst = np.max(np.abs(np.asarray(ours, np.float64) - np.asarray(theirs, np.float64)))
-    print(f"  {name}: {what}: max |ours - torch| = {worst:.3g}" + (f", {bad.size} outside tolerance,"
-          f" first at {bad[0]}: ours {ours[bad[0]]!r}, torch {theirs[bad[0]]!r}" if bad.size else ""))
+    line = f"  {name}: {what}: max |ours - torch| = {worst:.3g}"
+    if bad.size:
+        first = bad[0]
+        line += (f", {bad.size} outside tolerance, first at {first}:"
+                 f" ours {ours[first]!r}, torch {theirs[first]!r}")
+    print(line)
     return bad.size == 0
 
 
@@ -63,8 +67,8 @@ def check_optimizer(tool, workdir, rng, name, kind, lrs, **options):
 
     param = torch.nn.Parameter(torch.from_numpy(params.copy()))
     if kind == "adamw":
-        optimizer = torch.optim.AdamW([param], lr=lrs[0], foreach=False,
-                                      betas=(options.get("beta1", 0.9), options.get("beta2", 0.999)),
+        betas = (options.get("beta1", 0.9), options.get("beta2", 0.999))
+        optimizer = torch.optim.AdamW([param], lr=lrs[0], foreach=False, betas=betas,
                                       eps=options.get("eps", 1e-8),
                                       weight_decay=options.get("weight_decay", 1e-2))
     else:
@@ -86,7 +90,8 @@ def check_optimizer(tool, workdir, rng, name, kind, lrs, **options):
         settings.setdefault("weight_decay", 0.0)
     output = np.fromfile(run_tool(tool, kind, [params] + grads, settings, workdir), np.float32)
     if output.size != elements * (1 + len(moments)):
-        print(f"  {name}: {TOOL} wrote {output.size} values, expected {elements * (1 + len(moments))}")
+        expected = elements * (1 + len(moments))
+        print(f"  {name}: {TOOL} wrote {output.size} values, expected {expected}")
         return False
     ok = close_buffers(name, "params", output[:elements], param.detach().numpy())
     for index, moment in enumerate(moments):
@@ -126,14 +131,16 @@ def main():
     tool = find_tool()
     if tool is None:
         print(f"SKIPPED: test_optimizer_parity: {TOOL} is not built under "
-              f"{os.environ['RDDP_BUILD_DIR']}: build its target, from tests/parity/tools/{TOOL}.cpp")
+              f"{os.environ['RDDP_BUILD_DIR']}: build its target, from "
+              f"tests/parity/tools/{TOOL}.cpp")
         return 77
     rng = np.random.default_rng(20240611)
     lrs = [1e-2, 3e-2, 0.0, 5e-3]
     ok = True
     with tempfile.TemporaryDirectory() as workdir:
         for wd in (0.0, 1e-2, 0.3):
-            ok &= check_optimizer(tool, workdir, rng, f"AdamW wd {wd}", "adamw", lrs, weight_decay=wd)
+            ok &= check_optimizer(tool, workdir, rng, f"AdamW wd {wd}", "adamw", lrs,
+                                  weight_decay=wd)
         ok &= check_optimizer(tool, workdir, rng, "AdamW betas 0.8/0.99 eps 1e-6", "adamw", lrs,
                               weight_decay=1e-2, beta1=0.8, beta2=0.99, eps=1e-6)
         for momentum, nesterov, wd in ((0.0, 0, 0.0), (0.0, 0, 1e-2), (0.9, 0, 5e-4),

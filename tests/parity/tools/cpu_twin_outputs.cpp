@@ -45,7 +45,8 @@ class Input {
   template <typename T>
   std::vector<T> read(size_t count) {
     std::vector<T> values(count);
-    in_.read(reinterpret_cast<char*>(values.data()), static_cast<std::streamsize>(count * sizeof(T)));
+    in_.read(reinterpret_cast<char*>(values.data()),
+             static_cast<std::streamsize>(count * sizeof(T)));
     if (!in_) fail("cpu_twin_outputs: input file ends before ", count, " more values");
     return values;
   }
