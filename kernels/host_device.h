@@ -1,8 +1,23 @@
 #pragma once
 // Kernel maths is written once, in functions that nvcc compiles for both sides and a plain
 // C++ compiler compiles for the host, so each CUDA kernel and its CPU twin share one formula.
+#include <math.h>
+
 #if defined(__CUDACC__)
 #define RDDP_HD __host__ __device__ __forceinline__
 #else
 #define RDDP_HD inline
 #endif
+
+namespace rddp::hd {
+
+// The C library's float and double functions by overload, so that templated maths calls the
+// single-precision function (expf, not exp) when its compute type is float, on both sides.
+RDDP_HD float exp_of(float x) { return ::expf(x); }
+RDDP_HD double exp_of(double x) { return ::exp(x); }
+RDDP_HD float log_of(float x) { return ::logf(x); }
+RDDP_HD double log_of(double x) { return ::log(x); }
+RDDP_HD float sqrt_of(float x) { return ::sqrtf(x); }
+RDDP_HD double sqrt_of(double x) { return ::sqrt(x); }
+
+}  // namespace rddp::hd

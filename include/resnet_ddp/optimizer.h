@@ -33,18 +33,22 @@ class CpuOptimizer {
  public:
   CpuOptimizer(const OptimizerConfig& config, size_t elements);
 
-  // One update of params from grads with learning rate `lr` (the schedule's current value).
+  // One update of params from grads (each `elements` long) with learning rate `lr`, the
+  // schedule's current value (>= 0). Throws Error on a negative or non-finite lr.
   void step(T* params, const T* grads, double lr);
 
   const OptimizerConfig& config() const { return config_; }
+  size_t elements() const { return elements_; }
   int64_t step_count() const { return step_count_; }
   void set_step_count(int64_t steps) { step_count_ = steps; }
-  // AdamW: exp_avg and exp_avg_sq. SGD: momentum_buffer and an unused empty second buffer.
+  // AdamW: exp_avg and exp_avg_sq. SGD: momentum_buffer (empty when momentum is 0, as
+  // PyTorch keeps none) and an unused empty second buffer. Moments start at zero.
   std::vector<T>& first_moment() { return first_moment_; }
   std::vector<T>& second_moment() { return second_moment_; }
 
  private:
   OptimizerConfig config_;
+  size_t elements_;
   int64_t step_count_ = 0;
   std::vector<T> first_moment_, second_moment_;
 };

@@ -1,0 +1,201 @@
+// Times our CUDA kernels and reports the bandwidth they reach against the device's peak:
+// these kernels do little arithmetic per byte, so bandwidth is the figure of merit.
+// Each case: 10 warm-up launches, then 200 timed ones, each between its own pair of CUDA
+// events; the median is printed. Without a CUDA device it prints SKIPPED and exits 0.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/cuda/kernels.h"
+#include "resnet_ddp/error.h"
+#include "resnet_ddp/model_spec.h"
+#include "resnet_ddp/param_layout.h"
+#include "resnet_ddp/rng.h"
+
+using namespace rddp;
+
+namespace {
+
+constexpr int kWarmup = 10;
+constexpr int kRuns = 200;
+
+template <typename T>
+T* device_alloc(size_t count) {
+  T* pointer = nullptr;
+  RDDP_CUDA_CHECK(cudaMalloc(&pointer, count * sizeof(T)));
+  return pointer;
+}
+
+template <typename T>
+T* device_copy(const std::vector<T>& host) {
+  T* pointer = device_alloc<T>(host.size());
+  RDDP_CUDA_CHECK(
+      cudaMemcpy(pointer, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return pointer;
+}
+
+// Median time of one launch in microseconds. All launches are queued before the first is
+// waited for, so the GPU runs them back to back and host launch overhead stays out.
+template <typename Launch>
+double median_microseconds(Launch launch, cudaStream_t stream) {
+  for (int i = 0; i < kWarmup; ++i) launch();
+  std::vector<cudaEvent_t> events(2 * kRuns);
+  for (cudaEvent_t& event : events) RDDP_CUDA_CHECK(cudaEventCreate(&event));
+  for (int i = 0; i < kRuns; ++i) {
+    RDDP_CUDA_CHECK(cudaEventRecord(events[2 * i], stream));
+    launch();
+    RDDP_CUDA_CHECK(cudaEventRecord(events[2 * i + 1], stream));
+  }
+  RDDP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<float> milliseconds(kRuns);
+  for (int i = 0; i < kRuns; ++i)
+    RDDP_CUDA_CHECK(cudaEventElapsedTime(&milliseconds[i], events[2 * i], events[2 * i + 1]));
+  for (cudaEvent_t& event : events) RDDP_CUDA_CHECK(cudaEventDestroy(event));
+  std::nth_element(milliseconds.begin(), milliseconds.begin() + kRuns / 2, milliseconds.end());
+  return 1e3 * milliseconds[kRuns / 2];
+}
+
+struct Reporter {
+  double peak_bytes_per_second;
+  void row(const std::string& kernel, const std::string& shape, double microseconds,
+           double bytes) const {
+    const double bytes_per_second = bytes / (microseconds * 1e-6);
+    std::printf("%-34s %-26s %10.2f %10.1f %8.1f%%\n", kernel.c_str(), shape.c_str(),
+                microseconds, bytes_per_second / 1e9,
+                100.0 * bytes_per_second / peak_bytes_per_second);
+  }
+};
+
+void bench_softmax_xent(const Reporter& report, cudaStream_t stream, int batch, int classes) {
+  Rng rng(derive_seed(batch, "bench logits"));
+  std::vector<float> logits(static_cast<size_t>(batch) * classes);
+  for (float& x : logits) x = static_cast<float>(rng.uniform(-4.0, 4.0));
+  std::vector<int32_t> labels(batch);
+  for (int32_t& label : labels) label = static_cast<int32_t>(rng.below(classes));
+  float* d_logits = device_copy(logits);
+  int32_t* d_labels = device_copy(labels);
+  float* d_dlogits = device_alloc<float>(logits.size());
+  auto* rows = device_alloc<cuda::XentRow>(batch);
+  auto* metrics = device_alloc<cuda::XentMetrics>(1);
+  const double microseconds = median_microseconds(
+      [&] {
+        cuda::softmax_cross_entropy(d_logits, d_labels, batch, classes, 0.1f, d_dlogits, rows,
+                                    metrics, stream);
+      },
+      stream);
+  // Compulsory traffic: logits in, dlogits out, labels in, the per-row records out and back in.
+  const double bytes = 2.0 * logits.size() * sizeof(float) + batch * sizeof(int32_t) +
+                       2.0 * batch * sizeof(cuda::XentRow) + sizeof(cuda::XentMetrics);
+  report.row("softmax_cross_entropy (fwd+bwd)",
+             std::to_string(batch) + " x " + std::to_string(classes), microseconds, bytes);
+  for (void* p : {static_cast<void*>(d_logits), static_cast<void*>(d_labels),
+                  static_cast<void*>(d_dlogits), static_cast<void*>(rows),
+                  static_cast<void*>(metrics)})
+    RDDP_CUDA_CHECK(cudaFree(p));
+}
+
+template <typename Grad>
+void bench_optimizers(const Reporter& report, cudaStream_t stream, size_t elements,
+                      const char* grad_name) {
+  Rng rng(derive_seed(elements, "bench optimizer"));
+  std::vector<float> params(elements);
+  std::vector<Grad> grads(elements);
+  for (size_t i = 0; i < elements; ++i) {
+    params[i] = static_cast<float>(rng.uniform(-1.0, 1.0));
+    grads[i] = static_cast<Grad>(static_cast<float>(rng.uniform(-0.1, 0.1)));
+  }
+  float* d_params = device_copy(params);
+  Grad* d_grads = device_copy(grads);
+  float* first = device_alloc<float>(elements);
+  float* second = device_alloc<float>(elements);
+  RDDP_CUDA_CHECK(cudaMemset(first, 0, elements * sizeof(float)));
+  RDDP_CUDA_CHECK(cudaMemset(second, 0, elements * sizeof(float)));
+  auto* adamw_scalars = device_alloc<adamw::Scalars<float>>(1);
+  const auto a = adamw::scalars<float>(1e-3, 1e-2, 0.9, 0.999, 1e-8, 10);
+  RDDP_CUDA_CHECK(cudaMemcpy(adamw_scalars, &a, sizeof a, cudaMemcpyHostToDevice));
+  const std::string shape = std::to_string(elements) + " fp32, " + grad_name + " grads";
+  const double grad_bytes = elements * static_cast<double>(sizeof(Grad));
+  const double float_bytes = elements * static_cast<double>(sizeof(float));
+
+  // AdamW reads params, grads and both moments, and writes params and both moments.
+  report.row("adamw_step (scalars in memory)", shape,
+             median_microseconds(
+                 [&] {
+                   cuda::adamw_step(d_params, d_grads, first, second, elements,
+                                    static_cast<const adamw::Scalars<float>*>(adamw_scalars),
+                                    stream);
+                 },
+                 stream),
+             grad_bytes + 6 * float_bytes);
+  // SGD with momentum reads params, grads and the buffer, and writes params and the buffer.
+  const auto momentum = sgd::scalars<float>(0.1, 5e-4, 0.9, false);
+  report.row("sgd_step (momentum)", shape,
+             median_microseconds(
+                 [&] { cuda::sgd_step(d_params, d_grads, first, elements, momentum, stream); },
+                 stream),
+             grad_bytes + 4 * float_bytes);
+  const auto plain = sgd::scalars<float>(0.1, 0.0, 0.0, false);
+  report.row("sgd_step (no momentum)", shape,
+             median_microseconds(
+                 [&] { cuda::sgd_step(d_params, d_grads, nullptr, elements, plain, stream); },
+                 stream),
+             grad_bytes + 2 * float_bytes);
+  for (void* p : {static_cast<void*>(d_params), static_cast<void*>(d_grads),
+                  static_cast<void*>(first), static_cast<void*>(second),
+                  static_cast<void*>(adamw_scalars)})
+    RDDP_CUDA_CHECK(cudaFree(p));
+}
+
+void run() {
+  int device = 0;
+  RDDP_CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp properties;
+  RDDP_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
+  // cudaDeviceProp's memoryClockRate and memoryBusWidth are gone in CUDA 13; the attributes
+  // remain. The clock is in kHz and memory moves data on both clock edges.
+  int clock_khz = 0, bus_bits = 0;
+  RDDP_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, device));
+  RDDP_CUDA_CHECK(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device));
+  const double peak = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0);
+  std::printf("kernels_bench on %s: %d-bit memory bus at %.0f MHz, peak %.0f GB/s; L2 %.0f MiB\n",
+              properties.name, bus_bits, clock_khz / 1e3, peak / 1e9,
+              properties.l2CacheSize / 1048576.0);
+  std::printf("(working sets smaller than L2 can exceed the DRAM peak)\n\n");
+  std::printf("%-34s %-26s %10s %10s %9s\n", "kernel", "shape", "median us", "GB/s", "of peak");
+
+  cudaStream_t stream;
+  RDDP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const Reporter report{peak};
+  for (const auto& [batch, classes] :
+       {std::pair{256, 1000}, std::pair{512, 1000}, std::pair{16384, 1000}, std::pair{512, 10},
+        std::pair{65536, 10}})
+    bench_softmax_xent(report, stream, batch, classes);
+  const size_t resnet18 = ParamLayout(describe(ModelSpec{})).parameter_elements();
+  bench_optimizers<float>(report, stream, resnet18, "fp32");
+  bench_optimizers<__nv_bfloat16>(report, stream, resnet18, "bf16");
+  RDDP_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+}  // namespace
+
+int main() {
+  int devices = 0;
+  const cudaError_t status = cudaGetDeviceCount(&devices);
+  if (status != cudaSuccess || devices == 0) {
+    std::printf("SKIPPED: kernels_bench: no CUDA device answers (%s)\n",
+                status != cudaSuccess ? cudaGetErrorString(status) : "no devices");
+    return 0;
+  }
+  try {
+    run();
+  } catch (const Error& error) {
+    std::fprintf(stderr, "kernels_bench: %s\n", error.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,177 @@
+// AdamW and SGD over the flat parameter buffer: one launch updates every parameter. The
+// per-element maths is kernels/adamw_math.h and kernels/sgd_math.h, shared with
+// src/optimizer.cpp; these kernels only move the data.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <initializer_list>
+
+#include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/cuda/kernels.h"
+#include "resnet_ddp/error.h"
+
+namespace rddp::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kVector = 4;
+// A grid-stride loop over at most this many blocks: enough to fill any current GPU several
+// times over, few enough that the one-off cost per thread (reading the scalars) stays small.
+constexpr size_t kMaxBlocks = 4096;
+
+// Four consecutive elements, aligned so that one instruction loads or stores them all.
+template <typename T>
+struct alignas(kVector * sizeof(T)) Vec {
+  T v[kVector];
+};
+
+template <typename T>
+__device__ Vec<T> load_vec(const T* base, size_t vec_index) {
+  return reinterpret_cast<const Vec<T>*>(base)[vec_index];
+}
+
+template <typename T>
+__device__ void store_vec(T* base, size_t vec_index, const Vec<T>& value) {
+  reinterpret_cast<Vec<T>*>(base)[vec_index] = value;
+}
+
+template <typename Scalars>
+__device__ Scalars read_scalars(const Scalars* from_device, const Scalars& by_value) {
+  return from_device != nullptr ? *from_device : by_value;
+}
+
+// Elements [0, vector_elements) go four at a time, the rest one at a time; vector_elements is
+// 0 when the pointers are not all aligned for vector access.
+template <typename Grad>
+__global__ void __launch_bounds__(kThreads)
+    adamw_kernel(float* __restrict__ params, const Grad* __restrict__ grads,
+                 float* __restrict__ exp_avg, float* __restrict__ exp_avg_sq, size_t elements,
+                 size_t vector_elements, const adamw::Scalars<float>* device_scalars,
+                 adamw::Scalars<float> value_scalars) {
+  const adamw::Scalars<float> s = read_scalars(device_scalars, value_scalars);
+  const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = first; i < vector_elements / kVector; i += stride) {
+    Vec<float> p = load_vec(params, i), m = load_vec(exp_avg, i), v = load_vec(exp_avg_sq, i);
+    const Vec<Grad> g = load_vec(grads, i);
+#pragma unroll
+    for (int k = 0; k < kVector; ++k) adamw::update(p.v[k], g.v[k], m.v[k], v.v[k], s);
+    store_vec(params, i, p);
+    store_vec(exp_avg, i, m);
+    store_vec(exp_avg_sq, i, v);
+  }
+  for (size_t i = vector_elements + first; i < elements; i += stride)
+    adamw::update(params[i], grads[i], exp_avg[i], exp_avg_sq[i], s);
+}
+
+template <typename Grad>
+__global__ void __launch_bounds__(kThreads)
+    sgd_kernel(float* __restrict__ params, const Grad* __restrict__ grads,
+               float* __restrict__ momentum_buffer, size_t elements, size_t vector_elements,
+               const sgd::Scalars<float>* device_scalars, sgd::Scalars<float> value_scalars) {
+  const sgd::Scalars<float> s = read_scalars(device_scalars, value_scalars);
+  const bool has_buffer = s.momentum != 0.0f;
+  const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = first; i < vector_elements / kVector; i += stride) {
+    Vec<float> p = load_vec(params, i);
+    Vec<float> buf = has_buffer ? load_vec(momentum_buffer, i) : Vec<float>{};
+    const Vec<Grad> g = load_vec(grads, i);
+#pragma unroll
+    for (int k = 0; k < kVector; ++k) sgd::update(p.v[k], g.v[k], buf.v[k], s);
+    store_vec(params, i, p);
+    if (has_buffer) store_vec(momentum_buffer, i, buf);
+  }
+  for (size_t i = vector_elements + first; i < elements; i += stride) {
+    float unused = 0.0f;
+    sgd::update(params[i], grads[i], has_buffer ? momentum_buffer[i] : unused, s);
+  }
+}
+
+bool vector_aligned(const void* pointer) {
+  return reinterpret_cast<uintptr_t>(pointer) % 16 == 0;
+}
+
+// The part of the buffer the vector loop covers: all of it but a tail of fewer than four
+// elements, or none of it when a pointer is misaligned. A Grad vector is 16 bytes for float and
+// 8 for bf16, so 16-byte alignment of every pointer covers both.
+size_t vector_part(size_t elements, std::initializer_list<const void*> pointers) {
+  for (const void* pointer : pointers)
+    if (pointer != nullptr && !vector_aligned(pointer)) return 0;
+  return elements / kVector * kVector;
+}
+
+unsigned grid_for(size_t elements) {
+  const size_t per_block = static_cast<size_t>(kThreads) * kVector;
+  const size_t blocks = (elements + per_block - 1) / per_block;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > kMaxBlocks ? kMaxBlocks : blocks));
+}
+
+template <typename Grad>
+void launch_adamw(float* params, const Grad* grads, float* exp_avg, float* exp_avg_sq,
+                  size_t elements, const adamw::Scalars<float>* device_scalars,
+                  const adamw::Scalars<float>& value_scalars, cudaStream_t stream) {
+  if (elements == 0) return;
+  const size_t vector_elements = vector_part(elements, {params, grads, exp_avg, exp_avg_sq});
+  adamw_kernel<Grad><<<grid_for(elements), kThreads, 0, stream>>>(
+      params, grads, exp_avg, exp_avg_sq, elements, vector_elements, device_scalars,
+      value_scalars);
+  RDDP_CUDA_CHECK_LAUNCH("adamw_kernel");
+}
+
+template <typename Grad>
+void launch_sgd(float* params, const Grad* grads, float* momentum_buffer, size_t elements,
+                const sgd::Scalars<float>* device_scalars, const sgd::Scalars<float>& value_scalars,
+                cudaStream_t stream) {
+  if (elements == 0) return;
+  const size_t vector_elements = vector_part(elements, {params, grads, momentum_buffer});
+  sgd_kernel<Grad><<<grid_for(elements), kThreads, 0, stream>>>(
+      params, grads, momentum_buffer, elements, vector_elements, device_scalars, value_scalars);
+  RDDP_CUDA_CHECK_LAUNCH("sgd_kernel");
+}
+
+}  // namespace
+
+template <typename Grad>
+void adamw_step(float* params, const Grad* grads, float* exp_avg, float* exp_avg_sq,
+                size_t elements, const adamw::Scalars<float>& scalars, cudaStream_t stream) {
+  launch_adamw(params, grads, exp_avg, exp_avg_sq, elements, nullptr, scalars, stream);
+}
+
+template <typename Grad>
+void adamw_step(float* params, const Grad* grads, float* exp_avg, float* exp_avg_sq,
+                size_t elements, const adamw::Scalars<float>* device_scalars,
+                cudaStream_t stream) {
+  RDDP_ASSERT(device_scalars != nullptr);
+  launch_adamw(params, grads, exp_avg, exp_avg_sq, elements, device_scalars, {}, stream);
+}
+
+template <typename Grad>
+void sgd_step(float* params, const Grad* grads, float* momentum_buffer, size_t elements,
+              const sgd::Scalars<float>& scalars, cudaStream_t stream) {
+  RDDP_ASSERT(momentum_buffer != nullptr || scalars.momentum == 0.0f);
+  launch_sgd(params, grads, momentum_buffer, elements, nullptr, scalars, stream);
+}
+
+template <typename Grad>
+void sgd_step(float* params, const Grad* grads, float* momentum_buffer, size_t elements,
+              const sgd::Scalars<float>* device_scalars, cudaStream_t stream) {
+  RDDP_ASSERT(device_scalars != nullptr);
+  launch_sgd(params, grads, momentum_buffer, elements, device_scalars, {}, stream);
+}
+
+#define RDDP_INSTANTIATE_OPTIMIZERS(Grad)                                                     \
+  template void adamw_step<Grad>(float*, const Grad*, float*, float*, size_t,                \
+                                 const adamw::Scalars<float>&, cudaStream_t);                \
+  template void adamw_step<Grad>(float*, const Grad*, float*, float*, size_t,                \
+                                 const adamw::Scalars<float>*, cudaStream_t);                \
+  template void sgd_step<Grad>(float*, const Grad*, float*, size_t,                          \
+                               const sgd::Scalars<float>&, cudaStream_t);                    \
+  template void sgd_step<Grad>(float*, const Grad*, float*, size_t,                          \
+                               const sgd::Scalars<float>*, cudaStream_t);
+RDDP_INSTANTIATE_OPTIMIZERS(float)
+RDDP_INSTANTIATE_OPTIMIZERS(__nv_bfloat16)
+#undef RDDP_INSTANTIATE_OPTIMIZERS
+
+}  // namespace rddp::cuda
