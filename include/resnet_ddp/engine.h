@@ -1,0 +1,104 @@
+#pragma once
+// A training engine: one device's copy of the model and optimizer, and the step over them.
+// The trainer, the distributed reducer and checkpointing see only this interface; the CPU
+// engine (src/cpu) and the CUDA engine (src/cuda) implement it over the same ModelSpec.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "resnet_ddp/model_state.h"
+#include "resnet_ddp/optimizer.h"
+
+namespace rddp {
+
+enum class DeviceKind { cpu, cuda };
+const char* to_string(DeviceKind kind);
+
+// One batch as the loader delivers it, in host memory (pinned when a GPU is used).
+struct HostBatch {
+  int size = 0;  // images in this batch; the last batch of an epoch may be smaller
+  int channels = 0, height = 0, width = 0;
+  const float* images = nullptr;    // [size, channels, height, width], normalised
+  const int32_t* labels = nullptr;  // [size], each in [0, num_classes)
+};
+
+// Sums over batches (and, once reduced, over ranks): loss_sum / count is the mean loss.
+struct Metrics {
+  double loss_sum = 0.0;
+  int64_t correct = 0;
+  int64_t count = 0;
+  Metrics& operator+=(const Metrics& other) {
+    loss_sum += other.loss_sum;
+    correct += other.correct;
+    count += other.count;
+    return *this;
+  }
+};
+
+// What the distributed reducer inserts into a training step; a single process uses none.
+class StepHooks {
+ public:
+  virtual ~StepHooks() = default;
+  // Before the training forward: DDP broadcasts rank 0's BatchNorm buffers here.
+  virtual void before_forward() {}
+  // As backward produces each parameter's final gradient, in ParamLayout order. On a GPU the
+  // gradient is only enqueued on compute_stream() when this is called.
+  virtual void grad_ready(const TensorInfo& tensor) = 0;
+  // After backward, before the optimizer: every gradient must be averaged across ranks by the
+  // time the optimizer reads it (on a GPU: the compute stream waits for the comm stream).
+  virtual void before_optimizer() = 0;
+};
+
+struct OptimizerState {
+  int64_t step_count = 0;
+  std::vector<float> first_moment, second_moment;  // as CpuOptimizer documents them
+};
+
+struct EngineConfig {
+  ModelSpec spec;
+  int max_batch = 1;
+  int height = 0, width = 0;
+  OptimizerConfig optimizer;
+  double label_smoothing = 0.0;
+  // CUDA: allow TF32 tensor-core maths for convolutions and matrix products (PyTorch's
+  // default for cuDNN convolutions); false gives strict float32.
+  bool allow_tf32 = true;
+  int device_index = 0;  // CUDA device of this rank
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+
+  virtual DeviceKind device() const = 0;
+  virtual std::string device_name() const = 0;
+  virtual const ParamLayout& layout() const = 0;
+
+  // The flat buffers in the engine's own memory (host or device), laid out by layout(), for
+  // collectives: parameters and running statistics are broadcast, gradients allreduced.
+  virtual float* params() = 0;
+  virtual float* grads() = 0;
+  virtual float* running_stats() = 0;
+  // The CUDA stream the engine computes on (a cudaStream_t), or null on the CPU.
+  virtual void* compute_stream() = 0;
+
+  // Forward in training mode, loss, backward (calling hooks->grad_ready), hooks->
+  // before_optimizer(), then one optimizer step with learning rate `lr`. May return before the
+  // device has finished; the step's metrics join those read by take_metrics().
+  virtual void train_step(const HostBatch& batch, double lr, StepHooks* hooks) = 0;
+  // Forward in evaluation mode; metrics likewise.
+  virtual void eval_step(const HostBatch& batch) = 0;
+  // Waits for the device and returns the metrics gathered since the last call (this rank's).
+  virtual Metrics take_metrics() = 0;
+
+  // Whole state in host memory, for checkpoints and weight files. Waits for the device.
+  virtual void save_state(ModelState<float>& model, OptimizerState& optimizer) = 0;
+  virtual void load_state(const ModelState<float>& model, const OptimizerState* optimizer) = 0;
+};
+
+std::unique_ptr<Engine> make_cpu_engine(const EngineConfig& config, uint64_t init_seed);
+// Defined in the CUDA part of the library; throws Error when no device answers.
+std::unique_ptr<Engine> make_cuda_engine(const EngineConfig& config, uint64_t init_seed);
+
+}  // namespace rddp

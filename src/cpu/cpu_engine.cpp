@@ -1,0 +1,113 @@
+// The CPU engine: the reference executor, the fused softmax/cross-entropy twin and the CPU
+// optimizer behind the Engine interface, so the CPU trains through the same loop as a GPU.
+#include <algorithm>
+#include <utility>
+
+#include "resnet_ddp/cpu/executor.h"
+#include "resnet_ddp/cpu/softmax_xent.h"
+#include "resnet_ddp/engine.h"
+#include "resnet_ddp/error.h"
+
+namespace rddp {
+
+const char* to_string(DeviceKind kind) { return kind == DeviceKind::cpu ? "cpu" : "cuda"; }
+
+namespace {
+
+class CpuEngine final : public Engine {
+ public:
+  CpuEngine(const EngineConfig& config, uint64_t init_seed)
+      : config_(config),
+        state_(config.spec),
+        executor_(state_, config.max_batch, config.height, config.width),
+        optimizer_(config.optimizer, state_.layout.parameter_elements()),
+        dlogits_(static_cast<size_t>(config.max_batch) * config.spec.num_classes) {
+    init_torchvision(state_, init_seed);
+  }
+
+  DeviceKind device() const override { return DeviceKind::cpu; }
+  std::string device_name() const override { return "cpu"; }
+  const ParamLayout& layout() const override { return state_.layout; }
+  float* params() override { return state_.params.data(); }
+  float* grads() override { return state_.grads.data(); }
+  float* running_stats() override { return state_.running.data(); }
+  void* compute_stream() override { return nullptr; }
+
+  void train_step(const HostBatch& batch, double lr, StepHooks* hooks) override {
+    check_batch(batch);
+    if (hooks) hooks->before_forward();
+    const float* logits = executor_.forward(batch.images, batch.size, true);
+    const cpu::XentResult result =
+        cpu::softmax_cross_entropy(logits, batch.labels, batch.size, config_.spec.num_classes,
+                                   static_cast<float>(config_.label_smoothing), dlogits_.data());
+    record(result, batch.size);
+    if (hooks) {
+      executor_.backward(dlogits_.data(), [hooks](const TensorInfo& info) { hooks->grad_ready(info); });
+      hooks->before_optimizer();
+    } else {
+      executor_.backward(dlogits_.data());
+    }
+    optimizer_.step(state_.params.data(), state_.grads.data(), lr);
+  }
+
+  void eval_step(const HostBatch& batch) override {
+    check_batch(batch);
+    const float* logits = executor_.forward(batch.images, batch.size, false);
+    // Evaluation reports the plain cross-entropy, as PyTorch's validation loops usually do
+    // with the training criterion; label smoothing is part of that criterion.
+    record(cpu::softmax_cross_entropy(logits, batch.labels, batch.size, config_.spec.num_classes,
+                                      static_cast<float>(config_.label_smoothing), nullptr),
+           batch.size);
+  }
+
+  Metrics take_metrics() override { return std::exchange(metrics_, Metrics{}); }
+
+  void save_state(ModelState<float>& model, OptimizerState& optimizer) override {
+    model = state_;
+    optimizer.step_count = optimizer_.step_count();
+    optimizer.first_moment = optimizer_.first_moment();
+    optimizer.second_moment = optimizer_.second_moment();
+  }
+
+  void load_state(const ModelState<float>& model, const OptimizerState* optimizer) override {
+    if (model.layout.parameter_elements() != state_.layout.parameter_elements())
+      fail("cannot load a model of another shape into this engine (", model.layout.parameter_count(),
+           " parameters, expected ", state_.layout.parameter_count(), ")");
+    state_.params = model.params;
+    state_.running = model.running;
+    state_.counters = model.counters;
+    if (optimizer) {
+      optimizer_.set_step_count(optimizer->step_count);
+      optimizer_.first_moment() = optimizer->first_moment;
+      optimizer_.second_moment() = optimizer->second_moment;
+    }
+  }
+
+ private:
+  void check_batch(const HostBatch& batch) const {
+    if (batch.channels != config_.spec.in_channels || batch.height != config_.height ||
+        batch.width != config_.width)
+      fail("batch of ", batch.channels, "x", batch.height, "x", batch.width,
+           " images does not match the engine's ", config_.spec.in_channels, "x", config_.height,
+           "x", config_.width);
+  }
+
+  void record(const cpu::XentResult& result, int batch_size) {
+    metrics_ += Metrics{result.loss * batch_size, result.correct, batch_size};
+  }
+
+  EngineConfig config_;
+  ModelState<float> state_;
+  cpu::Executor<float> executor_;
+  CpuOptimizer<float> optimizer_;
+  std::vector<float> dlogits_;
+  Metrics metrics_;
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> make_cpu_engine(const EngineConfig& config, uint64_t init_seed) {
+  return std::make_unique<CpuEngine>(config, init_seed);
+}
+
+}  // namespace rddp
