@@ -430,8 +430,8 @@ TEST_CASE("absurd counts and sizes are refused without allocating them") {
     CHECK_MESSAGE(message.find(expected) != std::string::npos, message);
   };
   const HandTensor small{"x", 1, {1}, le_bytes(0, 4)};
-  refused(encode_by_hand({}, {small}, 1, {}, uint64_t{1} << 62), "announces 4611686018427387904 tensors");
-  refused(encode_by_hand({}, {small}, 1, uint64_t{1} << 62), "metadata entries");
+  refused(encode_by_hand({}, {small}, 1, {}, uint64_t{1} << 62), "of 4611686018427387904");
+  refused(encode_by_hand({}, {small}, 1, uint64_t{1} << 62), "metadata entry 1 of 4611686018427387904");
   // 2^40 floats would be 4 TiB: consistent with its byte count, but far beyond the file.
   refused(encode_by_hand({}, {{"huge", 1, {int64_t{1} << 40}, "", uint64_t{1} << 42}}),
           "4398046511104 more bytes are needed");
