@@ -346,9 +346,10 @@ LoadReport load_weights(const TensorFile& file, ModelState<float>& state,
     }
     report.classifier_reinitialised = true;
     std::ostringstream line;
-    line << "re-initialised the classifier for " << wanted.num_classes << " classes (the file's has "
-         << report.file_spec.num_classes << "): fc.weight and fc.bias drawn from U(-b, b), b = "
-         << "1/sqrt(" << state.net.fc.in_features << "), seed " << options.reinit_seed;
+    line << "re-initialised the classifier for " << wanted.num_classes
+         << " classes (the file's has " << report.file_spec.num_classes
+         << "): fc.weight and fc.bias drawn from U(-b, b), b = 1/sqrt("
+         << state.net.fc.in_features << "), seed " << options.reinit_seed;
     report.actions.push_back(line.str());
   }
   return report;

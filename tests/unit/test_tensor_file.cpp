@@ -108,7 +108,8 @@ std::string le_bytes(uint64_t value, int bytes) {
 // A file with every dtype, a scalar, an empty tensor and non-ASCII metadata, filled from rng.
 TensorFile random_file(Rng& rng) {
   TensorFile file;
-  file.metadata = {{"kind", "weights"}, {"note", "gr\xc3\xbc\xc3\x9f" "e \xe2\x9c\x93"}, {"empty", ""}};
+  file.metadata = {
+      {"kind", "weights"}, {"note", "gr\xc3\xbc\xc3\x9f" "e \xe2\x9c\x93"}, {"empty", ""}};
   std::vector<float> f32(2 * 3 * 5);
   for (auto& v : f32) v = static_cast<float>(rng.normal());
   file.tensors.push_back(TensorRecord::from_values("conv.weight", {2, 3, 5}, f32.data()));
@@ -325,7 +326,8 @@ TEST_CASE("every corrupted byte is caught by a CRC or a check") {
     CHECK_THROWS_AS(read_tensor_file(damaged), Error);
   }
   spit(damaged, whole + "x");
-  CHECK_THROWS_WITH_AS(read_tensor_file(damaged), doctest::Contains("corrupt after the end marker"), Error);
+  CHECK_THROWS_WITH_AS(read_tensor_file(damaged), doctest::Contains("corrupt after the end marker"),
+                       Error);
 }
 
 TEST_CASE("a flipped data byte names its tensor") {
@@ -396,8 +398,8 @@ TEST_CASE("duplicate names are refused by the reader and the writer") {
   file.tensors.push_back(TensorRecord::from_values("x", {}, &value));
   file.tensors.push_back(TensorRecord::from_values("x", {1}, &value));
   const std::string target = (dir / "new.rddp").string();
-  CHECK_THROWS_WITH_AS(write_tensor_file(target, file), doctest::Contains("two tensors are named 'x'"),
-                       Error);
+  CHECK_THROWS_WITH_AS(write_tensor_file(target, file),
+                       doctest::Contains("two tensors are named 'x'"), Error);
   CHECK_FALSE(fs::exists(target));
 }
 
@@ -415,6 +417,25 @@ TEST_CASE("the writer refuses records the reader would reject") {
   file.metadata["note"] = "\xff";
   CHECK_THROWS_WITH_AS(write_tensor_file(target, file), doctest::Contains("UTF-8"), Error);
   CHECK_FALSE(fs::exists(target));
+
+  // Text must be UTF-8 as Python's strict decoder takes it (bytes.decode("utf-8")), so that
+  // scripts/rddp_tensors.py reads every file the C++ writer makes.
+  const std::vector<std::pair<std::string, bool>> texts = {
+      {"\xc3\xa9", true},           {"\xe0\xa0\x80", true},      {"\xef\xbf\xbf", true},
+      {"\xf4\x8f\xbf\xbf", true}, {"\xc0\x80", false},         {"\xe0\x9f\xbf", false},
+      {"\xed\xa0\x80", false},    {"\xf4\x90\x80\x80", false}, {"\xc3", false},
+      {"a\xbf", false}};
+  for (const auto& [text, valid] : texts) {
+    CAPTURE(text);
+    TensorFile named;
+    named.tensors.push_back(TensorRecord::from_values(text, {}, &value));
+    if (valid) {
+      write_tensor_file(target, named);
+      CHECK(read_tensor_file(target).tensors.at(0).name == text);
+    } else {
+      CHECK_THROWS_WITH_AS(write_tensor_file(target, named), doctest::Contains("UTF-8"), Error);
+    }
+  }
 }
 
 TEST_CASE("absurd counts and sizes are refused without allocating them") {
@@ -431,7 +452,8 @@ TEST_CASE("absurd counts and sizes are refused without allocating them") {
   };
   const HandTensor small{"x", 1, {1}, le_bytes(0, 4)};
   refused(encode_by_hand({}, {small}, 1, {}, uint64_t{1} << 62), "of 4611686018427387904");
-  refused(encode_by_hand({}, {small}, 1, uint64_t{1} << 62), "metadata entry 1 of 4611686018427387904");
+  refused(encode_by_hand({}, {small}, 1, uint64_t{1} << 62),
+          "metadata entry 1 of 4611686018427387904");
   // 2^40 floats would be 4 TiB: consistent with its byte count, but far beyond the file.
   refused(encode_by_hand({}, {{"huge", 1, {int64_t{1} << 40}, "", uint64_t{1} << 42}}),
           "4398046511104 more bytes are needed");
