@@ -36,17 +36,30 @@ def run(*args, ok=True):
 
 
 def randomised(model, seed):
-    """Every parameter and BatchNorm buffer random, so that nothing passes by being a default."""
+    """Every parameter and BatchNorm buffer random, so that nothing passes by being a default;
+    scaled so that activations stay finite through the network and outputs can be compared."""
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, tensor in model.state_dict().items():
             if name.endswith("num_batches_tracked"):
                 tensor.copy_(torch.randint(0, 10**6, (), generator=generator))
-            elif name.endswith("running_var"):
+            elif name.endswith("running_var") or (tensor.dim() == 1 and name.endswith(".weight")):
                 tensor.copy_(torch.rand(tensor.shape, generator=generator) + 0.5)
-            else:
-                tensor.copy_(torch.randn(tensor.shape, generator=generator))
+            elif tensor.dim() > 1:  # convolution and fc weights
+                fan_in = tensor[0].numel()
+                tensor.copy_(torch.randn(tensor.shape, generator=generator) / fan_in ** 0.5)
+            else:  # biases and running means
+                tensor.copy_(torch.randn(tensor.shape, generator=generator) * 0.1)
     return model
+
+
+def assert_same_outputs(test, expected_model, loaded_model, images):
+    expected_model.eval(), loaded_model.eval()
+    with torch.no_grad():
+        expected, loaded = expected_model(images), loaded_model(images)
+    test.assertTrue(torch.isfinite(expected).all())
+    test.assertGreater(expected.abs().max().item(), 1e-3)
+    test.assertTrue(torch.equal(expected, loaded))
 
 
 def cifar_resnet18(in_channels, num_classes):
@@ -101,9 +114,8 @@ class ConverterRoundTrip(unittest.TestCase):
                    "blocks=2,2,2,2")
         fresh = torchvision.models.resnet18()
         fresh.load_state_dict(torch.load(self.path("out.pth")))  # strict
-        model.eval(), fresh.eval()
         images = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(2))
-        self.assertTrue(torch.equal(model(images), fresh(images)))
+        assert_same_outputs(self, model, fresh, images)
         self.assertNotIn("model.conv1", printed)  # torchvision's own stem needs no change
 
     def test_cifar_stem_10_classes_1_channel_and_the_printed_recipe(self):
@@ -115,10 +127,22 @@ class ConverterRoundTrip(unittest.TestCase):
         self.assertIn("model.maxpool = nn.Identity()", recipe)
         scope = {}
         exec("\n".join(recipe), scope)
-        loaded = scope["model"]
-        model.eval(), loaded.eval()
         images = torch.randn(2, 1, 32, 32, generator=torch.Generator().manual_seed(4))
-        self.assertTrue(torch.equal(model(images), loaded(images)))
+        assert_same_outputs(self, model, scope["model"], images)
+
+    def test_resnet34_with_a_one_channel_imagenet_stem_and_its_recipe(self):
+        model = torchvision.models.resnet34(num_classes=5)
+        model.conv1 = torch.nn.Conv2d(1, 64, 7, 2, 3, bias=False)
+        randomised(model, 9)
+        printed = self.round_trip(
+            model, "stem=imagenet in_channels=1 num_classes=5 widths=64,128,256,512 "
+                   "blocks=3,4,6,3")
+        recipe = [line[4:] for line in printed.splitlines() if line.startswith("    ")]
+        self.assertIn("model = torchvision.models.resnet34(num_classes=5)", recipe)
+        scope = {}
+        exec("\n".join(recipe), scope)
+        images = torch.randn(2, 1, 40, 40, generator=torch.Generator().manual_seed(10))
+        assert_same_outputs(self, model, scope["model"], images)
 
     def test_float64_weights_stay_float64(self):
         model = randomised(cifar_resnet18(3, 4), 5).double()
