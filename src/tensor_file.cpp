@@ -1,0 +1,584 @@
+#include "resnet_ddp/tensor_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <set>
+#include <sstream>
+
+namespace rddp {
+
+// The format is little-endian and records are copied to and from memory as they are.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "tensor files are little-endian; a big-endian host needs byte swapping here");
+
+namespace {
+
+constexpr char kMagic[8] = {'R', 'D', 'D', 'P', 'T', 'N', 'S', 'R'};
+constexpr char kEndMarker[8] = {'R', 'D', 'D', 'P', 'E', 'N', 'D', '\0'};
+constexpr uint32_t kVersion = 1;
+// Limits that no real file comes near; they keep a corrupt length from meaning anything.
+constexpr uint32_t kMaxNameBytes = 4096;
+constexpr uint32_t kMaxDims = 32;
+
+bool valid_dtype_code(uint32_t code) { return code >= 1 && code <= 7; }
+
+// Strict UTF-8 (no overlong forms, no surrogates), as Python's decoder accepts it.
+bool is_valid_utf8(const std::string& text) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char lead = s[i];
+    size_t extra = 0;
+    unsigned char low = 0x80, high = 0xBF;  // allowed range of the first continuation byte
+    if (lead < 0x80) {
+      ++i;
+      continue;
+    } else if (lead >= 0xC2 && lead <= 0xDF) {
+      extra = 1;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+      extra = 2;
+      if (lead == 0xE0) low = 0xA0;
+      if (lead == 0xED) high = 0x9F;
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+      extra = 3;
+      if (lead == 0xF0) low = 0x90;
+      if (lead == 0xF4) high = 0x8F;
+    } else {
+      return false;
+    }
+    if (i + extra >= n) return false;
+    if (s[i + 1] < low || s[i + 1] > high) return false;
+    for (size_t k = 2; k <= extra; ++k)
+      if (s[i + k] < 0x80 || s[i + k] > 0xBF) return false;
+    i += extra + 1;
+  }
+  return true;
+}
+
+// zlib's crc32 takes a 32-bit length; tensors may be larger.
+uLong crc32_update(uLong crc, const void* data, size_t size) {
+  const auto* bytes = static_cast<const Bytef*>(data);
+  while (size > 0) {
+    const size_t chunk = std::min<size_t>(size, 1u << 30);
+    crc = crc32(crc, bytes, static_cast<uInt>(chunk));
+    bytes += chunk;
+    size -= chunk;
+  }
+  return crc;
+}
+
+// Appends little-endian fields to an in-memory header.
+class HeaderBuilder {
+ public:
+  template <typename T>
+  void put(T value) {
+    const auto* bytes = reinterpret_cast<const char*>(&value);
+    text_.append(bytes, sizeof(T));
+  }
+  void put_string(const std::string& text) {
+    put(static_cast<uint32_t>(text.size()));
+    text_ += text;
+  }
+  void put_raw(const char* data, size_t size) { text_.append(data, size); }
+  const std::string& bytes() const { return text_; }
+  void clear() { text_.clear(); }
+
+ private:
+  std::string text_;
+};
+
+std::string directory_of(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+// What the user can do about a failed write, by the system's reason.
+std::string write_advice(int err, const std::string& directory) {
+  switch (err) {
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG:
+      return "the disk is full or a file size limit applies: free some space or write elsewhere";
+    case EACCES:
+    case EPERM:
+    case EROFS:
+      return "'" + directory + "' is not writable: choose a directory you can write to";
+    case ENOENT:
+    case ENOTDIR: {
+      struct stat info;
+      if (::stat(directory.c_str(), &info) == 0 && S_ISDIR(info.st_mode))
+        return "'" + directory + "' does not take new files: choose another directory";
+      return "the directory '" + directory + "' does not exist: create it or fix the path";
+    }
+    case EISDIR:
+      return "the target is a directory: give a file name";
+    default:
+      return "check the path and the file system";
+  }
+}
+
+// Writes a file crash-safely: everything goes into a temporary beside the target, which is
+// renamed over the target only once it is complete and on disk. A reader therefore sees the
+// old file or the new one, never a torn one, even if we are killed or the machine loses power.
+class AtomicFileWriter {
+ public:
+  explicit AtomicFileWriter(const std::string& path)
+      : path_(path),
+        temp_path_(path + ".tmp." + std::to_string(static_cast<long>(getpid()))),
+        directory_(directory_of(path)) {
+    fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) fail_io("cannot create the temporary file '" + temp_path_ + "'", errno);
+    buffer_.reserve(kBufferBytes);
+  }
+
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  ~AtomicFileWriter() { discard(); }
+
+  void write(const void* data, size_t size) {
+    const auto* bytes = static_cast<const char*>(data);
+    if (buffer_.size() + size <= kBufferBytes) {
+      buffer_.append(bytes, size);
+      return;
+    }
+    flush_buffer();
+    if (size >= kBufferBytes) {
+      write_all(bytes, size);  // large tensors skip the copy into the buffer
+    } else {
+      buffer_.append(bytes, size);
+    }
+  }
+
+  void commit() {
+    flush_buffer();
+    if (::fsync(fd_) != 0) fail_io("cannot flush '" + temp_path_ + "' to disk", errno);
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) fail_io("cannot close '" + temp_path_ + "'", errno);
+    if (::rename(temp_path_.c_str(), path_.c_str()) != 0)
+      fail_io("cannot rename '" + temp_path_ + "' to '" + path_ + "'", errno);
+    committed_ = true;
+    // The rename itself lives in the directory: sync it so that it survives a power loss.
+    // Some file systems cannot sync a directory (EINVAL); the rename is then as durable as
+    // they make it.
+    const int dir_fd = ::open(directory_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd < 0) fail_io("cannot open the directory '" + directory_ + "' to sync it", errno);
+    const int synced = ::fsync(dir_fd);
+    const int sync_errno = errno;
+    ::close(dir_fd);
+    if (synced != 0 && sync_errno != EINVAL)
+      fail_io("cannot sync the directory '" + directory_ + "'", sync_errno);
+  }
+
+ private:
+  static constexpr size_t kBufferBytes = 1 << 20;
+
+  void flush_buffer() {
+    write_all(buffer_.data(), buffer_.size());
+    buffer_.clear();
+  }
+
+  void write_all(const char* data, size_t size) {
+    while (size > 0) {
+      const ssize_t written = ::write(fd_, data, size);
+      if (written < 0) {
+        if (errno == EINTR) continue;
+        fail_io("cannot write '" + temp_path_ + "'", errno);
+      }
+      data += written;
+      size -= static_cast<size_t>(written);
+    }
+  }
+
+  void discard() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    if (!committed_) ::unlink(temp_path_.c_str());
+  }
+
+  [[noreturn]] void fail_io(const std::string& what, int err) {
+    discard();
+    const bool replaced = committed_;
+    fail("cannot write '", path_, "': ", what, ": ", std::strerror(err), "; ",
+         write_advice(err, directory_),
+         replaced ? "." : ". Any earlier file at that path is unchanged.");
+  }
+
+  std::string path_, temp_path_, directory_;
+  int fd_ = -1;
+  bool committed_ = false;
+  std::string buffer_;
+};
+
+// Refuses, before anything is written, a file that read_tensor_file would reject.
+void check_writable(const std::string& path, const TensorFile& file) {
+  for (const auto& [key, value] : file.metadata) {
+    if (key.empty() || key.size() > kMaxNameBytes)
+      fail("cannot write '", path, "': metadata keys must be 1 to ", kMaxNameBytes,
+           " bytes long, got one of ", key.size());
+    if (!is_valid_utf8(key) || !is_valid_utf8(value))
+      fail("cannot write '", path, "': metadata entry '", key, "' is not valid UTF-8");
+    if (value.size() > std::numeric_limits<uint32_t>::max())
+      fail("cannot write '", path, "': metadata value of '", key, "' exceeds 4 GiB");
+  }
+  std::set<std::string> names;
+  for (const TensorRecord& record : file.tensors) {
+    if (record.name.empty() || record.name.size() > kMaxNameBytes || !is_valid_utf8(record.name))
+      fail("cannot write '", path, "': tensor names must be UTF-8 of 1 to ", kMaxNameBytes,
+           " bytes, got '", record.name, "'");
+    if (!names.insert(record.name).second)
+      fail("cannot write '", path, "': two tensors are named '", record.name, "'");
+    if (!valid_dtype_code(static_cast<uint32_t>(record.dtype)))
+      fail("cannot write '", path, "': tensor '", record.name, "' has an unknown dtype code ",
+           static_cast<uint32_t>(record.dtype));
+    if (record.shape.size() > kMaxDims)
+      fail("cannot write '", path, "': tensor '", record.name, "' has ", record.shape.size(),
+           " dimensions, more than the format's ", kMaxDims);
+    for (int64_t dim : record.shape)
+      if (dim < 0)
+        fail("cannot write '", path, "': tensor '", record.name, "' has a negative dimension in ",
+             shape_to_string(record.shape));
+    const size_t expected = record.numel() * dtype_size(record.dtype);
+    if (record.bytes.size() != expected)
+      fail("cannot write '", path, "': tensor '", record.name, "' of shape ",
+           shape_to_string(record.shape), " and dtype ", to_string(record.dtype), " needs ",
+           expected, " bytes, but holds ", record.bytes.size());
+  }
+}
+
+// Recognises files that are not ours, so the message can say what to do with them.
+std::string foreign_file_advice(const unsigned char* head, size_t size) {
+  auto starts_with = [&](const char* prefix, size_t length) {
+    return size >= length && std::memcmp(head, prefix, length) == 0;
+  };
+  if (starts_with("PK\x03\x04", 4))
+    return "it is a zip archive, as torch.save writes .pth/.pt files: convert it with "
+           "scripts/torchvision_to_resnet_ddp.py";
+  if (size >= 1 && head[0] == 0x80)
+    return "it looks like a Python pickle (an old-style torch.save file): convert it with "
+           "scripts/torchvision_to_resnet_ddp.py";
+  if (starts_with("version https://git-lfs", 23))
+    return "it is a Git LFS pointer, not the file itself: run `git lfs pull`";
+  if (starts_with("\x93NUMPY", 6)) return "it is a NumPy .npy file";
+  if (starts_with("\x89HDF", 4)) return "it is an HDF5 file (Keras?)";
+  if (starts_with("\x1f\x8b", 2)) return "it is gzip-compressed: decompress it first";
+  if (size >= 9 && head[8] == '{')
+    return "it looks like a safetensors file: load it in Python, torch.save the state_dict, "
+           "and convert that with scripts/torchvision_to_resnet_ddp.py";
+  return "it does not start with the resnet_ddp magic 'RDDPTNSR'";
+}
+
+// Reads a file front to back, checking every length against the bytes that are left and
+// keeping a running CRC of what it has read.
+class Cursor {
+ public:
+  Cursor(std::FILE* stream, const std::string& path, uint64_t size)
+      : stream_(stream), path_(path), size_(size) {}
+
+  uint64_t remaining() const { return size_ - position_; }
+  void set_place(std::string place) { place_ = std::move(place); }
+  void reset_crc() { crc_ = crc32(0L, Z_NULL, 0); }
+  uint32_t crc() const { return static_cast<uint32_t>(crc_); }
+
+  void read(void* out, uint64_t size) {
+    if (size > remaining()) truncated(size);
+    if (size > 0 && std::fread(out, 1, size, stream_) != size) {
+      if (std::ferror(stream_)) fail("cannot read '", path_, "': ", std::strerror(errno));
+      fail("'", path_, "' shrank while it was being read: is another program writing it?");
+    }
+    position_ += size;
+    crc_ = crc32_update(crc_, out, size);
+  }
+
+  template <typename T>
+  T get() {
+    T value;
+    read(&value, sizeof(T));
+    return value;
+  }
+
+  std::string get_string(uint32_t size) {
+    if (size > remaining()) truncated(size);  // before allocating a corrupt length
+    std::string text(size, '\0');
+    read(text.data(), size);
+    return text;
+  }
+
+  [[noreturn]] void truncated(uint64_t wanted) const {
+    fail("'", path_, "' is truncated ", place_, ": ", wanted, " more bytes are needed but only ",
+         remaining(), " remain (", wanted - remaining(), " missing). The file was cut short, ",
+         "perhaps by an interrupted copy or download (or a length before this point is ",
+         "corrupt): copy it again");
+  }
+
+  // Says what the file looks like instead, from its first bytes.
+  [[noreturn]] void not_ours() const {
+    unsigned char head[32];
+    std::rewind(stream_);
+    const size_t size = std::fread(head, 1, sizeof(head), stream_);
+    fail("'", path_, "' is not a resnet_ddp tensor file: ", foreign_file_advice(head, size));
+  }
+
+  [[noreturn]] void corrupt(const std::string& what) const {
+    fail("'", path_, "' is corrupt ", place_, ": ", what,
+         ". Copy the file again, or use an earlier copy");
+  }
+
+ private:
+  std::FILE* stream_;
+  const std::string& path_;
+  uint64_t size_, position_ = 0;
+  uLong crc_ = crc32(0L, Z_NULL, 0);
+  std::string place_ = "in the file header";
+};
+
+struct FileCloser {
+  void operator()(std::FILE* stream) const { std::fclose(stream); }
+};
+
+std::string crc_hex(uint32_t crc) {
+  char text[16];
+  std::snprintf(text, sizeof(text), "0x%08x", crc);
+  return text;
+}
+
+void read_header(Cursor& in, const std::string& path, TensorFile& file, uint64_t& tensor_count) {
+  char magic[8];
+  const uint64_t head_size = std::min<uint64_t>(sizeof(magic), in.remaining());
+  in.read(magic, head_size);
+  if (std::memcmp(magic, kMagic, head_size) != 0) in.not_ours();
+  if (head_size < sizeof(magic)) in.truncated(sizeof(magic) - head_size);
+
+  // The version comes first: a newer version may lay out everything after it differently.
+  const auto version = in.get<uint32_t>();
+  if (version > kVersion)
+    fail("'", path, "' uses format version ", version, ", newer than this build of resnet_ddp ",
+         "reads (", kVersion, "): use the resnet_ddp that wrote it, or a newer one");
+  if (version == 0) in.corrupt("format version 0 does not exist");
+  const auto flags = in.get<uint32_t>();
+
+  // No count is trusted to size anything: each entry and record consumes bytes of the file,
+  // so a corrupt count runs out of file (a "truncated" error) long before it costs memory.
+  const auto metadata_count = in.get<uint64_t>();
+  for (uint64_t index = 0; index < metadata_count; ++index) {
+    in.set_place("in metadata entry " + std::to_string(index + 1) + " of " +
+                 std::to_string(metadata_count));
+    const auto key_size = in.get<uint32_t>();
+    if (key_size == 0 || key_size > kMaxNameBytes)
+      in.corrupt("a metadata key of " + std::to_string(key_size) + " bytes (allowed: 1 to " +
+                 std::to_string(kMaxNameBytes) + ")");
+    std::string key = in.get_string(key_size);
+    std::string value = in.get_string(in.get<uint32_t>());
+    if (!is_valid_utf8(key) || !is_valid_utf8(value)) in.corrupt("text that is not UTF-8");
+    if (!file.metadata.emplace(key, std::move(value)).second)
+      in.corrupt("metadata key '" + key + "' appears twice");
+  }
+  in.set_place("in the file header");
+  tensor_count = in.get<uint64_t>();
+  const uint32_t computed = in.crc();
+  const auto stored = in.get<uint32_t>();
+  if (computed != stored)
+    in.corrupt("the header's CRC-32 is " + crc_hex(computed) + " but the file records " +
+               crc_hex(stored));
+  if (flags != 0)
+    fail("'", path, "' uses format features this build does not know (flags ", crc_hex(flags),
+         "): read it with the resnet_ddp that wrote it, or a newer one");
+}
+
+TensorRecord read_record(Cursor& in, uint64_t index, uint64_t count, const std::string& previous) {
+  const std::string ordinal = std::to_string(index + 1) + " of " + std::to_string(count);
+  in.set_place("in the header of tensor " + ordinal +
+               (previous.empty() ? std::string() : " (after '" + previous + "')"));
+  in.reset_crc();
+  TensorRecord record;
+  const auto name_size = in.get<uint32_t>();
+  if (name_size == 0 || name_size > kMaxNameBytes)
+    in.corrupt("a tensor name of " + std::to_string(name_size) + " bytes (allowed: 1 to " +
+               std::to_string(kMaxNameBytes) + ")");
+  record.name = in.get_string(name_size);
+  if (!is_valid_utf8(record.name)) in.corrupt("a tensor name that is not UTF-8");
+  in.set_place("in the header of tensor '" + record.name + "' (" + ordinal + ")");
+
+  const auto dtype_code = in.get<uint32_t>();
+  if (!valid_dtype_code(dtype_code))
+    in.corrupt("unknown dtype code " + std::to_string(dtype_code) +
+               " (a file from a newer resnet_ddp?)");
+  record.dtype = static_cast<DType>(dtype_code);
+  const auto ndim = in.get<uint32_t>();
+  if (ndim > kMaxDims)
+    in.corrupt(std::to_string(ndim) + " dimensions (at most " + std::to_string(kMaxDims) + ")");
+  record.shape.resize(ndim);
+  uint64_t expected_bytes = dtype_size(record.dtype);
+  bool overflow = false;
+  for (auto& dim : record.shape) {
+    dim = in.get<int64_t>();
+    if (dim < 0) in.corrupt("a negative dimension " + std::to_string(dim));
+    overflow |= __builtin_mul_overflow(expected_bytes, static_cast<uint64_t>(dim), &expected_bytes);
+  }
+  if (overflow) in.corrupt("shape " + shape_to_string(record.shape) + " is impossibly large");
+  const auto byte_count = in.get<uint64_t>();
+  if (byte_count != expected_bytes)
+    in.corrupt("the byte count " + std::to_string(byte_count) + " disagrees with shape " +
+               shape_to_string(record.shape) + " of " + to_string(record.dtype) + " (" +
+               std::to_string(expected_bytes) + " bytes)");
+  const uint32_t header_crc = in.crc();
+  const auto stored_crc = in.get<uint32_t>();
+
+  in.set_place("in the data of tensor '" + record.name + "' (" + ordinal + ")");
+  if (byte_count > in.remaining()) in.truncated(byte_count);  // before allocating anything
+  record.bytes.resize(byte_count);
+  in.reset_crc();
+  in.read(record.bytes.data(), byte_count);
+  // The record's CRC runs over its header fields and then its data.
+  const auto computed = static_cast<uint32_t>(
+      crc32_combine(header_crc, in.crc(), static_cast<z_off_t>(byte_count)));
+  if (computed != stored_crc)
+    in.corrupt("its CRC-32 is " + crc_hex(computed) + " but the file records " +
+               crc_hex(stored_crc) + ", so its name, shape or values were damaged");
+  return record;
+}
+
+}  // namespace
+
+const char* to_string(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "f32";
+    case DType::f64: return "f64";
+    case DType::i64: return "i64";
+    case DType::i32: return "i32";
+    case DType::u8: return "u8";
+    case DType::bf16: return "bf16";
+    case DType::f16: return "f16";
+  }
+  return "unknown dtype";
+}
+
+size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return 4;
+    case DType::f64: return 8;
+    case DType::i64: return 8;
+    case DType::i32: return 4;
+    case DType::u8: return 1;
+    case DType::bf16: return 2;
+    case DType::f16: return 2;
+  }
+  fail("unknown dtype code ", static_cast<uint32_t>(dtype));
+}
+
+size_t shape_numel(const std::vector<int64_t>& shape) {
+  size_t numel = 1;
+  for (int64_t dim : shape) numel *= static_cast<size_t>(dim);
+  return numel;
+}
+
+std::string shape_to_string(const std::vector<int64_t>& shape) {
+  std::ostringstream out;
+  out << '[';
+  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
+  out << ']';
+  return out.str();
+}
+
+const TensorRecord* TensorFile::find(const std::string& name) const {
+  for (const TensorRecord& record : tensors)
+    if (record.name == name) return &record;
+  return nullptr;
+}
+
+std::string TensorFile::describe_source() const {
+  return source.empty() ? std::string("tensor file") : "'" + source + "'";
+}
+
+void write_tensor_file(const std::string& path, const TensorFile& file) {
+  check_writable(path, file);
+  AtomicFileWriter out(path);
+
+  HeaderBuilder header;
+  header.put_raw(kMagic, sizeof(kMagic));
+  header.put(kVersion);
+  header.put(uint32_t{0});  // flags
+  header.put(static_cast<uint64_t>(file.metadata.size()));
+  for (const auto& [key, value] : file.metadata) {
+    header.put_string(key);
+    header.put_string(value);
+  }
+  header.put(static_cast<uint64_t>(file.tensors.size()));
+  header.put(static_cast<uint32_t>(crc32_update(crc32(0L, Z_NULL, 0), header.bytes().data(),
+                                                header.bytes().size())));
+  out.write(header.bytes().data(), header.bytes().size());
+
+  for (const TensorRecord& record : file.tensors) {
+    header.clear();
+    header.put_string(record.name);
+    header.put(static_cast<uint32_t>(record.dtype));
+    header.put(static_cast<uint32_t>(record.shape.size()));
+    for (int64_t dim : record.shape) header.put(dim);
+    header.put(static_cast<uint64_t>(record.bytes.size()));
+    uLong crc = crc32_update(crc32(0L, Z_NULL, 0), header.bytes().data(), header.bytes().size());
+    crc = crc32_update(crc, record.bytes.data(), record.bytes.size());
+    header.put(static_cast<uint32_t>(crc));
+    out.write(header.bytes().data(), header.bytes().size());
+    out.write(record.bytes.data(), record.bytes.size());
+  }
+  out.write(kEndMarker, sizeof(kEndMarker));
+  out.commit();
+}
+
+TensorFile read_tensor_file(const std::string& path) {
+  std::unique_ptr<std::FILE, FileCloser> stream(std::fopen(path.c_str(), "rb"));
+  if (!stream) fail("cannot open '", path, "': ", std::strerror(errno));
+  struct stat info;
+  if (::fstat(fileno(stream.get()), &info) != 0)
+    fail("cannot inspect '", path, "': ", std::strerror(errno));
+  if (S_ISDIR(info.st_mode)) fail("'", path, "' is a directory, not a tensor file");
+  if (!S_ISREG(info.st_mode))
+    fail("'", path, "' is not a regular file; give the path of a .rddp file");
+  if (info.st_size == 0) fail("'", path, "' is empty: it was never written completely");
+
+  TensorFile file;
+  file.source = path;
+  Cursor in(stream.get(), path, static_cast<uint64_t>(info.st_size));
+  uint64_t tensor_count = 0;
+  read_header(in, path, file, tensor_count);
+
+  std::map<std::string, uint64_t> positions;
+  for (uint64_t index = 0; index < tensor_count; ++index) {
+    const std::string previous = file.tensors.empty() ? "" : file.tensors.back().name;
+    TensorRecord record = read_record(in, index, tensor_count, previous);
+    in.set_place("in its list of tensors");
+    const auto [earlier, inserted] = positions.emplace(record.name, index);
+    if (!inserted)
+      in.corrupt("tensors " + std::to_string(earlier->second + 1) + " and " +
+                 std::to_string(index + 1) + " are both named '" + record.name + "'");
+    file.tensors.push_back(std::move(record));
+  }
+
+  in.set_place("after its last tensor" +
+               (file.tensors.empty() ? std::string() : " '" + file.tensors.back().name + "'") +
+               ", where the end marker belongs");
+  char marker[8];
+  in.read(marker, sizeof(marker));
+  if (std::memcmp(marker, kEndMarker, sizeof(marker)) != 0)
+    in.corrupt("the end marker is missing; the header announces " + std::to_string(tensor_count) +
+               " tensors, perhaps more follow");
+  in.set_place("after the end marker");
+  if (in.remaining() != 0)
+    in.corrupt(std::to_string(in.remaining()) + " more bytes follow, where the file should end");
+  return file;
+}
+
+}  // namespace rddp
