@@ -126,7 +126,7 @@ def run_tool(case_path, out_path, precision):
     result = subprocess.run([TOOL, case_path, out_path, precision], capture_output=True, text=True)
     if result.returncode != 0:
         sys.exit(f"parity_step failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
-    return rddp_tensors.read_file(out_path)[1]
+    return rddp_tensors.read(out_path).tensors
 
 
 def main():
@@ -154,7 +154,7 @@ def main():
                         "sgd.nesterov": "1" if SGD["nesterov"] else "0",
                         "sgd.weight_decay": repr(SGD["weight_decay"])}
             case_path = os.path.join(tmp, name + ".case")
-            rddp_tensors.write_file(case_path, case, metadata)
+            rddp_tensors.write(case_path, case, metadata)
 
             step = (weights, stem, in_channels, classes, images, labels, smoothing)
             truth = training_step(*step, torch.float64)
