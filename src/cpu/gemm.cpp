@@ -140,7 +140,10 @@ void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, T alpha, cons
         // Later K blocks add onto what the first one wrote.
         const T block_beta = p0 == 0 ? beta : T(1);
 
-#pragma omp for schedule(static)
+        // Dynamic schedules: a thread that loses its core to another process (several ranks
+        // on one node, a busy CI machine) then delays the team by one strip or tile, not by
+        // its whole static share. Which thread computes a tile does not change its bits.
+#pragma omp for schedule(dynamic)
         for (int strip = 0; strip < b_strips; ++strip) {
           const int col = strip * NR;
           pack_b_strip<T, NR>(transpose_b, b, ldb, p0, depth, j0 + col,
@@ -151,7 +154,7 @@ void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, T alpha, cons
         // one of m and n is small (a 64-channel convolution, a thin fully connected layer).
         const int row_tiles = (m + MC - 1) / MC, col_tiles = (width + NT - 1) / NT;
         int packed_row_tile = -1;
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic)
         for (int tile = 0; tile < row_tiles * col_tiles; ++tile) {
           const int row_tile = tile / col_tiles, col_tile = tile % col_tiles;
           const int i0 = row_tile * MC, rows = std::min(MC, m - i0);
