@@ -111,7 +111,7 @@ void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, T alpha, cons
           const T* b, int ldb, T beta, T* c, int ldc) {
   using B = Blocking<T>;
   constexpr int MR = B::mr, NR = B::nr, MC = B::mc, KC = B::kc, NC = B::nc, NT = B::nt;
-  if (m < 0 || n < 0 || k < 0) fail("gemm: negative size m=", m, " n=", n, " k=", k);
+  RDDP_ASSERT(m >= 0 && n >= 0 && k >= 0);
   RDDP_ASSERT(lda >= std::max(1, transpose_a ? m : k));
   RDDP_ASSERT(ldb >= std::max(1, transpose_b ? k : n));
   RDDP_ASSERT(ldc >= std::max(1, n));

@@ -87,7 +87,8 @@ cpu::ConvShape conv_shape(int batch, int in_channels, int in_h, int in_w, int ou
   return s;
 }
 
-// Every kind of convolution ResNet-18 has, at small sizes, plus the awkward cases.
+// Every kind of convolution ResNet-18 has, at small sizes, plus the awkward cases and each
+// path through the implementation.
 const std::vector<cpu::ConvShape>& conv_shapes() {
   static const std::vector<cpu::ConvShape> shapes = {
       conv_shape(2, 5, 6, 7, 4, 1, 1, 0),    // 1x1, no unfolding
@@ -100,6 +101,11 @@ const std::vector<cpu::ConvShape>& conv_shapes() {
       conv_shape(2, 1, 6, 5, 2, 3, 1, 1),    // one input channel, batch > 1
       conv_shape(1, 3, 2, 3, 2, 7, 2, 3),    // input smaller than the kernel
       conv_shape(2, 2, 1, 1, 3, 7, 2, 3),    // 1x1 input under the stem: mostly padding
+      // Small planes are unfolded several images at a time: 10x10 outputs go three to a
+      // GEMM, so a batch of 4 ends with a partial chunk. A 1x1 convolution over a large plane
+      // (one image per GEMM) reads its input directly.
+      conv_shape(4, 2, 10, 10, 3, 3, 1, 1),
+      conv_shape(2, 3, 16, 17, 4, 1, 1, 0),
   };
   return shapes;
 }
