@@ -2,7 +2,11 @@
 // Row-major single-node GEMM for the CPU layers:
 //   C[M, N] = alpha * op(A)[M, K] * op(B)[K, N] + beta * C
 // op(X) is X or its transpose; lda/ldb/ldc are row strides of the matrices as stored.
-// With beta == 0, C is not read (it may hold garbage or NaN).
+// With beta == 0, C is not read (it may hold garbage or NaN); with k == 0 or alpha == 0, A and
+// B are not read.
+// Runs on the OpenMP threads (on the calling thread alone inside a parallel region). Every
+// element of C is summed in the same order whatever the number of threads, so results are
+// bitwise reproducible from one to many threads.
 namespace rddp::cpu {
 
 template <typename T>

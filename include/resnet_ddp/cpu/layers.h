@@ -14,7 +14,8 @@ struct ConvShape {
 };
 
 // y[n, co, oh, ow] = sum over ci, kh, kw of w[co, ci, kh, kw] * x[n, ci, oh*s - p + kh, ...]
-// (no bias: every convolution of ResNet is followed by BatchNorm).
+// (no bias: every convolution of ResNet is followed by BatchNorm). Throws Error when the
+// kernel does not fit the padded input.
 template <typename T>
 void conv2d_forward(const ConvShape& shape, const T* x, const T* w, T* y);
 template <typename T>
@@ -30,6 +31,7 @@ struct BatchNormShape {
 // running_mean/var move by `momentum` towards the batch mean and the *unbiased* variance.
 // save_mean / save_invstd (1/sqrt(var + eps)) are kept for backward. Throws Error when a
 // channel has a single value (batch * height * width == 1), as PyTorch refuses it too.
+// Sums are taken in double whatever T is.
 template <typename T>
 void batchnorm_forward_train(const BatchNormShape& shape, const T* x, const T* gamma, const T* beta,
                              T momentum, T eps, T* running_mean, T* running_var, T* y,
@@ -44,6 +46,7 @@ void batchnorm_backward(const BatchNormShape& shape, const T* x, const T* dy, co
                         const T* save_mean, const T* save_invstd, T* dx, T* dgamma, T* dbeta);
 
 // In place is allowed (y == x, dx == dy). Backward uses the output: dx = dy where y > 0.
+// As torch.relu: NaN and -0.0 pass through forward, and a NaN output passes its gradient.
 template <typename T>
 void relu_forward(int64_t count, const T* x, T* y);
 template <typename T>
@@ -51,7 +54,8 @@ void relu_backward(int64_t count, const T* y, const T* dy, T* dx);
 
 // Max pooling, kernel k, stride s, padding p (padding never wins). `argmax` records, for
 // each output, the flat index of the chosen input within its (n, c) plane: the first maximum
-// in row-major window order, as PyTorch picks it.
+// in row-major window order, as PyTorch picks it; a NaN in the window is chosen (the last
+// one if several). Throws Error when pad > kernel / 2 (PyTorch's limit).
 struct PoolShape {
   int batch = 1, channels = 1, in_h = 1, in_w = 1, kernel = 3, stride = 2, pad = 1;
   int out_h() const { return (in_h + 2 * pad - kernel) / stride + 1; }

@@ -1,0 +1,84 @@
+#pragma once
+// Small tools for tests over flat tensors: random fills from the portable Rng, NaN poison to
+// prove that every output element is written, and elementwise comparison with a report.
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "resnet_ddp/rng.h"
+
+namespace rddp::testing {
+
+template <typename T>
+std::vector<T> random_uniform(Rng& rng, size_t size, double low = -1.0, double high = 1.0) {
+  std::vector<T> values(size);
+  for (T& value : values) value = static_cast<T>(rng.uniform(low, high));
+  return values;
+}
+
+// An output buffer whose every element is NaN: any element a kernel forgets to write stays
+// NaN and fails the comparison that follows.
+template <typename T>
+std::vector<T> nan_filled(size_t size) {
+  return std::vector<T>(size, std::numeric_limits<T>::quiet_NaN());
+}
+
+template <typename To, typename From>
+std::vector<To> converted(const std::vector<From>& values) {
+  return std::vector<To>(values.begin(), values.end());
+}
+
+template <typename T>
+size_t count_non_finite(const std::vector<T>& values) {
+  size_t count = 0;
+  for (const T& value : values) count += !std::isfinite(static_cast<double>(value));
+  return count;
+}
+
+inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double sum = 0.0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+struct CloseReport {
+  size_t compared = 0, failed = 0;
+  size_t first_index = 0;  // of the first failure
+  double first_actual = 0.0, first_expected = 0.0;
+
+  bool passed() const { return compared > 0 && failed == 0; }
+  std::string summary() const {
+    std::ostringstream out;
+    out << failed << " of " << compared << " elements differ";
+    if (failed)
+      out << "; first at [" << first_index << "]: got " << first_actual << ", expected "
+          << first_expected;
+    if (compared == 0) out << "; nothing was compared (size mismatch or empty)";
+    return out.str();
+  }
+};
+
+// |actual - expected| <= atol + rtol * |expected| elementwise; NaN anywhere fails.
+template <typename A, typename E>
+CloseReport compare_close(const std::vector<A>& actual, const std::vector<E>& expected, double atol,
+                          double rtol) {
+  CloseReport report;
+  if (actual.size() != expected.size()) return report;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    const double a = static_cast<double>(actual[i]), e = static_cast<double>(expected[i]);
+    ++report.compared;
+    if (!(std::fabs(a - e) <= atol + rtol * std::fabs(e))) {
+      if (report.failed++ == 0) {
+        report.first_index = i;
+        report.first_actual = a;
+        report.first_expected = e;
+      }
+    }
+  }
+  return report;
+}
+
+}  // namespace rddp::testing
