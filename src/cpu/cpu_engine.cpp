@@ -56,7 +56,7 @@ class CpuEngine final : public Engine {
     // Evaluation reports the plain cross-entropy, as PyTorch's validation loops usually do
     // with the training criterion; label smoothing is part of that criterion.
     record(cpu::softmax_cross_entropy(logits, batch.labels, batch.size, config_.spec.num_classes,
-                                      static_cast<float>(config_.label_smoothing), nullptr),
+                                      static_cast<float>(config_.label_smoothing), static_cast<float*>(nullptr)),
            batch.size);
   }
 
