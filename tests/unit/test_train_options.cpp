@@ -1,0 +1,118 @@
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "resnet_ddp/error.h"
+#include "resnet_ddp/train/lr_schedule.h"
+#include "resnet_ddp/train/options.h"
+
+using namespace rddp;
+
+namespace {
+
+TrainOptions parse(std::vector<std::string> args) {
+  std::vector<const char*> argv = {"resnet_ddp"};
+  for (const std::string& arg : args) argv.push_back(arg.c_str());
+  TrainOptions options;
+  REQUIRE(parse_options(static_cast<int>(argv.size()), argv.data(), options));
+  return options;
+}
+
+void refused(std::vector<std::string> args, const std::string& says) {
+  CAPTURE(says);
+  CHECK_THROWS_WITH_AS(parse(std::move(args)), doctest::Contains(says.c_str()), Error);
+}
+
+}  // namespace
+
+TEST_CASE("options parse in both --flag value and --flag=value forms") {
+  const TrainOptions o = parse({"--data", "/d", "--batch-size=64", "--epochs", "3", "--lr", "0.01",
+                                "--optimizer", "sgd", "--nesterov", "--stem", "cifar", "--device", "cpu",
+                                "--lr-schedule", "cosine", "--warmup-epochs", "0.5", "--seed", "7"});
+  CHECK(o.data.path == "/d");
+  CHECK(o.data.batch_size == 64);
+  CHECK(o.epochs == 3);
+  CHECK(o.optimizer.kind == OptimizerKind::sgd);
+  CHECK(o.optimizer.lr == 0.01);
+  CHECK(o.optimizer.momentum == 0.9);        // the SGD recipe's default
+  CHECK(o.optimizer.weight_decay == 1e-4);   // likewise
+  CHECK(o.optimizer.nesterov);
+  CHECK(o.stem == "cifar");
+  CHECK(o.device == DeviceChoice::cpu);
+  CHECK(o.lr_schedule == LrSchedule::cosine);
+  CHECK(o.seed == 7);
+}
+
+TEST_CASE("AdamW keeps torch.optim.AdamW's defaults") {
+  const TrainOptions o = parse({"--data", "/d"});
+  CHECK(o.optimizer.kind == OptimizerKind::adamw);
+  CHECK(o.optimizer.lr == 1e-3);
+  CHECK(o.optimizer.weight_decay == 1e-2);
+  CHECK(o.optimizer.beta1 == 0.9);
+  CHECK(o.optimizer.beta2 == 0.999);
+  CHECK(o.optimizer.eps == 1e-8);
+}
+
+TEST_CASE("wrong values are refused naming the flag and the accepted range") {
+  refused({"--data", "/d", "--batch-size", "0"}, "--batch-size: 0 is outside the accepted range [1, ");
+  refused({"--data", "/d", "--batch-size", "12x"}, "--batch-size: '12x' is not a whole number");
+  refused({"--data", "/d", "--lr", "-1"}, "--lr: -1 is outside the accepted range");
+  refused({"--data", "/d", "--lr", "fast"}, "--lr: 'fast' is not a number");
+  refused({"--data", "/d", "--label-smoothing", "1"}, "--label-smoothing: 1 is outside");
+  refused({"--data", "/d", "--device", "tpu"}, "--device: 'tpu' is not one of: auto, cpu, cuda");
+  refused({"--data", "/d", "--stem", "big"}, "--stem: 'big' is not one of");
+  refused({"--data", "/d", "--optimizer", "adam"}, "--optimizer");
+  refused({"--data", "/d", "--dataset", "mnist"}, "mnist");
+  refused({"--data", "/d", "--frobnicate"}, "unknown option '--frobnicate'");
+  refused({"--data"}, "--data needs a value");
+  refused({"--data", "/d", "--nesterov=1"}, "--nesterov takes no value");
+  refused({"--data", "/d", "--lr-step-epochs", "30,20"}, "epochs must increase");
+}
+
+TEST_CASE("inconsistent combinations are refused with the fix") {
+  refused({}, "--data DIR is required");
+  refused({"--data", "/d", "--resume"}, "--resume needs --checkpoint-dir");
+  refused({"--data", "/d", "--eval"}, "--eval needs weights");
+  refused({"--data", "/d", "--momentum", "0.5"}, "add --optimizer sgd");
+  refused({"--data", "/d", "--init", "w", "--resume", "--checkpoint-dir", "c"}, "use one");
+  refused({"--data", "/d", "--epochs", "2", "--warmup-epochs", "3"}, "longer than --epochs");
+  CHECK_NOTHROW(parse({"--dataset", "synthetic"}));
+}
+
+TEST_CASE("--help lists every flag") {
+  const std::string text = usage();
+  for (const char* flag : {"--data", "--dataset", "--epochs", "--batch-size", "--lr", "--weight-decay",
+                           "--optimizer", "--momentum", "--label-smoothing", "--lr-schedule",
+                           "--warmup-epochs", "--num-workers", "--seed", "--no-shuffle", "--augment",
+                           "--stem", "--device", "--precision", "--val-split", "--max-steps",
+                           "--limit-train", "--eval", "--init", "--checkpoint-dir", "--resume",
+                           "--log-json", "--bucket-mb", "--comm-timeout"}) {
+    CAPTURE(flag);
+    CHECK(text.find(flag) != std::string::npos);
+  }
+}
+
+TEST_CASE("learning-rate schedules") {
+  TrainOptions o = parse({"--data", "/d", "--lr", "0.4", "--epochs", "10"});
+  LrScheduleFn constant(o, 100);
+  CHECK(constant.at(0) == 0.4);
+  CHECK(constant.at(999) == 0.4);
+
+  o.warmup_epochs = 1;
+  o.lr_schedule = LrSchedule::cosine;
+  LrScheduleFn cosine(o, 100);
+  CHECK(cosine.at(0) == doctest::Approx(0.004));   // 1/100 of the way up
+  CHECK(cosine.at(99) == doctest::Approx(0.4));    // warm-up ends at the base rate
+  CHECK(cosine.at(100) == doctest::Approx(0.4));   // cosine starts at the base rate
+  CHECK(cosine.at(550) == doctest::Approx(0.2));   // half-way through the decay
+  CHECK(cosine.at(1000) == doctest::Approx(0.0));
+
+  o.warmup_epochs = 0;
+  o.lr_schedule = LrSchedule::step;
+  o.lr_step_epochs = {3, 6};
+  LrScheduleFn step(o, 10);
+  CHECK(step.at(29) == doctest::Approx(0.4));
+  CHECK(step.at(30) == doctest::Approx(0.04));
+  CHECK(step.at(60) == doctest::Approx(0.004));
+}
