@@ -33,12 +33,12 @@ std::vector<uint8_t> read_maybe_gzip_file(const std::string& path) {
   int got;
   while ((got = gzread(file.get(), chunk, sizeof chunk)) > 0)
     bytes.insert(bytes.end(), chunk, chunk + got);
-  if (got < 0) {
-    int code = 0;
-    const char* why = gzerror(file.get(), &code);
+  // A truncated stream can end a read without a negative count; the error is still kept.
+  int code = Z_OK;
+  const char* why = gzerror(file.get(), &code);
+  if (got < 0 || code != Z_OK)
     fail("cannot read ", path, ": ", why,
          " (a damaged or truncated gzip file: download or unpack it again)");
-  }
   return bytes;
 }
 

@@ -44,16 +44,18 @@ struct IdxArray {
 
 IdxArray read_idx(const std::string& path, uint32_t magic, size_t rank, const char* what) {
   IdxArray array{path, read_maybe_gzip_file(path), {}, 4 + 4 * rank};
+  if (array.bytes.size() >= 4) {
+    const uint32_t found = big_endian_u32(array.bytes.data());
+    if (found != magic) {
+      char text[64];
+      std::snprintf(text, sizeof text, "0x%08x where idx %s have 0x%08x", found, what, magic);
+      fail(path, " has magic number ", text, ": it is not an idx file of ", what,
+           " (are the images and labels files swapped?)");
+    }
+  }
   if (array.bytes.size() < array.header)
     fail(path, " is ", array.bytes.size(), " bytes, too short for an idx ", what,
          " header: the file is truncated; download it again");
-  const uint32_t found = big_endian_u32(array.bytes.data());
-  if (found != magic) {
-    char text[64];
-    std::snprintf(text, sizeof text, "0x%08x where idx %s have 0x%08x", found, what, magic);
-    fail(path, " has magic number ", text, ": it is not an idx file of ", what,
-         " (are the images and labels files swapped, or is it still compressed?)");
-  }
   size_t elements = 1;
   for (size_t d = 0; d < rank; ++d) {
     array.dims.push_back(big_endian_u32(array.bytes.data() + 4 + 4 * d));
