@@ -124,6 +124,12 @@ OpenedData open_data(const DataConfig& config) {
     case AugmentMode::automatic: RDDP_ASSERT(false);
   }
   train.validate();
+  const int smallest = std::min(data.train->height(), data.train->width());
+  if (train.kind == Transform::Kind::random_crop_flip && fixed_size &&
+      smallest + 2 * train.padding < size)
+    fail(data.train->description(), ": a ", data.train->width(), "x", data.train->height(),
+         " image padded by ", train.padding, " is smaller than the ", size, "x", size,
+         " random crop; choose a smaller image size or the resized-crop-flip augmentation");
   data.train_transform = train;
 
   const std::string normalization = config.normalization == "auto"
