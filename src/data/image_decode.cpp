@@ -52,8 +52,11 @@ Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::s
     fail("cannot decode image ", what, ": ", stbi_failure_reason(),
          ". The file is damaged or not an image of the format its name says; replace or "
          "remove it");
-  Image image(height, width, channels);
-  std::copy_n(pixels.get(), image.pixels.size(), image.pixels.begin());
+  Image image;
+  image.height = height;
+  image.width = width;
+  image.channels = channels;
+  image.pixels.assign(pixels.get(), pixels.get() + size_t(height) * width * channels);
   return image;
 }
 
