@@ -112,6 +112,8 @@ void Loader::worker_loop() {
       error = std::current_exception();
     } catch (const std::exception& e) {
       error = std::make_exception_ptr(Error("loading batch " + std::to_string(step) + ": " + e.what()));
+    } catch (...) {
+      error = std::make_exception_ptr(Error("loading batch " + std::to_string(step) + " failed"));
     }
     lock.lock();
     if (error) {

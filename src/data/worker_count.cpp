@@ -38,7 +38,8 @@ WorkerCount resolve_worker_count(int requested, int ranks_on_node) {
     }
   }
   const int count = std::clamp(cpus - 1, 1, kMaxDefaultWorkers);
-  return {count, source + ", one left for training"};
+  if (count == cpus - 1) return {count, source + ", less one for training"};
+  return {count, source + (count == 1 ? ", at least one" : ", at most " + std::to_string(count))};
 }
 
 }  // namespace rddp::data

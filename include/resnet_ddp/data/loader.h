@@ -54,7 +54,8 @@ class Loader {
   Loader& operator=(const Loader&) = delete;
 
   // Hands a batch's buffer back to the ring when it goes out of scope; keep it while the
-  // buffer is still being read (an asynchronous copy to the device, say).
+  // buffer is still being read (an asynchronous copy to the device, say), and not longer
+  // than the Loader. Every lease must be gone before the next start_epoch.
   class Lease {
    public:
     Lease(Lease&& other) noexcept;
