@@ -1,0 +1,96 @@
+// Single-thread JPEG decoding with stb_image, and decoding plus the ImageNet training
+// transform (RandomResizedCrop(224) + flip), in images per second of one core's time. The
+// files are read into memory first, so the figures leave the disk out; the time is the
+// thread's CPU time, so other work on a shared machine does not count against it.
+//
+//   decode_bench DIR [SECONDS]      (DIR: *.jpg files, e.g. from bench/make_jpegs.py)
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "resnet_ddp/data/file_io.h"
+#include "resnet_ddp/data/image_decode.h"
+#include "resnet_ddp/data/transform.h"
+#include "resnet_ddp/error.h"
+
+using namespace rddp::data;
+namespace {
+
+double thread_cpu_seconds() {
+  timespec now;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return double(now.tv_sec) + 1e-9 * double(now.tv_nsec);
+}
+
+struct Result {
+  double images_per_second;
+  double megapixels_per_second;
+};
+
+// Runs `work` over the files again and again for at least `seconds` of CPU time, after one
+// warm-up pass.
+template <typename Work>
+Result measure(const std::vector<std::vector<uint8_t>>& files, double seconds, Work work) {
+  for (const auto& file : files) work(file, 0);
+  size_t images = 0;
+  double pixels = 0;
+  const double start = thread_cpu_seconds();
+  double elapsed = 0;
+  for (uint64_t round = 1; elapsed < seconds; ++round) {
+    for (const auto& file : files) pixels += work(file, round);
+    images += files.size();
+    elapsed = thread_cpu_seconds() - start;
+  }
+  return {images / elapsed, pixels / elapsed / 1e6};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || argc > 3) {
+    std::fprintf(stderr, "usage: %s DIR_OF_JPEGS [SECONDS]\n", argv[0]);
+    return 2;
+  }
+  const double seconds = argc == 3 ? std::atof(argv[2]) : 5.0;
+  try {
+    std::vector<std::string> paths;
+    for (const auto& entry : std::filesystem::directory_iterator(argv[1]))
+      if (has_decodable_extension(entry.path().string())) paths.push_back(entry.path().string());
+    std::sort(paths.begin(), paths.end());
+    if (paths.empty()) rddp::fail("no images in ", argv[1], ": make some with bench/make_jpegs.py");
+    std::vector<std::vector<uint8_t>> files;
+    double bytes = 0;
+    for (const std::string& path : paths) {
+      files.push_back(read_file(path));
+      bytes += double(files.back().size());
+    }
+
+    const Result decode = measure(files, seconds, [](const std::vector<uint8_t>& file, uint64_t) {
+      const Image image = decode_image(file.data(), file.size(), 3, "benchmark image");
+      return double(image.height) * image.width;
+    });
+    Transform train;
+    train.kind = Transform::Kind::random_resized_crop_flip;
+    train.size = 224;
+    const Result augment = measure(files, seconds, [&](const std::vector<uint8_t>& file, uint64_t round) {
+      const Image image = decode_image(file.data(), file.size(), 3, "benchmark image");
+      const Image out = apply_transform(train, image, 0, round, uint64_t(file.size()));
+      return double(image.height) * image.width + (out.pixels.empty() ? 1 : 0);
+    });
+    std::printf("stb_image, %zu files, %.0f KiB average, one thread:\n", files.size(),
+                bytes / double(files.size()) / 1024);
+    std::printf("  decode                                   %8.1f images/s  %7.1f MP/s\n",
+                decode.images_per_second, decode.megapixels_per_second);
+    std::printf("  decode + RandomResizedCrop(224) + flip   %8.1f images/s\n",
+                augment.images_per_second);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "decode_bench: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,25 @@
+#pragma once
+// The on-disk formats the readers understand, and telling them apart from what a directory
+// holds when the user gives only --data DIR.
+#include <string>
+
+namespace rddp::data {
+
+enum class DatasetKind {
+  automatic,      // detect from the directory's contents
+  cifar10,        // cifar-10-batches-bin: data_batch_1..5.bin, test_batch.bin
+  cifar100,       // cifar-100-binary: train.bin, test.bin
+  idx,            // MNIST-style idx files, plain or gzip (MNIST, Fashion-MNIST, KMNIST...)
+  image_folder,   // torchvision ImageFolder: train/<class>/..., val/<class>/...
+  tiny_imagenet,  // Tiny-ImageNet-200 as distributed: wnids.txt, train/, val/val_annotations.txt
+  synthetic,      // deterministic random images; needs no files
+};
+
+const char* to_string(DatasetKind kind);
+// Throws Error listing the accepted names.
+DatasetKind parse_dataset_kind(const std::string& text);
+
+// Looks at what `dir` holds and names its format; throws Error saying what was looked for.
+DatasetKind detect_dataset_kind(const std::string& dir);
+
+}  // namespace rddp::data

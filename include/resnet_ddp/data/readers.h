@@ -1,0 +1,61 @@
+#pragma once
+// Readers for each on-disk format. Each returns the training split and, where the format has
+// one, the validation split. Array formats (CIFAR, idx) are read into memory whole at open;
+// image files are decoded when a sample is asked for.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "resnet_ddp/data/dataset.h"
+
+namespace rddp::data {
+
+// `dir` holds the .bin files, or holds cifar-10-batches-bin/ (cifar-100-binary/) with them.
+Splits open_cifar10(const std::string& dir);
+Splits open_cifar100(const std::string& dir);  // labels are the fine (100-class) labels
+
+// train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte,
+// t10k-labels-idx1-ubyte, each plain or with .gz. The class count is the largest training
+// label plus one.
+Splits open_idx(const std::string& dir);
+
+// torchvision ImageFolder over dir/train and dir/val. `channels` is 3 (decoded as RGB, as
+// torchvision's loader converts every image) or 1 (greyscale).
+Splits open_image_folder(const std::string& dir, int channels);
+Splits open_tiny_imagenet(const std::string& dir, int channels);
+
+// Random images whose colour depends on the class, so a network can learn them: each class
+// has a mean colour drawn from the seed, each pixel adds uniform noise. The same seed gives
+// the same samples on every machine; sample i does not depend on any other.
+struct SyntheticSpec {
+  size_t train_count = 1024;
+  size_t val_count = 256;
+  int num_classes = 10;
+  int height = 32;
+  int width = 32;
+  int channels = 3;
+  uint64_t seed = 0;
+};
+Splits make_synthetic(const SyntheticSpec& spec);
+
+// The image files torchvision's ImageFolder would list, with their labels: classes are the
+// sorted subdirectory names of `root`; each class directory is walked recursively, folders
+// in sorted order, files sorted, extensions matched case-insensitively. Files with an
+// extension torchvision accepts but stb_image cannot decode (.tif, .tiff, .webp) are refused
+// rather than skipped, so that the data set never silently differs from PyTorch's.
+struct LabelledFile {
+  std::string path;
+  int32_t label = 0;
+};
+struct FolderListing {
+  std::vector<std::string> classes;
+  std::vector<LabelledFile> files;
+};
+FolderListing list_image_folder(const std::string& root);
+
+// Image files decoded on demand; what open_image_folder and open_tiny_imagenet return.
+// height and width are the size every image is expected to have, or 0 where they may differ.
+DatasetPtr make_file_dataset(std::string description, std::vector<LabelledFile> files,
+                             int num_classes, int channels, int height = 0, int width = 0);
+
+}  // namespace rddp::data

@@ -1,0 +1,60 @@
+#include <string>
+#include <vector>
+
+#include "resnet_ddp/data/image_decode.h"
+#include "resnet_ddp/data/readers.h"
+#include "resnet_ddp/error.h"
+
+namespace rddp::data {
+
+namespace {
+
+class FileDataset final : public Dataset {
+ public:
+  FileDataset(std::string description, std::vector<LabelledFile> files, int num_classes,
+              int channels, int height, int width)
+      : description_(std::move(description)),
+        files_(std::move(files)),
+        num_classes_(num_classes),
+        channels_(channels),
+        height_(height),
+        width_(width) {}
+
+  size_t size() const override { return files_.size(); }
+  int num_classes() const override { return num_classes_; }
+  int channels() const override { return channels_; }
+  int height() const override { return height_; }
+  int width() const override { return width_; }
+
+  Sample get(size_t index) const override {
+    RDDP_ASSERT(index < files_.size());
+    const LabelledFile& file = files_[index];
+    Sample sample{decode_image_file(file.path, channels_), file.label};
+    if (height_ > 0 && (sample.image.height != height_ || sample.image.width != width_))
+      fail("image ", file.path, " is ", sample.image.width, "x", sample.image.height,
+           " pixels, but every image of ", description_, " should be ", width_, "x", height_,
+           ": replace the file, or read the folder as a plain image folder");
+    return sample;
+  }
+
+  std::string source(size_t index) const override { return files_.at(index).path; }
+  std::string description() const override { return description_; }
+
+ private:
+  std::string description_;
+  std::vector<LabelledFile> files_;
+  int num_classes_, channels_, height_, width_;
+};
+
+}  // namespace
+
+DatasetPtr make_file_dataset(std::string description, std::vector<LabelledFile> files,
+                             int num_classes, int channels, int height, int width) {
+  for (const LabelledFile& file : files)
+    if (file.label < 0 || file.label >= num_classes)
+      fail(file.path, " has label ", file.label, ", out of range 0..", num_classes - 1);
+  return std::make_shared<FileDataset>(std::move(description), std::move(files), num_classes,
+                                       channels, height, width);
+}
+
+}  // namespace rddp::data

@@ -1,0 +1,113 @@
+// The idx format of MNIST (http://yann.lecun.com/exdb/mnist/) and of the data sets that copy
+// its layout (Fashion-MNIST, KMNIST): a big-endian header, magic 0x00000803 for a 3-d ubyte
+// array of images or 0x00000801 for a 1-d ubyte array of labels, then one int32 per
+// dimension, then the bytes. Files may be gzip-compressed as distributed.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "resnet_ddp/data/file_io.h"
+#include "resnet_ddp/data/in_memory_dataset.h"
+#include "resnet_ddp/data/readers.h"
+#include "resnet_ddp/error.h"
+
+namespace rddp::data {
+
+namespace {
+
+constexpr uint32_t kImagesMagic = 0x00000803;
+constexpr uint32_t kLabelsMagic = 0x00000801;
+
+uint32_t big_endian_u32(const uint8_t* bytes) {
+  return uint32_t(bytes[0]) << 24 | uint32_t(bytes[1]) << 16 | uint32_t(bytes[2]) << 8 |
+         uint32_t(bytes[3]);
+}
+
+// dir/name.gz, dir/name, or the same under dir/raw (where torchvision downloads them).
+std::string find_idx_file(const std::string& dir, const std::string& name) {
+  for (const std::string& folder : {dir, join_path(dir, "raw")})
+    for (const char* suffix : {".gz", ""})
+      if (is_regular_file(join_path(folder, name + suffix))) return join_path(folder, name + suffix);
+  if (!is_directory(dir)) fail("data directory ", dir, " does not exist");
+  fail("idx file ", name, "[.gz] is missing from ", dir, " (and from ", join_path(dir, "raw"),
+       "): an idx data set needs train-images-idx3-ubyte, train-labels-idx1-ubyte, "
+       "t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte, plain or gzip");
+}
+
+struct IdxArray {
+  std::string path;
+  std::vector<uint8_t> bytes;
+  std::vector<uint32_t> dims;
+  size_t header = 0;
+};
+
+IdxArray read_idx(const std::string& path, uint32_t magic, size_t rank, const char* what) {
+  IdxArray array{path, read_maybe_gzip_file(path), {}, 4 + 4 * rank};
+  if (array.bytes.size() >= 4) {
+    const uint32_t found = big_endian_u32(array.bytes.data());
+    if (found != magic) {
+      char text[64];
+      std::snprintf(text, sizeof text, "0x%08x where idx %s have 0x%08x", found, what, magic);
+      fail(path, " has magic number ", text, ": it is not an idx file of ", what,
+           " (are the images and labels files swapped?)");
+    }
+  }
+  if (array.bytes.size() < array.header)
+    fail(path, " is ", array.bytes.size(), " bytes, too short for an idx ", what,
+         " header: the file is truncated; download it again");
+  size_t elements = 1;
+  for (size_t d = 0; d < rank; ++d) {
+    array.dims.push_back(big_endian_u32(array.bytes.data() + 4 + 4 * d));
+    elements *= array.dims.back();
+  }
+  if (array.bytes.size() != array.header + elements) {
+    std::string shape;
+    for (uint32_t dim : array.dims) shape += (shape.empty() ? "" : "x") + std::to_string(dim);
+    fail(path, " holds ", array.bytes.size() - array.header, " bytes of data but its header "
+         "says ", shape, " = ", elements, ": the file is truncated or damaged; download it again");
+  }
+  return array;
+}
+
+ImageArray read_split(const std::string& dir, const std::string& prefix, const char* split) {
+  const IdxArray images = read_idx(find_idx_file(dir, prefix + "-images-idx3-ubyte"),
+                                   kImagesMagic, 3, "images");
+  const IdxArray labels = read_idx(find_idx_file(dir, prefix + "-labels-idx1-ubyte"),
+                                   kLabelsMagic, 1, "labels");
+  if (images.dims[0] != labels.dims[0])
+    fail(images.path, " holds ", images.dims[0], " images but ", labels.path, " holds ",
+         labels.dims[0], " labels: the two files must come from the same download");
+  if (images.dims[0] == 0) fail(images.path, " holds no images");
+  ImageArray array;
+  array.height = int(images.dims[1]);
+  array.width = int(images.dims[2]);
+  array.channels = 1;
+  array.pixels.assign(images.bytes.begin() + images.header, images.bytes.end());
+  array.labels.assign(labels.bytes.begin() + labels.header, labels.bytes.end());
+  array.files.push_back({images.path, 0, images.dims[0]});
+  array.description = std::string("idx ") + split + " (" + dir + ", " +
+                      std::to_string(images.dims[0]) + " images)";
+  return array;
+}
+
+}  // namespace
+
+Splits open_idx(const std::string& dir) {
+  ImageArray train = read_split(dir, "train", "train");
+  ImageArray val = read_split(dir, "t10k", "test");
+  if (train.height != val.height || train.width != val.width)
+    fail(train.files[0].path, " has ", train.height, "x", train.width, " images but ",
+         val.files[0].path, " has ", val.height, "x", val.width, ": they are not one data set");
+  int32_t max_label = 0;
+  for (int32_t label : train.labels) max_label = std::max(max_label, label);
+  train.num_classes = val.num_classes = max_label + 1;
+  for (size_t i = 0; i < val.labels.size(); ++i)
+    if (val.labels[i] > max_label)
+      fail(find_idx_file(dir, "t10k-labels-idx1-ubyte"), " label ", i, " is ", val.labels[i],
+           ", out of the training labels' range 0..", max_label,
+           ": the test files belong to another data set");
+  return {make_in_memory_dataset(std::move(train)), make_in_memory_dataset(std::move(val))};
+}
+
+}  // namespace rddp::data

@@ -1,0 +1,68 @@
+// The one translation unit that compiles stb_image.
+#define STB_IMAGE_IMPLEMENTATION
+#define STBI_NO_STDIO          // we read files ourselves, for messages that name them
+#include <stb_image.h>
+
+#include "resnet_ddp/data/image_decode.h"
+
+#include <algorithm>
+#include <cctype>
+#include <climits>
+#include <memory>
+
+#include "resnet_ddp/data/file_io.h"
+#include "resnet_ddp/error.h"
+
+namespace rddp::data {
+
+namespace {
+
+std::string lowercase_extension(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const size_t dot = path.find_last_of('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return "";
+  std::string extension = path.substr(dot);
+  for (char& c : extension) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return extension;
+}
+
+}  // namespace
+
+bool has_decodable_extension(const std::string& path) {
+  static const char* const kDecodable[] = {".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm"};
+  const std::string extension = lowercase_extension(path);
+  return std::any_of(std::begin(kDecodable), std::end(kDecodable),
+                     [&](const char* known) { return extension == known; });
+}
+
+bool has_undecodable_image_extension(const std::string& path) {
+  const std::string extension = lowercase_extension(path);
+  return extension == ".tif" || extension == ".tiff" || extension == ".webp";
+}
+
+Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::string& what) {
+  if (channels != 1 && channels != 3)
+    fail("cannot decode ", what, " to ", channels, " channels: only 1 (greyscale) or 3 (RGB)");
+  if (size > size_t(INT_MAX)) fail(what, " is larger than 2 GiB, which stb_image cannot decode");
+  int width = 0, height = 0, stored_channels = 0;
+  std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
+      stbi_load_from_memory(bytes, int(size), &width, &height, &stored_channels, channels),
+      &stbi_image_free);
+  if (!pixels)
+    fail("cannot decode image ", what, ": ", stbi_failure_reason(),
+         ". The file is damaged or not an image of the format its name says; replace or "
+         "remove it");
+  Image image;
+  image.height = height;
+  image.width = width;
+  image.channels = channels;
+  image.pixels.assign(pixels.get(), pixels.get() + size_t(height) * width * channels);
+  return image;
+}
+
+Image decode_image_file(const std::string& path, int channels) {
+  const std::vector<uint8_t> bytes = read_file(path);
+  return decode_image(bytes.data(), bytes.size(), channels, path);
+}
+
+}  // namespace rddp::data

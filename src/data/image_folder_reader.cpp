@@ -1,0 +1,54 @@
+#include <string>
+
+#include "resnet_ddp/data/file_io.h"
+#include "resnet_ddp/data/readers.h"
+#include "resnet_ddp/error.h"
+
+namespace rddp::data {
+
+namespace {
+
+void check_channels(int channels) {
+  if (channels != 1 && channels != 3)
+    fail("image folders decode to 3 channels (RGB) or 1 (greyscale), not ", channels);
+}
+
+}  // namespace
+
+Splits open_image_folder(const std::string& dir, int channels) {
+  check_channels(channels);
+  if (!is_directory(dir)) fail("data directory ", dir, " does not exist");
+  const std::string train_dir = join_path(dir, "train");
+  if (!is_directory(train_dir))
+    fail("image folder data set ", dir, " has no train/ subdirectory: it must hold train/<class>/"
+         "<images> and, for validation, val/<class>/<images> (data/README.md)");
+  FolderListing train = list_image_folder(train_dir);
+  const int num_classes = int(train.classes.size());
+  Splits splits;
+  splits.train = make_file_dataset(
+      "image folder train (" + train_dir + ", " + std::to_string(train.files.size()) +
+          " images, " + std::to_string(num_classes) + " classes)",
+      std::move(train.files), num_classes, channels);
+
+  const std::string val_dir = join_path(dir, "val");
+  if (!is_directory(val_dir)) return splits;
+  FolderListing val = list_image_folder(val_dir);
+  // Labels are positions in the sorted class list, so both splits need the same list or the
+  // same label would mean different classes.
+  if (val.classes != train.classes) {
+    size_t i = 0;
+    while (i < val.classes.size() && i < train.classes.size() && val.classes[i] == train.classes[i])
+      ++i;
+    fail("the class folders of ", val_dir, " (", val.classes.size(), ") differ from those of ",
+         train_dir, " (", train.classes.size(), ")", i < val.classes.size() && i < train.classes.size()
+             ? ": " + val.classes[i] + " in val/ where train/ has " + train.classes[i]
+             : std::string(),
+         "; both splits need the same class folders");
+  }
+  splits.val = make_file_dataset("image folder val (" + val_dir + ", " +
+                                     std::to_string(val.files.size()) + " images)",
+                                 std::move(val.files), num_classes, channels);
+  return splits;
+}
+
+}  // namespace rddp::data

@@ -1,0 +1,82 @@
+// Tiny-ImageNet-200 as distributed (tiny-imagenet-200.zip): wnids.txt lists the 200 classes;
+// train/<wnid>/images/*.JPEG; val/images/*.JPEG with val/val_annotations.txt giving each
+// file's wnid; every image 64x64. Labels follow the sorted train/ folder names, as
+// ImageFolder(train/) numbers them, so a model trained either way means the same by label k.
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "resnet_ddp/data/file_io.h"
+#include "resnet_ddp/data/readers.h"
+#include "resnet_ddp/error.h"
+
+namespace rddp::data {
+
+namespace {
+
+constexpr int kSide = 64;
+
+std::vector<std::string> read_wnids(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("cannot open ", path, ": Tiny-ImageNet's class list is missing");
+  std::vector<std::string> wnids;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string wnid;
+    if (fields >> wnid) wnids.push_back(wnid);
+  }
+  return wnids;
+}
+
+}  // namespace
+
+Splits open_tiny_imagenet(const std::string& dir, int channels) {
+  if (channels != 1 && channels != 3)
+    fail("Tiny-ImageNet decodes to 3 channels (RGB) or 1 (greyscale), not ", channels);
+  if (!is_directory(dir)) fail("data directory ", dir, " does not exist");
+  const std::string wnids_path = join_path(dir, "wnids.txt");
+  std::vector<std::string> wnids = read_wnids(wnids_path);
+  FolderListing train = list_image_folder(join_path(dir, "train"));
+  std::sort(wnids.begin(), wnids.end());
+  if (wnids != train.classes)
+    fail(wnids_path, " lists ", wnids.size(), " classes but ", join_path(dir, "train"), " has ",
+         train.classes.size(), " class folders, not the same ones: unpack tiny-imagenet-200.zip "
+         "again");
+  const int num_classes = int(train.classes.size());
+  std::map<std::string, int32_t> label_of;
+  for (size_t i = 0; i < train.classes.size(); ++i) label_of[train.classes[i]] = int32_t(i);
+
+  Splits splits;
+  splits.train = make_file_dataset(
+      "Tiny-ImageNet train (" + dir + ", " + std::to_string(train.files.size()) + " images)",
+      std::move(train.files), num_classes, channels, kSide, kSide);
+
+  const std::string annotations = join_path(dir, "val/val_annotations.txt");
+  std::ifstream in(annotations);
+  if (!in) fail("cannot open ", annotations, ": Tiny-ImageNet's validation labels are missing");
+  std::vector<LabelledFile> val;
+  std::string line;
+  for (size_t number = 1; std::getline(in, line); ++number) {
+    std::istringstream fields(line);
+    std::string file, wnid;
+    if (!(fields >> file)) continue;  // blank line
+    if (!(fields >> wnid))
+      fail(annotations, " line ", number, ": expected a file name and a wnid, found '", line, "'");
+    const auto found = label_of.find(wnid);
+    if (found == label_of.end())
+      fail(annotations, " line ", number, ": class ", wnid, " of ", file, " is not one of the ",
+           num_classes, " training classes");
+    val.push_back({join_path(dir, "val/images/" + file), found->second});
+  }
+  if (val.empty()) fail(annotations, " lists no images");
+  splits.val = make_file_dataset(
+      "Tiny-ImageNet val (" + dir + ", " + std::to_string(val.size()) + " images)",
+      std::move(val), num_classes, channels, kSide, kSide);
+  return splits;
+}
+
+}  // namespace rddp::data

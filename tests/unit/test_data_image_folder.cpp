@@ -1,0 +1,248 @@
+// Image folders and Tiny-ImageNet on PNGs and JPEGs the test writes, and format detection.
+#include <doctest/doctest.h>
+
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#include <stb_image_write.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "resnet_ddp/data/dataset_kind.h"
+#include "resnet_ddp/data/image_decode.h"
+#include "resnet_ddp/data/readers.h"
+#include "resnet_ddp/error.h"
+#include "resnet_ddp/rng.h"
+
+using namespace rddp;
+using namespace rddp::data;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string fresh_dir(const std::string& name) {
+  const fs::path dir = fs::path(RDDP_TEST_TMP) / "data_image_folder" / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path) << text;
+}
+
+Image random_image(int height, int width, int channels, Rng& rng) {
+  Image image(height, width, channels);
+  for (uint8_t& p : image.pixels) p = uint8_t(rng.below(256));
+  return image;
+}
+
+// A smooth image: JPEG keeps it within a few levels, where noise would not survive.
+Image gradient_image(int height, int width) {
+  Image image(height, width, 3);
+  for (int y = 0; y < height; ++y)
+    for (int x = 0; x < width; ++x) {
+      image.at(y, x)[0] = uint8_t(x * 255 / (width - 1));
+      image.at(y, x)[1] = uint8_t(y * 255 / (height - 1));
+      image.at(y, x)[2] = 128;
+    }
+  return image;
+}
+
+void write_png(const std::string& path, const Image& image) {
+  fs::create_directories(fs::path(path).parent_path());
+  REQUIRE(stbi_write_png(path.c_str(), image.width, image.height, image.channels,
+                         image.pixels.data(), image.width * image.channels) != 0);
+}
+
+void write_jpeg(const std::string& path, const Image& image) {
+  fs::create_directories(fs::path(path).parent_path());
+  REQUIRE(stbi_write_jpg(path.c_str(), image.width, image.height, image.channels,
+                         image.pixels.data(), 95) != 0);
+}
+
+}  // namespace
+
+TEST_CASE("an image folder lists classes and files as torchvision's ImageFolder does") {
+  Rng rng(1);
+  const std::string root = fresh_dir("listing");
+  const Image a = random_image(5, 7, 3, rng), b = random_image(9, 4, 3, rng), c = random_image(3, 3, 3, rng);
+  // Class names sort as strings: "Zebra" < "ant" < "bee"; folders by full path, files by name.
+  write_png(root + "/train/bee/b.PNG", b);
+  write_png(root + "/train/bee/a.png", a);
+  write_png(root + "/train/ant/nested/deeper/x.png", c);
+  write_png(root + "/train/ant/nested/c.png", c);
+  write_png(root + "/train/ant/z.png", a);
+  write_png(root + "/train/Zebra/only.bmp.png", b);
+  write_text(root + "/train/bee/notes.txt", "not an image");
+  write_text(root + "/train/bee/README", "no extension");
+
+  const FolderListing listing = list_image_folder(root + "/train");
+  CHECK(listing.classes == std::vector<std::string>{"Zebra", "ant", "bee"});
+  std::vector<std::string> names;
+  std::vector<int32_t> labels;
+  for (const LabelledFile& file : listing.files) {
+    names.push_back(file.path.substr(root.size() + 7));
+    labels.push_back(file.label);
+  }
+  CHECK(names == std::vector<std::string>{"Zebra/only.bmp.png", "ant/z.png", "ant/nested/c.png",
+                                          "ant/nested/deeper/x.png", "bee/a.png", "bee/b.PNG"});
+  CHECK(labels == std::vector<int32_t>{0, 1, 1, 1, 2, 2});
+
+  const Splits splits = open_image_folder(root, 3);
+  CHECK(splits.val == nullptr);  // no val/ folder
+  CHECK(splits.train->num_classes() == 3);
+  const Sample sample = splits.train->get(5);  // bee/b.PNG
+  CHECK(sample.label == 2);
+  CHECK(sample.image.height == 9);
+  CHECK(sample.image.width == 4);
+  CHECK(sample.image.pixels == b.pixels);
+}
+
+TEST_CASE("JPEG, PNG, BMP and PGM decode; greyscale and RGB convert either way") {
+  Rng rng(2);
+  const std::string root = fresh_dir("formats");
+  const Image smooth = gradient_image(24, 32);
+  write_jpeg(root + "/photo.JPG", smooth);
+  const Image jpeg = decode_image_file(root + "/photo.JPG", 3);
+  REQUIRE(jpeg.height == 24);
+  REQUIRE(jpeg.width == 32);
+  int worst = 0;
+  for (size_t i = 0; i < jpeg.pixels.size(); ++i)
+    worst = std::max(worst, std::abs(int(jpeg.pixels[i]) - int(smooth.pixels[i])));
+  CHECK(worst <= 8);  // lossy, but close on a smooth image
+
+  const Image grey = random_image(6, 5, 1, rng);
+  REQUIRE(stbi_write_bmp((root + "/grey.bmp").c_str(), 5, 6, 1, grey.pixels.data()) != 0);
+  const Image grey_as_rgb = decode_image_file(root + "/grey.bmp", 3);
+  for (size_t p = 0; p < grey.pixels.size(); ++p)
+    for (size_t c = 0; c < 3; ++c) CHECK(grey_as_rgb.pixels[p * 3 + c] == grey.pixels[p]);
+
+  // A binary PGM written by hand.
+  std::string pgm = "P5\n5 6\n255\n";
+  pgm.append(grey.pixels.begin(), grey.pixels.end());
+  write_text(root + "/grey.pgm", pgm);
+  CHECK(decode_image_file(root + "/grey.pgm", 1).pixels == grey.pixels);
+
+  // RGB to grey uses stb_image's integer weights (77 R + 150 G + 29 B) >> 8.
+  const Image colour = random_image(4, 4, 3, rng);
+  write_png(root + "/colour.png", colour);
+  const Image to_grey = decode_image_file(root + "/colour.png", 1);
+  for (size_t p = 0; p < to_grey.pixels.size(); ++p) {
+    const uint8_t* rgb = colour.pixels.data() + p * 3;
+    CHECK(to_grey.pixels[p] == ((rgb[0] * 77 + rgb[1] * 150 + rgb[2] * 29) >> 8));
+  }
+  CHECK(has_decodable_extension("a/b.JpEg"));
+  CHECK_FALSE(has_decodable_extension("a.jpg/b"));
+  CHECK(has_undecodable_image_extension("x.TIFF"));
+}
+
+TEST_CASE("bad image folders are refused with the path that is wrong") {
+  Rng rng(3);
+  const std::string root = fresh_dir("bad");
+  const Image image = random_image(4, 4, 3, rng);
+  write_png(root + "/train/cat/1.png", image);
+  write_png(root + "/train/dog/1.png", image);
+  write_png(root + "/val/cat/1.png", image);
+  write_png(root + "/val/dog/1.png", image);
+  CHECK_NOTHROW(open_image_folder(root, 3));
+
+  SUBCASE("missing directory") {
+    CHECK_THROWS_WITH_AS(open_image_folder(root + "/absent", 3), doctest::Contains("absent does not exist"), Error);
+    CHECK_THROWS_WITH_AS(detect_dataset_kind(root + "/absent"), doctest::Contains("absent does not exist"), Error);
+  }
+  SUBCASE("no train folder") {
+    fs::rename(root + "/train", root + "/training");
+    CHECK_THROWS_WITH_AS(open_image_folder(root, 3), doctest::Contains("no train/ subdirectory"), Error);
+  }
+  SUBCASE("empty class folder") {
+    fs::create_directories(root + "/train/emu/sub");
+    write_text(root + "/train/emu/sub/info.txt", "x");
+    CHECK_THROWS_WITH_AS(open_image_folder(root, 3), doctest::Contains("train/emu"), Error);
+  }
+  SUBCASE("no class folders") {
+    fs::remove_all(root + "/train");
+    fs::create_directories(root + "/train");
+    write_png(root + "/train/loose.png", image);
+    CHECK_THROWS_WITH_AS(open_image_folder(root, 3), doctest::Contains("has no class subdirectories"), Error);
+  }
+  SUBCASE("TIFF files torchvision would read") {
+    write_text(root + "/train/dog/2.tif", "II*");
+    CHECK_THROWS_WITH_AS(open_image_folder(root, 3), doctest::Contains("train/dog/2.tif"), Error);
+  }
+  SUBCASE("validation classes differ") {
+    fs::rename(root + "/val/dog", root + "/val/dingo");
+    CHECK_THROWS_WITH_AS(open_image_folder(root, 3), doctest::Contains("dingo in val/ where train/ has dog"), Error);
+  }
+  SUBCASE("a corrupt image fails when read, naming the file") {
+    write_text(root + "/train/dog/2.jpg", "this is text, not a JPEG");
+    const Splits splits = open_image_folder(root, 3);
+    CHECK_THROWS_WITH_AS(splits.train->get(2), doctest::Contains("train/dog/2.jpg"), Error);
+    // A truncated PNG too.
+    const std::string png = root + "/train/dog/1.png";
+    fs::resize_file(png, fs::file_size(png) / 2);
+    CHECK_THROWS_WITH_AS(splits.train->get(1), doctest::Contains(("cannot decode image " + png).c_str()), Error);
+  }
+  SUBCASE("channels other than 1 or 3") {
+    CHECK_THROWS_AS(open_image_folder(root, 2), Error);
+  }
+}
+
+TEST_CASE("Tiny-ImageNet is read in its distributed layout") {
+  Rng rng(4);
+  const std::string root = fresh_dir("tiny");
+  const Image a = random_image(64, 64, 3, rng), b = random_image(64, 64, 3, rng);
+  // wnids.txt is not sorted; labels follow the sorted train/ folders.
+  write_text(root + "/wnids.txt", "n02\nn01\n");
+  write_png(root + "/train/n01/images/n01_0.JPEG.png", a);
+  write_text(root + "/train/n01/n01_boxes.txt", "n01_0.JPEG\t0\t0\t10\t10\n");
+  write_png(root + "/train/n02/images/n02_0.png", b);
+  write_png(root + "/train/n02/images/n02_1.png", a);
+  write_png(root + "/val/images/val_0.png", b);
+  write_png(root + "/val/images/val_1.png", a);
+  write_text(root + "/val/val_annotations.txt", "val_0.png\tn02\t1\t2\t3\t4\nval_1.png\tn01\t0\t0\t5\t5\n");
+  CHECK(detect_dataset_kind(root) == DatasetKind::tiny_imagenet);
+
+  const Splits splits = open_tiny_imagenet(root, 3);
+  REQUIRE(splits.train->size() == 3);
+  REQUIRE(splits.val->size() == 2);
+  CHECK(splits.train->num_classes() == 2);
+  CHECK(splits.train->height() == 64);
+  CHECK(splits.train->get(0).label == 0);
+  CHECK(splits.train->get(2).label == 1);
+  CHECK(splits.val->get(0).label == 1);
+  CHECK(splits.val->get(0).image.pixels == b.pixels);
+  CHECK(splits.val->get(1).label == 0);
+
+  SUBCASE("an annotation naming an unknown class") {
+    write_text(root + "/val/val_annotations.txt", "val_0.png\tn09\t1\t2\t3\t4\n");
+    CHECK_THROWS_WITH_AS(open_tiny_imagenet(root, 3), doctest::Contains("val_annotations.txt line 1: class n09"), Error);
+  }
+  SUBCASE("an image of the wrong size") {
+    write_png(root + "/train/n02/images/n02_1.png", random_image(32, 64, 3, rng));
+    CHECK_THROWS_WITH_AS(open_tiny_imagenet(root, 3).train->get(2), doctest::Contains("n02_1.png is 64x32"), Error);
+  }
+}
+
+TEST_CASE("the format is detected from what the directory holds") {
+  const std::string root = fresh_dir("detect");
+  fs::create_directories(root + "/c10/cifar-10-batches-bin");
+  write_text(root + "/c10/cifar-10-batches-bin/data_batch_1.bin", "");
+  CHECK(detect_dataset_kind(root + "/c10") == DatasetKind::cifar10);
+  write_text(root + "/c100/train.bin", "");
+  write_text(root + "/c100/test.bin", "");
+  CHECK(detect_dataset_kind(root + "/c100") == DatasetKind::cifar100);
+  write_text(root + "/mnist/raw/train-images-idx3-ubyte.gz", "");
+  CHECK(detect_dataset_kind(root + "/mnist") == DatasetKind::idx);
+  fs::create_directories(root + "/folder/train/cat");
+  CHECK(detect_dataset_kind(root + "/folder") == DatasetKind::image_folder);
+  fs::create_directories(root + "/empty");
+  CHECK_THROWS_WITH_AS(detect_dataset_kind(root + "/empty"), doctest::Contains("looked for data_batch_1.bin"), Error);
+
+  CHECK(parse_dataset_kind("tiny-imagenet") == DatasetKind::tiny_imagenet);
+  CHECK(std::string(to_string(DatasetKind::image_folder)) == "imagefolder");
+  CHECK_THROWS_WITH_AS(parse_dataset_kind("imagenet"), doctest::Contains("cifar10, cifar100, idx"), Error);
+}
