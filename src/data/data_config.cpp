@@ -83,10 +83,8 @@ OpenedData open_data(const DataConfig& config) {
   Splits splits = read(data.kind, config);
   if (config.val_fraction > 0)
     splits = split_for_validation(splits.train, config.val_fraction, config.val_seed);
-  if (config.limit > 0) {
-    splits.train = take_first(splits.train, config.limit);
-    if (splits.val) splits.val = take_first(splits.val, config.limit);
-  }
+  if (config.limit_train > 0) splits.train = take_first(splits.train, config.limit_train);
+  if (config.limit_val > 0 && splits.val) splits.val = take_first(splits.val, config.limit_val);
   data.train = splits.train;
   data.val = splits.val;
   data.num_classes = data.train->num_classes();

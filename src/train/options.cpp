@@ -95,9 +95,9 @@ const std::vector<Flag>& flags() {
       {"--val-split", "FRACTION", "hold out this fraction of the training set for validation (0 < f < 1)",
        [](TrainOptions& o, auto& f, auto& v) { o.data.val_fraction = parse_real(f, v, 1e-6, 0.999999); }},
       {"--limit-train", "N", "use only the first N training samples",
-       [](TrainOptions& o, auto& f, auto& v) { o.limit_train = parse_integer(f, v, 1, kMaxCount); }},
+       [](TrainOptions& o, auto& f, auto& v) { o.data.limit_train = parse_integer(f, v, 1, kMaxCount); }},
       {"--limit-val", "N", "use only the first N validation samples",
-       [](TrainOptions& o, auto& f, auto& v) { o.limit_val = parse_integer(f, v, 1, kMaxCount); }},
+       [](TrainOptions& o, auto& f, auto& v) { o.data.limit_val = parse_integer(f, v, 1, kMaxCount); }},
       {"--no-shuffle", nullptr, "keep the training order (DistributedSampler(shuffle=False))",
        [](TrainOptions& o, auto&, auto&) { o.shuffle = false; }},
       // Model and device

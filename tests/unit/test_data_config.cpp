@@ -134,10 +134,12 @@ TEST_CASE("synthetic data, validation fractions and limits") {
   CHECK(held_out.val->size() == 25);
   CHECK(held_out.val->source(0) == data.train->source(size_t(torch_randperm(100, 4)[0])));
 
-  config.limit = 10;
+  config.limit_train = 10;
   const OpenedData limited = open_data(config);
   CHECK(limited.train->size() == 10);
-  CHECK(limited.val->size() == 10);
+  CHECK(limited.val->size() == 25);
+  config.limit_val = 7;
+  CHECK(open_data(config).val->size() == 7);
 }
 
 TEST_CASE("the factory refuses what cannot work, saying why") {

@@ -33,7 +33,8 @@ struct DataConfig {
   uint64_t seed = 0;               // sampler shuffle and augmentation
   bool drop_last = false;          // training DataLoader's drop_last
   bool sampler_drop_last = false;  // DistributedSampler's drop_last
-  size_t limit = 0;                // above 0: only the first `limit` samples of each split
+  size_t limit_train = 0;          // above 0: only the first so many training samples
+  size_t limit_val = 0;            // above 0: only the first so many validation samples
   int batches_per_worker = 2;
   bool make_float = true;          // see LoaderOptions::make_float
   SyntheticSpec synthetic;         // for kind synthetic

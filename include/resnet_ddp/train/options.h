@@ -20,8 +20,6 @@ const char* to_string(Precision precision);
 
 struct TrainOptions {
   data::DataConfig data;
-  size_t limit_train = 0;  // first N training samples (0: all)
-  size_t limit_val = 0;    // first N validation samples (0: all)
 
   std::string stem = "auto";  // auto: cifar for images up to 64 pixels, else imagenet
   DeviceChoice device = DeviceChoice::automatic;
