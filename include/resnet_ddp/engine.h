@@ -85,7 +85,8 @@ class Engine {
 
   // Forward in training mode, loss, backward (calling hooks->grad_ready), hooks->
   // before_optimizer(), then one optimizer step with learning rate `lr`. May return before the
-  // device has finished; the step's metrics join those read by take_metrics().
+  // device has finished computing, but only once the batch's host memory has been read (the
+  // loader reuses it); the step's metrics join those read by take_metrics().
   virtual void train_step(const HostBatch& batch, double lr, StepHooks* hooks) = 0;
   // Forward in evaluation mode; metrics likewise.
   virtual void eval_step(const HostBatch& batch) = 0;

@@ -77,20 +77,24 @@ void Loader::stop_workers() {
   threads_.clear();
 }
 
-void Loader::start_epoch(uint64_t epoch) {
+void Loader::start_epoch(uint64_t epoch, size_t first_step) {
+  if (first_step > steps_)
+    fail("cannot start epoch ", epoch, " at step ", first_step, ": it has ", steps_, " steps");
   stop_workers();
   for (const auto& slot : slots_)
     RDDP_ASSERT(slot->state != Slot::State::leased);  // every batch handed back first
   epoch_indices_ = sampler_.indices(epoch);
   epoch_ = epoch;
-  next_to_fill_ = next_to_deliver_ = 0;
+  next_to_fill_ = next_to_deliver_ = first_step;
   stopping_ = false;
   failure_ = nullptr;
-  for (size_t i = 0; i < slots_.size(); ++i) {
+  // Step k always lives in slot k % slots: each slot waits for the first step it will hold.
+  const size_t slot_count = slots_.size();
+  for (size_t i = 0; i < slot_count; ++i) {
     slots_[i]->state = Slot::State::free;
-    slots_[i]->step = i;
+    slots_[i]->step = first_step + (i + slot_count - first_step % slot_count) % slot_count;
   }
-  const size_t threads = std::min(size_t(options_.workers), steps_);
+  const size_t threads = std::min(size_t(options_.workers), steps_ - first_step);
   for (size_t i = 0; i < threads; ++i) threads_.emplace_back(&Loader::worker_loop, this);
 }
 

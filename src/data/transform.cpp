@@ -2,8 +2,11 @@
 // RandomHorizontalFlip, Resize) and functional.py, as applied to PIL images, torchvision 0.14.
 #include "resnet_ddp/data/transform.h"
 
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "resnet_ddp/data/resize.h"
@@ -60,8 +63,18 @@ void Transform::validate() const {
 }
 
 std::string to_string(const Transform& t) {
+  // Shortest round-trip form, as Python prints these numbers: 0.5, 0.08, 1.3333333333333333.
+  auto number = [](double value) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.17g", value);
+    for (int digits = 1; digits <= 17; ++digits) {
+      std::snprintf(text, sizeof(text), "%.*g", digits, value);
+      if (std::strtod(text, nullptr) == value) break;
+    }
+    return std::string(text);
+  };
   const std::string size = std::to_string(t.size);
-  const std::string flip = " + RandomHorizontalFlip(" + std::to_string(t.flip_probability) + ")";
+  const std::string flip = " + RandomHorizontalFlip(" + number(t.flip_probability) + ")";
   switch (t.kind) {
     case Transform::Kind::center:
       return (t.resize > 0 ? "Resize(" + std::to_string(t.resize) + ") + " : std::string()) +
@@ -69,9 +82,9 @@ std::string to_string(const Transform& t) {
     case Transform::Kind::random_crop_flip:
       return "RandomCrop(" + size + ", padding=" + std::to_string(t.padding) + ")" + flip;
     case Transform::Kind::random_resized_crop_flip:
-      return "RandomResizedCrop(" + size + ", scale=(" + std::to_string(t.scale_min) + ", " +
-             std::to_string(t.scale_max) + "), ratio=(" + std::to_string(t.ratio_min) + ", " +
-             std::to_string(t.ratio_max) + "))" + flip;
+      return "RandomResizedCrop(" + size + ", scale=(" + number(t.scale_min) + ", " +
+             number(t.scale_max) + "), ratio=(" + number(t.ratio_min) + ", " +
+             number(t.ratio_max) + "))" + flip;
   }
   return "?";
 }

@@ -13,7 +13,8 @@ LrScheduleFn::LrScheduleFn(const TrainOptions& options, int64_t steps_per_epoch)
       total_steps_(static_cast<int64_t>(options.epochs) * steps_per_epoch_),
       milestones_(options.lr_step_epochs),
       gamma_(options.lr_gamma) {
-  if (options.max_steps > 0) total_steps_ = std::min(total_steps_, options.max_steps);
+  // --max-steps stops a run early; it does not reshape the schedule, so a run stopped and
+  // resumed follows the same rates as one that ran straight through.
   warmup_steps_ = std::min(warmup_steps_, total_steps_);
 }
 

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -9,8 +10,10 @@
 #include "resnet_ddp/data/data_config.h"
 #include "resnet_ddp/engine_factory.h"
 #include "resnet_ddp/error.h"
+#include "resnet_ddp/train/checkpoint.h"
 #include "resnet_ddp/train/console.h"
 #include "resnet_ddp/train/lr_schedule.h"
+#include "resnet_ddp/train/preemption.h"
 #include "resnet_ddp/weights.h"
 
 namespace rddp {
@@ -29,11 +32,19 @@ std::string fixed(double value, int digits) {
   return text;
 }
 
+// Shortest form of a setting for the table: 0.001, 1e-08, 0.9.
+std::string general(double value) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
+
 std::string percent(int64_t part, int64_t whole) {
   return whole > 0 ? fixed(100.0 * part / whole, 2) + "%" : "-";
 }
 
 double mean_loss(const Metrics& m) { return m.count > 0 ? m.loss_sum / m.count : 0.0; }
+double accuracy(const Metrics& m) { return m.count > 0 ? static_cast<double>(m.correct) / m.count : 0.0; }
 
 DeviceKind choose_device(DeviceChoice choice, std::string* why) {
   std::string reason;
@@ -59,7 +70,7 @@ DeviceKind choose_device(DeviceChoice choice, std::string* why) {
   return DeviceKind::cpu;
 }
 
-// JSON-lines metrics file written by rank 0, one object per line.
+// The JSON-lines metrics file, written by rank 0: one object per line.
 class MetricsLog {
  public:
   MetricsLog(const std::string& path, bool active) {
@@ -77,15 +88,24 @@ class MetricsLog {
   std::ofstream file_;
 };
 
-// The one-line summary of a window of steps or an epoch.
-std::string metrics_json(const char* type, int epoch, int64_t global_step, double lr, const Metrics& m,
-                         double images_per_s) {
-  std::ostringstream out;
-  out << "{\"type\":\"" << type << "\",\"epoch\":" << epoch << ",\"global_step\":" << global_step
-      << ",\"lr\":" << lr << ",\"loss\":" << mean_loss(m) << ",\"accuracy\":"
-      << (m.count ? static_cast<double>(m.correct) / m.count : 0.0) << ",\"images_per_s\":" << images_per_s << "}";
-  return out.str();
-}
+// Builds one JSON object from (key, number-or-string) pairs.
+class Json {
+ public:
+  Json& num(const char* key, double value) {
+    char text[64];
+    std::snprintf(text, sizeof(text), "%.9g", value);
+    return raw(key, text);
+  }
+  Json& str(const char* key, const std::string& value) { return raw(key, "\"" + value + "\""); }
+  std::string text() const { return "{" + body_ + "}"; }
+
+ private:
+  Json& raw(const char* key, const std::string& value) {
+    body_ += (body_.empty() ? "\"" : ",\"") + std::string(key) + "\":" + value;
+    return *this;
+  }
+  std::string body_;
+};
 
 HostBatch host_batch(const data::Batch& batch) {
   HostBatch host;
@@ -98,172 +118,293 @@ HostBatch host_batch(const data::Batch& batch) {
   return host;
 }
 
-// Evaluates the validation split on every rank; returns the sums over all ranks.
-Metrics evaluate(Engine& engine, data::Loader& loader, ProcessGroup& group, int epoch) {
-  loader.start_epoch(static_cast<uint64_t>(epoch));
-  while (auto lease = loader.next()) engine.eval_step(host_batch(*lease));
-  return group.sum(engine.take_metrics());
+class Trainer {
+ public:
+  Trainer(const TrainOptions& options, ProcessGroup& group)
+      : options_(options), group_(group), console_(group.rank(), group.size(), group.host()) {}
+
+  int run();
+
+ private:
+  void open_data();
+  void make_engine_and_state();
+  void show_settings() const;
+  Metrics evaluate(int epoch);
+  // Writes a checkpoint (rank 0) when --checkpoint-dir is set; every rank calls it.
+  void checkpoint(int64_t epoch, int64_t step_in_epoch);
+
+  const TrainOptions& options_;
+  ProcessGroup& group_;
+  Console console_;
+
+  DeviceKind device_ = DeviceKind::cpu;
+  std::string device_reason_;
+  data::DataConfig data_config_;
+  data::OpenedData data_;
+  std::shared_ptr<data::HostAllocator> allocator_;
+  std::unique_ptr<data::Loader> train_loader_, val_loader_;
+  int64_t steps_per_epoch_ = 0;
+  EngineConfig engine_config_;
+  std::unique_ptr<Engine> engine_;
+  std::string init_note_;
+  TrainPosition start_;  // where training begins (after --resume, where it left off)
+  int64_t global_step_ = 0;
+};
+
+void Trainer::open_data() {
+  data_config_ = options_.data;
+  data_config_.ranks_on_node = group_.ranks_on_node();
+  data_config_.seed = options_.seed;
+  data_ = data::open_data(data_config_);
+  allocator_ = device_ == DeviceKind::cuda ? data::make_pinned_allocator() : data::make_plain_allocator();
+  train_loader_ = data::make_train_loader(data_config_, data_, group_.rank(), group_.size(), allocator_);
+  if (data_.val)
+    val_loader_ = data::make_val_loader(data_config_, data_, group_.rank(), group_.size(), allocator_);
+  steps_per_epoch_ = static_cast<int64_t>(train_loader_->steps_per_epoch());
+  // A rank with more steps would wait forever in an allreduce the others never join.
+  group_.require_same(steps_per_epoch_, "training steps per epoch");
+}
+
+void Trainer::make_engine_and_state() {
+  const int image_size = data_.train_transform.size;
+  engine_config_.spec.stem = options_.stem == "auto" ? (image_size <= 64 ? Stem::cifar : Stem::imagenet)
+                                                    : parse_stem(options_.stem);
+  engine_config_.spec.in_channels = data_.channels;
+  engine_config_.spec.num_classes = data_.num_classes;
+  engine_config_.max_batch = static_cast<int>(data_config_.batch_size);
+  engine_config_.height = engine_config_.width = image_size;
+  engine_config_.optimizer = options_.optimizer;
+  engine_config_.label_smoothing = options_.label_smoothing;
+  engine_config_.allow_tf32 = options_.precision == Precision::tf32;
+  engine_config_.device_index = group_.local_rank();
+  engine_ = make_engine(device_, engine_config_, options_.seed);
+
+  init_note_ = "torchvision's, seed " + std::to_string(options_.seed);
+  start_.world_size = group_.size();
+  start_.batch_size = static_cast<int64_t>(data_config_.batch_size);
+  start_.seed = options_.seed;
+  if (!options_.init_path.empty()) {
+    ModelState<float> model(engine_config_.spec);
+    OptimizerState unused;
+    engine_->save_state(model, unused);
+    LoadOptions load_options;
+    load_options.reinit_classifier_on_mismatch = options_.init_reset_classifier;
+    load_options.reinit_seed = options_.seed;
+    const LoadReport report = load_weights(options_.init_path, model, load_options);
+    engine_->load_state(model, nullptr);
+    init_note_ = options_.init_path;
+    for (const std::string& action : report.actions) console_.info("init: " + action);
+  } else if (options_.resume) {
+    if (list_checkpoints(options_.checkpoint_dir).empty()) {
+      console_.info("resume: no checkpoint in " + options_.checkpoint_dir + " yet; starting from the beginning");
+    } else {
+      ModelState<float> model(engine_config_.spec);
+      OptimizerState optimizer;
+      engine_->save_state(model, optimizer);
+      const ResumedCheckpoint resumed = load_latest_checkpoint(options_.checkpoint_dir, model, options_.optimizer, optimizer);
+      for (const std::string& note : resumed.notes) console_.warn("resume: " + note);
+      engine_->load_state(model, &optimizer);
+      const TrainPosition& saved = resumed.position;
+      group_.require_same(saved.global_step, "the step of the checkpoint resumed from");
+      if (saved.seed != options_.seed)
+        console_.warn("resume: the checkpoint was written with --seed " + std::to_string(saved.seed) +
+                      ", this run uses " + std::to_string(options_.seed) + ": the data order changes");
+      start_.epoch = saved.epoch;
+      start_.step_in_epoch = saved.step_in_epoch;
+      start_.global_step = saved.global_step;
+      const bool same_order = saved.world_size == group_.size() &&
+                              saved.batch_size == static_cast<int64_t>(data_config_.batch_size);
+      if (start_.step_in_epoch > 0 && !same_order) {
+        // A partial epoch's remaining samples depend on the world size and batch size that
+        // split it; only whole epochs carry over to another job shape.
+        console_.info("resume: the checkpoint was written mid-epoch by " + std::to_string(saved.world_size) +
+                      " rank(s) with batch " + std::to_string(saved.batch_size) + "; with this job's shape epoch " +
+                      std::to_string(saved.epoch + 1) + " starts again from its first step");
+        start_.step_in_epoch = 0;
+        start_.global_step = saved.epoch * steps_per_epoch_;
+      }
+      if (start_.step_in_epoch >= steps_per_epoch_) {
+        ++start_.epoch;
+        start_.step_in_epoch = 0;
+      }
+      init_note_ = resumed.path + " (epoch " + std::to_string(start_.epoch + 1) + ", step " +
+                   std::to_string(start_.step_in_epoch) + ", global step " + std::to_string(start_.global_step) + ")";
+    }
+  }
+  group_.attach(*engine_);
+}
+
+void Trainer::show_settings() const {
+  const OptimizerConfig& opt = options_.optimizer;
+  const std::string optimizer =
+      std::string(to_string(opt.kind)) + ", lr " + general(opt.lr) + ", weight decay " + general(opt.weight_decay) +
+      (opt.kind == OptimizerKind::sgd
+           ? ", momentum " + general(opt.momentum) + (opt.nesterov ? " (nesterov)" : "")
+           : ", betas " + general(opt.beta1) + "/" + general(opt.beta2) + ", eps " + general(opt.eps));
+  console_.table("resnet_ddp", {
+      {"world size", std::to_string(group_.size()) + (group_.size() > 1 ? " ranks" : " rank")},
+      {"device", std::string(to_string(device_)) + " (" + engine_->device_name() + "; " + device_reason_ + ")"},
+      {"data", data_.train->description()},
+      {"validation", data_.val ? data_.val->description() : "none"},
+      {"model", "ResNet-18, " + spec_summary(engine_config_.spec) + ", " +
+                    std::to_string(engine_->layout().parameter_count()) + " parameters"},
+      {"start", init_note_},
+      {"train transform", data::to_string(data_.train_transform)},
+      {"eval transform", data::to_string(data_.eval_transform)},
+      {"batch size", std::to_string(data_config_.batch_size) + " per rank, " +
+                         std::to_string(data_config_.batch_size * group_.size()) + " effective"},
+      {"steps", std::to_string(steps_per_epoch_) + " per epoch x " + std::to_string(options_.epochs) + " epochs" +
+                    (options_.max_steps ? ", at most " + std::to_string(options_.max_steps) : "")},
+      {"optimizer", optimizer},
+      {"lr schedule", std::string(to_string(options_.lr_schedule)) +
+                          (options_.warmup_epochs > 0 ? ", warm-up " + general(options_.warmup_epochs) + " epochs" : "")},
+      {"label smoothing", general(options_.label_smoothing)},
+      {"precision", to_string(options_.precision)},
+      {"loader", std::to_string(train_loader_->workers()) + " worker thread(s) per rank, " +
+                     allocator_->description() + " batch buffers"},
+      {"communication", group_.size() > 1 ? group_.describe() : "none (one rank)"},
+      {"checkpoints", options_.checkpoint_dir.empty() ? "none" : options_.checkpoint_dir},
+  });
+}
+
+Metrics Trainer::evaluate(int epoch) {
+  val_loader_->start_epoch(static_cast<uint64_t>(epoch));
+  while (auto lease = val_loader_->next()) engine_->eval_step(host_batch(*lease));
+  return group_.sum(engine_->take_metrics());
+}
+
+void Trainer::checkpoint(int64_t epoch, int64_t step_in_epoch) {
+  if (options_.checkpoint_dir.empty() || !console_.is_main()) return;
+  ModelState<float> model(engine_config_.spec);
+  OptimizerState optimizer;
+  engine_->save_state(model, optimizer);
+  TrainPosition position = start_;
+  position.epoch = epoch;
+  position.step_in_epoch = step_in_epoch;
+  position.global_step = global_step_;
+  const std::string path =
+      save_checkpoint(options_.checkpoint_dir, model, options_.optimizer, optimizer, position, options_.keep_checkpoints);
+  console_.info("checkpoint " + path);
+}
+
+int Trainer::run() {
+  device_ = choose_device(options_.device, &device_reason_);
+  open_data();
+  make_engine_and_state();
+  show_settings();
+
+  MetricsLog metrics_log(options_.log_json, console_.is_main());
+  if (options_.eval_only) {
+    if (!val_loader_) fail("--eval: the data set has no validation split; add --val-split FRACTION");
+    const Metrics val = evaluate(0);
+    console_.info("validation: loss " + fixed(mean_loss(val), 4) + ", accuracy " + percent(val.correct, val.count));
+    metrics_log.write(Json().str("type", "eval").num("val_loss", mean_loss(val)).num("val_accuracy", accuracy(val)).text());
+    return 0;
+  }
+
+  install_preemption_handlers();
+  const LrScheduleFn schedule(options_, steps_per_epoch_);
+  // Progress lines need the device's metrics, which waits for it: on a terminal a little more
+  // often than in a log file, never every step.
+  const int64_t report_every = console_.interactive() ? std::min(options_.print_every, 10) : options_.print_every;
+  global_step_ = start_.global_step;
+  Metrics last_val;
+  bool stopped_early = false;
+  for (int64_t epoch = start_.epoch; epoch < options_.epochs && !stopped_early; ++epoch) {
+    const int64_t first_step = epoch == start_.epoch ? start_.step_in_epoch : 0;
+    const Clock::time_point epoch_start = Clock::now();
+    Clock::time_point window_start = epoch_start;
+    train_loader_->start_epoch(static_cast<uint64_t>(epoch), static_cast<size_t>(first_step));
+    Metrics epoch_local, window;
+    double data_wait = 0, lr = schedule.at(global_step_);
+    int64_t step = first_step;
+    while (true) {
+      {
+        // The engine has read the batch when train_step returns: the buffer goes back to
+        // the loader at once, before anything slow.
+        const data::Loader::Lease lease = train_loader_->next();
+        if (!lease) break;
+        data_wait += lease->wait_seconds;
+        lr = schedule.at(global_step_);
+        engine_->train_step(host_batch(*lease), lr, group_.step_hooks());
+      }
+      ++step;
+      ++global_step_;
+      const bool at_max = options_.max_steps > 0 && global_step_ >= options_.max_steps;
+      if (step % report_every == 0 || step == steps_per_epoch_ || at_max) {
+        // Rank 0's own running metrics: a progress line needs no collective.
+        const Metrics recent = engine_->take_metrics();
+        epoch_local += recent;
+        window += recent;
+        const double images_per_s = window.count * group_.size() / seconds_since(window_start);
+        console_.progress("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(options_.epochs) + " step " +
+                          std::to_string(step) + "/" + std::to_string(steps_per_epoch_) + "  loss " +
+                          fixed(mean_loss(window), 4) + "  acc " + percent(window.correct, window.count) + "  lr " +
+                          general(lr) + "  " + fixed(images_per_s, 0) + " img/s");
+        metrics_log.write(Json().str("type", "step").num("epoch", epoch + 1).num("global_step", global_step_)
+                              .num("lr", lr).num("loss", mean_loss(window)).num("accuracy", accuracy(window))
+                              .num("images_per_s", images_per_s).text());
+        window = Metrics{};
+        window_start = Clock::now();
+      }
+      if (group_.any(preemption_requested())) {
+        console_.end_progress();
+        console_.info("preempted (signal " + std::to_string(preemption_signal()) + ") at epoch " +
+                      std::to_string(epoch + 1) + " step " + std::to_string(step) + ": checkpointing and exiting " +
+                      "with code " + std::to_string(kExitPreempted) + " so the job can be requeued");
+        if (options_.checkpoint_dir.empty())
+          console_.warn("preempted without --checkpoint-dir: nothing is saved, the run will start over");
+        checkpoint(epoch, step);
+        return kExitPreempted;
+      }
+      if (at_max) {
+        stopped_early = step < steps_per_epoch_;
+        break;
+      }
+      if (options_.checkpoint_every > 0 && global_step_ % options_.checkpoint_every == 0 && step < steps_per_epoch_)
+        checkpoint(epoch, step);
+    }
+    epoch_local += engine_->take_metrics();
+    const double train_seconds = seconds_since(epoch_start);
+    const Metrics train = group_.sum(epoch_local);
+    Metrics val;
+    if (val_loader_) val = evaluate(static_cast<int>(epoch));
+    last_val = val;
+    console_.end_progress();
+    const double images_per_s = train.count / train_seconds;
+    console_.info("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(options_.epochs) + ": train loss " +
+                  fixed(mean_loss(train), 4) + " acc " + percent(train.correct, train.count) +
+                  (val_loader_ ? " | val loss " + fixed(mean_loss(val), 4) + " acc " + percent(val.correct, val.count)
+                               : "") +
+                  " | " + fixed(train_seconds, 1) + " s, " + fixed(images_per_s, 0) + " img/s, data wait " +
+                  fixed(100.0 * data_wait / train_seconds, 1) + "%");
+    metrics_log.write(Json().str("type", "epoch").num("epoch", epoch + 1).num("global_step", global_step_)
+                          .num("lr", lr).num("train_loss", mean_loss(train)).num("train_accuracy", accuracy(train))
+                          .num("val_loss", mean_loss(val)).num("val_accuracy", accuracy(val))
+                          .num("seconds", train_seconds).num("images_per_s", images_per_s)
+                          .num("data_wait_share", data_wait / train_seconds).text());
+    // A run stopped by --max-steps mid-epoch saves where it stopped, so --resume carries on.
+    if (stopped_early) checkpoint(epoch, step);
+    else checkpoint(epoch + 1, 0);
+  }
+
+  if (!options_.save_weights.empty()) {
+    ModelState<float> model(engine_config_.spec);
+    OptimizerState optimizer;
+    engine_->save_state(model, optimizer);
+    if (console_.is_main()) {
+      save_weights(options_.save_weights, model);
+      console_.info("weights written to " + options_.save_weights);
+    }
+  }
+  if (val_loader_ && last_val.count > 0)
+    console_.info("final validation accuracy " + percent(last_val.correct, last_val.count) + " (loss " +
+                  fixed(mean_loss(last_val), 4) + ")");
+  return 0;
 }
 
 }  // namespace
 
-int run_training(const TrainOptions& options, ProcessGroup& group) {
-  const Console console(group.rank(), group.size(), group.host());
-
-  std::string device_reason;
-  const DeviceKind device = choose_device(options.device, &device_reason);
-
-  data::DataConfig data_config = options.data;
-  data_config.ranks_on_node = group.ranks_on_node();
-  data_config.seed = options.seed;
-  const data::OpenedData data = data::open_data(data_config);
-  const int image_size = data.train_transform.size;
-  auto allocator = device == DeviceKind::cuda ? data::make_pinned_allocator() : data::make_plain_allocator();
-  std::unique_ptr<data::Loader> train_loader =
-      data::make_train_loader(data_config, data, group.rank(), group.size(), allocator);
-  std::unique_ptr<data::Loader> val_loader =
-      data.val ? data::make_val_loader(data_config, data, group.rank(), group.size(), allocator) : nullptr;
-  const int64_t steps_per_epoch = static_cast<int64_t>(train_loader->steps_per_epoch());
-  group.require_same(steps_per_epoch, "training steps per epoch");
-
-  EngineConfig engine_config;
-  engine_config.spec.stem = options.stem == "auto" ? (image_size <= 64 ? Stem::cifar : Stem::imagenet)
-                                                  : parse_stem(options.stem);
-  engine_config.spec.in_channels = data.channels;
-  engine_config.spec.num_classes = data.num_classes;
-  engine_config.max_batch = static_cast<int>(data_config.batch_size);
-  engine_config.height = engine_config.width = image_size;
-  engine_config.optimizer = options.optimizer;
-  engine_config.label_smoothing = options.label_smoothing;
-  engine_config.allow_tf32 = options.precision == Precision::tf32;
-  engine_config.device_index = group.local_rank();
-  std::unique_ptr<Engine> engine = make_engine(device, engine_config, options.seed);
-
-  std::string init_note = "torchvision's, seed " + std::to_string(options.seed);
-  if (!options.init_path.empty()) {
-    ModelState<float> model(engine_config.spec);
-    OptimizerState unused;
-    engine->save_state(model, unused);
-    LoadOptions load_options;
-    load_options.reinit_classifier_on_mismatch = options.init_reset_classifier;
-    load_options.reinit_seed = options.seed;
-    const LoadReport report = load_weights(options.init_path, model, load_options);
-    engine->load_state(model, nullptr);
-    init_note = options.init_path;
-    for (const std::string& action : report.actions) console.info("init: " + action);
-  }
-  group.attach(*engine);
-
-  const LrScheduleFn schedule(options, steps_per_epoch);
-  console.table("resnet_ddp", {
-      {"world size", std::to_string(group.size()) + (group.size() > 1 ? " ranks" : " rank")},
-      {"device", std::string(to_string(device)) + " (" + engine->device_name() + "; " + device_reason + ")"},
-      {"data", data.train->description()},
-      {"validation", data.val ? data.val->description() : "none"},
-      {"model", "ResNet-18, " + spec_summary(engine_config.spec) + ", " +
-                    std::to_string(engine->layout().parameter_count()) + " parameters"},
-      {"init", init_note},
-      {"train transform", data::to_string(data.train_transform)},
-      {"eval transform", data::to_string(data.eval_transform)},
-      {"batch size", std::to_string(data_config.batch_size) + " per rank, " +
-                         std::to_string(data_config.batch_size * group.size()) + " effective"},
-      {"steps", std::to_string(steps_per_epoch) + " per epoch x " + std::to_string(options.epochs) + " epochs" +
-                    (options.max_steps ? ", at most " + std::to_string(options.max_steps) : "")},
-      {"optimizer", std::string(to_string(options.optimizer.kind)) + ", lr " + fixed(options.optimizer.lr, 6) +
-                        ", weight decay " + fixed(options.optimizer.weight_decay, 6) +
-                        (options.optimizer.kind == OptimizerKind::sgd
-                             ? ", momentum " + fixed(options.optimizer.momentum, 3) +
-                                   (options.optimizer.nesterov ? " (nesterov)" : "")
-                             : ", betas " + fixed(options.optimizer.beta1, 3) + "/" +
-                                   fixed(options.optimizer.beta2, 4) + ", eps " + std::to_string(options.optimizer.eps))},
-      {"lr schedule", std::string(to_string(options.lr_schedule)) +
-                          (options.warmup_epochs > 0 ? ", warm-up " + fixed(options.warmup_epochs, 2) + " epochs" : "")},
-      {"label smoothing", fixed(options.label_smoothing, 3)},
-      {"precision", to_string(options.precision)},
-      {"loader", std::to_string(train_loader->workers()) + " worker threads per rank, " + allocator->description() +
-                     " batch buffers"},
-      {"communication", group.size() > 1 ? group.describe() : "none (one rank)"},
-  });
-
-  MetricsLog metrics_log(options.log_json, console.is_main());
-  if (options.eval_only) {
-    if (!val_loader) fail("--eval: the data set has no validation split; add --val-split FRACTION");
-    const Metrics val = evaluate(*engine, *val_loader, group, 0);
-    console.info("validation: loss " + fixed(mean_loss(val), 4) + ", accuracy " + percent(val.correct, val.count));
-    metrics_log.write(metrics_json("eval", 0, 0, 0.0, val, 0.0));
-    return 0;
-  }
-
-  int64_t global_step = 0;
-  Metrics last_val;
-  for (int epoch = 0; epoch < options.epochs; ++epoch) {
-    if (options.max_steps > 0 && global_step >= options.max_steps) break;
-    const Clock::time_point epoch_start = Clock::now();
-    Clock::time_point window_start = epoch_start;
-    train_loader->start_epoch(static_cast<uint64_t>(epoch));
-    Metrics epoch_local, window;
-    double data_wait = 0;
-    int64_t step = 0;
-    double lr = schedule.at(global_step);
-    while (auto lease = train_loader->next()) {
-      data_wait += lease->wait_seconds;
-      lr = schedule.at(global_step);
-      engine->train_step(host_batch(*lease), lr, group.step_hooks());
-      ++step;
-      ++global_step;
-      const bool last = step == steps_per_epoch || global_step == options.max_steps;
-      if (step % options.print_every == 0 || last) {
-        // Rank 0's own running metrics: a progress line needs no collective.
-        const Metrics recent = engine->take_metrics();
-        epoch_local += recent;
-        window += recent;
-        const double images_per_s = window.count * group.size() / seconds_since(window_start);
-        console.progress("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(options.epochs) + " step " +
-                         std::to_string(step) + "/" + std::to_string(steps_per_epoch) + "  loss " +
-                         fixed(mean_loss(window), 4) + "  acc " + percent(window.correct, window.count) +
-                         "  lr " + fixed(lr, 6) + "  " + fixed(images_per_s, 0) + " img/s");
-        metrics_log.write(metrics_json("step", epoch + 1, global_step, lr, window, images_per_s));
-        window = Metrics{};
-        window_start = Clock::now();
-      }
-      if (global_step == options.max_steps) break;
-    }
-    const double train_seconds = seconds_since(epoch_start);
-    const Metrics train = group.sum(epoch_local);
-    Metrics val;
-    if (val_loader) val = evaluate(*engine, *val_loader, group, epoch);
-    last_val = val;
-    console.end_progress();
-    const double images_per_s = train.count / train_seconds;
-    console.info("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(options.epochs) + ": train loss " +
-                 fixed(mean_loss(train), 4) + " acc " + percent(train.correct, train.count) +
-                 (val_loader ? " | val loss " + fixed(mean_loss(val), 4) + " acc " + percent(val.correct, val.count)
-                             : "") +
-                 " | " + fixed(train_seconds, 1) + " s, " + fixed(images_per_s, 0) + " img/s, data wait " +
-                 fixed(100.0 * data_wait / train_seconds, 1) + "%");
-    std::ostringstream epoch_json;
-    epoch_json << "{\"type\":\"epoch\",\"epoch\":" << epoch + 1 << ",\"global_step\":" << global_step
-               << ",\"lr\":" << lr << ",\"train_loss\":" << mean_loss(train) << ",\"train_accuracy\":"
-               << (train.count ? double(train.correct) / train.count : 0.0) << ",\"val_loss\":"
-               << mean_loss(val) << ",\"val_accuracy\":" << (val.count ? double(val.correct) / val.count : 0.0)
-               << ",\"seconds\":" << train_seconds << ",\"images_per_s\":" << images_per_s
-               << ",\"data_wait_share\":" << data_wait / train_seconds << "}";
-    metrics_log.write(epoch_json.str());
-  }
-
-  if (!options.save_weights.empty()) {
-    ModelState<float> model(engine_config.spec);
-    OptimizerState optimizer_state;
-    engine->save_state(model, optimizer_state);
-    if (console.is_main()) {
-      save_weights(options.save_weights, model);
-      console.info("weights written to " + options.save_weights);
-    }
-  }
-  if (val_loader)
-    console.info("final validation accuracy " + percent(last_val.correct, last_val.count) + " (loss " +
-                 fixed(mean_loss(last_val), 4) + ")");
-  return 0;
-}
+int run_training(const TrainOptions& options, ProcessGroup& group) { return Trainer(options, group).run(); }
 
 }  // namespace rddp

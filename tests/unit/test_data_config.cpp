@@ -64,7 +64,7 @@ TEST_CASE("CIFAR is detected and prepared the CIFAR way") {
   CHECK(data.eval_transform.kind == Transform::Kind::center);
   CHECK(data.eval_transform.resize == 0);
   CHECK(data.normalization.name == "cifar10");
-  CHECK(to_string(data.train_transform) == "RandomCrop(32, padding=4) + RandomHorizontalFlip(0.500000)");
+  CHECK(to_string(data.train_transform) == "RandomCrop(32, padding=4) + RandomHorizontalFlip(0.5)");
 
   const auto train = make_train_loader(config, data, 1, 2, make_plain_allocator());
   CHECK(train->sampler().num_samples() == 10);

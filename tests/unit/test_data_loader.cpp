@@ -160,6 +160,31 @@ TEST_CASE("the batches do not depend on the number of workers") {
   }
 }
 
+TEST_CASE("an epoch started at a later step gives the same batches from there on") {
+  const DatasetPtr dataset = synthetic(90);
+  DistributedSampler sampler(90, 1, 0, true, 3);
+  for (int workers : {1, 2, 3}) {
+    CAPTURE(workers);
+    Loader loader(dataset, sampler, crop_flip_options(workers, 8), make_plain_allocator());
+    const std::vector<Copy> whole = read_epoch(loader, 4);
+    REQUIRE(whole.size() == 12);
+    for (size_t first : {size_t(1), size_t(5), size_t(11), size_t(12)}) {
+      CAPTURE(first);
+      loader.start_epoch(4, first);
+      size_t step = first;
+      while (Loader::Lease lease = loader.next()) {
+        REQUIRE(step < whole.size());
+        CHECK(lease->step == step);
+        CHECK(std::vector<int64_t>(lease->indices, lease->indices + lease->count) == whole[step].indices);
+        CHECK(std::equal(lease->pixels, lease->pixels + whole[step].pixels.size(), whole[step].pixels.begin()));
+        ++step;
+      }
+      CHECK(step == whole.size());
+    }
+    CHECK_THROWS_AS(loader.start_epoch(4, 13), Error);
+  }
+}
+
 TEST_CASE("epochs, drop_last, held batches and restarting an epoch") {
   const DatasetPtr dataset = synthetic(50);
   LoaderOptions options = crop_flip_options(2, 8);

@@ -76,8 +76,9 @@ class Loader {
     Batch batch_;
   };
 
-  // Starts making the batches of an epoch, ending the previous epoch's work if any.
-  void start_epoch(uint64_t epoch);
+  // Starts making the batches of an epoch, ending the previous epoch's work if any. A resumed
+  // run starts at `first_step`: the batches before it are never read.
+  void start_epoch(uint64_t epoch, size_t first_step = 0);
   // The next batch in order; an empty Lease at the end of the epoch. Rethrows, as Error
   // naming the sample's file, the first failure of any worker.
   Lease next();

@@ -1,0 +1,46 @@
+#pragma once
+// Checkpoints: a weights file (weights.h) plus the optimizer state, the position in training
+// and what the position depends on, in one crash-safe tensor file per save:
+//   DIR/checkpoint-<global step, 10 digits>.rddp
+// The sampler and augmentation draw from (seed, epoch, sample index), so the position
+// (epoch, step) and the seed restore them exactly; no RNG state needs saving.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "resnet_ddp/engine.h"
+#include "resnet_ddp/model_state.h"
+
+namespace rddp {
+
+struct TrainPosition {
+  int64_t epoch = 0;          // the epoch in progress (0-based)
+  int64_t step_in_epoch = 0;  // steps of it already taken
+  int64_t global_step = 0;    // steps taken in all
+  int64_t world_size = 1;     // the job that wrote it: its sample order depends on these
+  int64_t batch_size = 0;
+  uint64_t seed = 0;
+};
+
+// Writes a checkpoint into `dir` (created if missing) and removes all but the newest `keep`.
+// Returns the new file's path. Throws Error, leaving earlier checkpoints intact, if it fails.
+std::string save_checkpoint(const std::string& dir, const ModelState<float>& model,
+                            const OptimizerConfig& optimizer_config, const OptimizerState& optimizer,
+                            const TrainPosition& position, int keep);
+
+struct ResumedCheckpoint {
+  std::string path;
+  TrainPosition position;
+  std::vector<std::string> notes;  // checkpoints passed over and why
+};
+
+// Loads the newest checkpoint of `dir` that reads back whole and fits `model` and the
+// optimizer kind; a damaged newer one is passed over with a note. Throws Error when the
+// directory holds no usable checkpoint, naming each one tried and why it failed.
+ResumedCheckpoint load_latest_checkpoint(const std::string& dir, ModelState<float>& model,
+                                         const OptimizerConfig& optimizer_config, OptimizerState& optimizer);
+
+// Checkpoint files of `dir`, newest first (by the step in their names).
+std::vector<std::string> list_checkpoints(const std::string& dir);
+
+}  // namespace rddp

@@ -1,0 +1,163 @@
+#include "resnet_ddp/train/checkpoint.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <system_error>
+
+#include "resnet_ddp/error.h"
+#include "resnet_ddp/tensor_file.h"
+#include "resnet_ddp/weights.h"
+
+namespace rddp {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kPrefix = "checkpoint-";
+constexpr const char* kSuffix = ".rddp";
+constexpr const char* kOptimizerPrefix = "optimizer.";
+
+// PyTorch's names for the optimizer state of a parameter.
+std::vector<const char*> moment_names(OptimizerKind kind) {
+  if (kind == OptimizerKind::adamw) return {"exp_avg", "exp_avg_sq"};
+  return {"momentum_buffer"};
+}
+
+const std::vector<float>& moment(const OptimizerState& state, size_t which) {
+  return which == 0 ? state.first_moment : state.second_moment;
+}
+std::vector<float>& moment(OptimizerState& state, size_t which) {
+  return which == 0 ? state.first_moment : state.second_moment;
+}
+
+int64_t parse_step(const std::string& filename) {
+  const std::string prefix = kPrefix, suffix = kSuffix;
+  if (filename.size() <= prefix.size() + suffix.size() || filename.rfind(prefix, 0) != 0 ||
+      filename.compare(filename.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return -1;
+  const std::string digits = filename.substr(prefix.size(), filename.size() - prefix.size() - suffix.size());
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoll(digits);
+}
+
+int64_t metadata_int(const TensorFile& file, const std::string& key) {
+  const auto it = file.metadata.find(key);
+  if (it == file.metadata.end()) fail(file.describe_source(), ": not a checkpoint (no '", key, "')");
+  try {
+    size_t used = 0;
+    const long long value = std::stoll(it->second, &used);
+    if (used == it->second.size()) return value;
+  } catch (const std::exception&) {
+  }
+  fail(file.describe_source(), ": metadata '", key, "' is '", it->second, "', not a whole number");
+}
+
+}  // namespace
+
+std::vector<std::string> list_checkpoints(const std::string& dir) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, error)) {
+    const int64_t step = parse_step(entry.path().filename().string());
+    if (step >= 0 && entry.is_regular_file(error)) found.emplace_back(step, entry.path().string());
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::string> paths;
+  for (auto& [step, path] : found) paths.push_back(std::move(path));
+  return paths;
+}
+
+std::string save_checkpoint(const std::string& dir, const ModelState<float>& model,
+                            const OptimizerConfig& optimizer_config, const OptimizerState& optimizer,
+                            const TrainPosition& position, int keep) {
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error) fail("--checkpoint-dir '", dir, "': cannot create it: ", error.message());
+
+  TensorFile file;
+  file.metadata[metadata_key::kind] = "checkpoint";
+  put_model_spec(model.spec, file.metadata);
+  file.metadata["optimizer.kind"] = to_string(optimizer_config.kind);
+  file.metadata["optimizer.step_count"] = std::to_string(optimizer.step_count);
+  file.metadata["train.epoch"] = std::to_string(position.epoch);
+  file.metadata["train.step_in_epoch"] = std::to_string(position.step_in_epoch);
+  file.metadata["train.global_step"] = std::to_string(position.global_step);
+  file.metadata["train.world_size"] = std::to_string(position.world_size);
+  file.metadata["train.batch_size"] = std::to_string(position.batch_size);
+  file.metadata["train.seed"] = std::to_string(position.seed);
+  append_model_tensors(model, file);
+  const std::vector<const char*> moments = moment_names(optimizer_config.kind);
+  for (size_t which = 0; which < moments.size(); ++which) {
+    const std::vector<float>& buffer = moment(optimizer, which);
+    if (buffer.empty()) continue;  // SGD without momentum keeps none
+    for (const TensorInfo& info : model.layout.tensors())
+      if (info.role == TensorRole::parameter)
+        file.tensors.push_back(TensorRecord::from_values(std::string(kOptimizerPrefix) + moments[which] + "." + info.name,
+                                                         info.shape, buffer.data() + info.offset));
+  }
+
+  char name[64];
+  std::snprintf(name, sizeof(name), "%s%010lld%s", kPrefix, static_cast<long long>(position.global_step), kSuffix);
+  const std::string path = (fs::path(dir) / name).string();
+  write_tensor_file(path, file);
+
+  const std::vector<std::string> all = list_checkpoints(dir);
+  for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < all.size(); ++i) fs::remove(all[i], error);
+  return path;
+}
+
+ResumedCheckpoint load_latest_checkpoint(const std::string& dir, ModelState<float>& model,
+                                         const OptimizerConfig& optimizer_config, OptimizerState& optimizer) {
+  if (!fs::is_directory(dir)) fail("--resume: checkpoint directory '", dir, "' does not exist");
+  ResumedCheckpoint result;
+  for (const std::string& path : list_checkpoints(dir)) {
+    try {
+      const TensorFile file = read_tensor_file(path);
+      const auto kind = file.metadata.find("optimizer.kind");
+      if (kind == file.metadata.end() || kind->second != to_string(optimizer_config.kind))
+        fail(path, " was written with --optimizer ",
+             kind == file.metadata.end() ? std::string("?") : kind->second, "; resume with the same optimizer");
+      TrainPosition position;
+      position.epoch = metadata_int(file, "train.epoch");
+      position.step_in_epoch = metadata_int(file, "train.step_in_epoch");
+      position.global_step = metadata_int(file, "train.global_step");
+      position.world_size = metadata_int(file, "train.world_size");
+      position.batch_size = metadata_int(file, "train.batch_size");
+      position.seed = static_cast<uint64_t>(metadata_int(file, "train.seed"));
+
+      OptimizerState loaded;
+      loaded.step_count = metadata_int(file, "optimizer.step_count");
+      const std::vector<const char*> moments = moment_names(optimizer_config.kind);
+      const bool keeps_moments = optimizer_config.kind == OptimizerKind::adamw || optimizer_config.momentum != 0;
+      for (size_t which = 0; keeps_moments && which < moments.size(); ++which) {
+        std::vector<float>& buffer = moment(loaded, which);
+        buffer.assign(model.layout.parameter_elements(), 0.0f);
+        for (const TensorInfo& info : model.layout.tensors()) {
+          if (info.role != TensorRole::parameter) continue;
+          const std::string name = std::string(kOptimizerPrefix) + moments[which] + "." + info.name;
+          const TensorRecord* record = file.find(name);
+          if (!record) fail(path, ": no optimizer tensor '", name, "'");
+          const std::vector<float> values = record->values<float>();
+          if (values.size() != info.numel) fail(path, ": optimizer tensor '", name, "' has the wrong size");
+          std::copy(values.begin(), values.end(), buffer.begin() + info.offset);
+        }
+      }
+      LoadOptions options;
+      options.skip_prefixes = {kOptimizerPrefix};
+      load_weights(file, model, options);  // checks everything before it changes the model
+      optimizer = std::move(loaded);
+      result.path = path;
+      result.position = position;
+      return result;
+    } catch (const Error& error) {
+      result.notes.push_back(std::string("passed over ") + path + ": " + error.what());
+    }
+  }
+  std::string tried;
+  for (const std::string& note : result.notes) tried += "\n  " + note;
+  fail("--resume: no usable checkpoint in '", dir, "'", tried.empty() ? " (it holds none)" : ":" + tried);
+}
+
+}  // namespace rddp
