@@ -309,8 +309,8 @@ int Trainer::run() {
   const int64_t report_every = console_.interactive() ? std::min(options_.print_every, 10) : options_.print_every;
   global_step_ = start_.global_step;
   Metrics last_val;
-  bool stopped_early = false;
-  for (int64_t epoch = start_.epoch; epoch < options_.epochs && !stopped_early; ++epoch) {
+  bool reached_max_steps = false;
+  for (int64_t epoch = start_.epoch; epoch < options_.epochs && !reached_max_steps; ++epoch) {
     const int64_t first_step = epoch == start_.epoch ? start_.step_in_epoch : 0;
     const Clock::time_point epoch_start = Clock::now();
     Clock::time_point window_start = epoch_start;
@@ -358,7 +358,7 @@ int Trainer::run() {
         return kExitPreempted;
       }
       if (at_max) {
-        stopped_early = step < steps_per_epoch_;
+        reached_max_steps = true;
         break;
       }
       if (options_.checkpoint_every > 0 && global_step_ % options_.checkpoint_every == 0 && step < steps_per_epoch_)
@@ -384,7 +384,7 @@ int Trainer::run() {
                           .num("seconds", train_seconds).num("images_per_s", images_per_s)
                           .num("data_wait_share", data_wait / train_seconds).text());
     // A run stopped by --max-steps mid-epoch saves where it stopped, so --resume carries on.
-    if (stopped_early) checkpoint(epoch, step);
+    if (step < steps_per_epoch_) checkpoint(epoch, step);
     else checkpoint(epoch + 1, 0);
   }
 

@@ -1,0 +1,35 @@
+# Helpers for the command-line tests. Each check prints what it checked; the first failure
+# prints the command's output and exits 1.
+set -u
+: "${RDDP_BIN:?set RDDP_BIN to the resnet_ddp program}"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+checks=0
+
+failed() {
+  echo "FAILED: $1" >&2
+  [ -f "$work/out" ] && sed 's/^/  | /' "$work/out" >&2
+  exit 1
+}
+
+# expect CODE PATTERN -- COMMAND...: the command exits with CODE and its output matches PATTERN.
+expect() {
+  local code=$1 pattern=$2
+  shift 3
+  "$@" >"$work/out" 2>&1
+  local got=$?
+  [ "$got" = "$code" ] || failed "exit code $got, expected $code: $*"
+  grep -qE -- "$pattern" "$work/out" || failed "no line matching /$pattern/: $*"
+  checks=$((checks + 1))
+  echo "ok $checks: exit $code, /$pattern/: ${*#$RDDP_BIN}"
+}
+
+check() {
+  local what=$1
+  shift
+  "$@" || failed "$what"
+  checks=$((checks + 1))
+  echo "ok $checks: $what"
+}
+
+finish() { echo "$checks passed, 0 failed"; }

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Bad command lines, data and weight files: a clear message naming the flag or file, a
+# non-zero exit, never a crash.
+. "$(dirname "$0")/lib.sh"
+run="$RDDP_BIN"
+synthetic=(--dataset synthetic --device cpu --limit-train 16 --limit-val 8 --batch-size 8)
+
+expect 0 "usage: resnet_ddp --data DIR" -- "$run" --help
+expect 2 "--data DIR is required" -- "$run"
+expect 2 "unknown option '--learning-rate'" -- "$run" --data x --learning-rate 1
+expect 2 "--batch-size: 0 is outside the accepted range \[1, " -- "$run" --data x --batch-size 0
+expect 2 "--lr: 'abc' is not a number" -- "$run" --data x --lr abc
+expect 2 "--epochs: -3 is outside the accepted range" -- "$run" --data x --epochs -3
+expect 2 "--device: 'gpu' is not one of: auto, cpu, cuda" -- "$run" --data x --device gpu
+expect 2 "--label-smoothing: 2 is outside the accepted range \[0, " -- "$run" --data x --label-smoothing 2
+expect 2 "--resume needs --checkpoint-dir" -- "$run" --data x --resume
+expect 2 "--momentum and --nesterov are SGD settings" -- "$run" --data x --momentum 0.9
+
+expect 1 "/nonexistent/data" -- "$run" --data /nonexistent/data --device cpu
+mkdir -p "$work/empty"
+expect 1 "$work/empty" -- "$run" --data "$work/empty" --device cpu
+
+# Weights that are not ours, damaged, or for another model.
+echo "not a weights file" >"$work/junk.rddp"
+expect 1 "junk.rddp" -- "$run" "${synthetic[@]}" --init "$work/junk.rddp"
+printf 'PK\003\004rest-of-a-zip' >"$work/model.pth"
+expect 1 "torchvision_to_resnet_ddp.py" -- "$run" "${synthetic[@]}" --init "$work/model.pth"
+expect 0 "weights written" -- "$run" "${synthetic[@]}" --max-steps 1 --save-weights "$work/ten.rddp"
+expect 1 "ten.rddp' holds weights for stem=cifar.*Pass --stem cifar" -- \
+  "$run" "${synthetic[@]}" --init "$work/ten.rddp" --stem imagenet
+head -c 20000 "$work/ten.rddp" >"$work/cut.rddp"
+expect 1 "cut.rddp.*(truncated|ends)" -- "$run" "${synthetic[@]}" --init "$work/cut.rddp"
+
+# A checkpoint directory holding only damaged checkpoints.
+mkdir -p "$work/ck"
+cp "$work/cut.rddp" "$work/ck/checkpoint-0000000004.rddp"
+expect 1 "passed over .*checkpoint-0000000004.rddp.*truncated" -- \
+  "$run" "${synthetic[@]}" --checkpoint-dir "$work/ck" --resume
+finish
