@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Turns a resnet_ddp --log-json file into a PNG of the loss, accuracy and throughput curves.
+
+    scripts/plot_metrics.py metrics.jsonl [more.jsonl ...] -o metrics.png [--labels fp32 bf16]
+
+Several files are overlaid (e.g. two precisions of the same recipe). Needs matplotlib
+(Debian: python3-matplotlib); scripts/find_python.sh matplotlib finds a Python that has it.
+"""
+import argparse
+import json
+import sys
+
+
+def read_log(path):
+    steps, epochs = [], []
+    with open(path) as stream:
+        for number, line in enumerate(stream, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                sys.exit(f"{path}:{number}: not a JSON line ({error}); is this a --log-json file?")
+            kind = record.get("type")
+            if kind == "step":
+                steps.append(record)
+            elif kind == "epoch":
+                epochs.append(record)
+    if not steps and not epochs:
+        sys.exit(f"{path}: no step or epoch records; was it written by resnet_ddp --log-json?")
+    return steps, epochs
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("logs", nargs="+", help="--log-json files")
+    parser.add_argument("-o", "--output", default="metrics.png", help="PNG to write (default metrics.png)")
+    parser.add_argument("--labels", nargs="*", help="one label per file (default: the file names)")
+    args = parser.parse_args()
+    labels = args.labels or args.logs
+    if len(labels) != len(args.logs):
+        sys.exit("--labels needs one label per log file")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        sys.exit("matplotlib is missing: install python3-matplotlib, or run under "
+                 "$(scripts/find_python.sh matplotlib)")
+
+    figure, (loss_axis, accuracy_axis, speed_axis) = plt.subplots(1, 3, figsize=(15, 4.2))
+    for path, label in zip(args.logs, labels):
+        steps, epochs = read_log(path)
+        if steps:
+            x = [s["global_step"] for s in steps]
+            loss_axis.plot(x, [s["loss"] for s in steps], alpha=0.5, label=f"{label} train (window)")
+            accuracy_axis.plot(x, [100 * s["accuracy"] for s in steps], alpha=0.5, label=f"{label} train (window)")
+            speed_axis.plot(x, [s["images_per_s"] for s in steps], label=label)
+        if epochs:
+            x = [e["global_step"] for e in epochs]
+            loss_axis.plot(x, [e["val_loss"] for e in epochs], "o-", label=f"{label} validation")
+            accuracy_axis.plot(x, [100 * e["val_accuracy"] for e in epochs], "o-", label=f"{label} validation")
+    loss_axis.set(title="loss", xlabel="step", ylabel="cross-entropy")
+    accuracy_axis.set(title="accuracy", xlabel="step", ylabel="%")
+    speed_axis.set(title="throughput", xlabel="step", ylabel="images/s (all ranks)")
+    for axis in (loss_axis, accuracy_axis, speed_axis):
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(args.output, dpi=110)
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The main job on a built-in default that needs no download: sets up, builds, and trains
+# ResNet-18 on Fashion-MNIST from Debian's dataset-fashion-mnist package; on the GPU when one
+# answers (5 epochs), else a short CPU run (a 4096-image subset, 1 epoch). Ends by printing the
+# validation accuracy and where the log, metrics and plot are.
+#   scripts/quickstart.sh [extra resnet_ddp flags, e.g. --epochs 2]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${RDDP_BUILD_DIR:-$root/build}
+run_dir=${RDDP_RUN_DIR:-$root/runs/quickstart}
+data=/usr/share/datasets/fashion-mnist
+
+"$root/scripts/setup.sh"
+mkdir -p "$build" "$run_dir"
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_ARCHITECTURES="${RDDP_CUDA_ARCHS:-80;90}" >"$build/configure.log" 2>&1 ||
+    { cat "$build/configure.log"; exit 1; }
+fi
+cmake --build "$build" --target resnet_ddp -j "$(nproc)"
+
+[ -f "$data/train-images-idx3-ubyte.gz" ] ||
+  { echo "quickstart.sh: $data is missing: apt-get install dataset-fashion-mnist" >&2; exit 1; }
+
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  recipe=(--device cuda --epochs 5 --batch-size 128)
+  what="5 epochs on the GPU"
+else
+  recipe=(--device cpu --epochs 1 --batch-size 64 --limit-train 4096 --limit-val 1000)
+  what="a short CPU run (no GPU answers): 4096 training images, 1 epoch"
+fi
+echo "quickstart: ResNet-18 on Fashion-MNIST, $what"
+rm -f "$run_dir/metrics.jsonl"
+set -o pipefail
+"$build/resnet_ddp" --data "$data" "${recipe[@]}" --print-every 16 \
+  --log-json "$run_dir/metrics.jsonl" --save-weights "$run_dir/weights.rddp" "$@" 2>&1 | tee "$run_dir/train.log"
+
+plot="(no plot: no Python with matplotlib; apt-get install python3-matplotlib)"
+if python=$("$root/scripts/find_python.sh" matplotlib 2>/dev/null); then
+  "$python" "$root/scripts/plot_metrics.py" "$run_dir/metrics.jsonl" -o "$run_dir/metrics.png" >/dev/null
+  plot="$run_dir/metrics.png"
+fi
+echo
+grep -h "final validation accuracy" "$run_dir/train.log" || true
+echo "log      $run_dir/train.log"
+echo "metrics  $run_dir/metrics.jsonl"
+echo "plot     $plot"
+echo "weights  $run_dir/weights.rddp (to PyTorch: scripts/resnet_ddp_to_torchvision.py)"
