@@ -1,0 +1,23 @@
+#pragma once
+// Small collectives on host values that the training loop needs besides the gradients. Each
+// takes a host-memory communicator (make_mpi_comm), so the watchdog covers them too.
+#include <cstdint>
+#include <string>
+
+#include "resnet_ddp/dist/comm.h"
+#include "resnet_ddp/engine.h"
+
+namespace rddp::dist {
+
+// The sums of every rank's metrics, on every rank (rank 0 reports them).
+Metrics reduce_metrics(Comm& host_comm, const Metrics& local, const std::string& what = "metrics allreduce");
+
+// Refuses ranks that disagree on `value`, e.g. the training steps per epoch: a rank that runs
+// more steps than the others waits forever in an allreduce. Throws AllRanksError on every
+// rank, naming this rank's value and the range over the ranks.
+void require_same(Comm& host_comm, int64_t value, const std::string& what);
+
+// True on every rank when `flag` is true on any (e.g. one rank was told to stop).
+bool any_rank(Comm& host_comm, bool flag, const std::string& what);
+
+}  // namespace rddp::dist

@@ -1,0 +1,87 @@
+#pragma once
+// The DDP step, written once over any Comm, as the engine's StepHooks:
+//  - construction: rank 0's parameters and BatchNorm running statistics reach every rank
+//    (DDP's constructor broadcasts them);
+//  - before each training forward: rank 0's running statistics reach every rank
+//    (broadcast_buffers=True), so every rank normalises with them and evaluation and
+//    checkpoints see rank 0's;
+//  - during backward: grad_ready() counts each bucket's gradients; a complete bucket's
+//    averaging allreduce is launched at once, strictly in bucket order, while backward goes
+//    on with earlier layers;
+//  - before the optimizer: every bucket is waited for (on a GPU the compute stream waits for
+//    the comm stream; the host does not block).
+// Each rank keeps its own batch statistics, as in PyTorch: W ranks of batch B are not one
+// rank of batch W*B.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "resnet_ddp/dist/bucket_plan.h"
+#include "resnet_ddp/dist/comm.h"
+#include "resnet_ddp/dist/timeline.h"
+#include "resnet_ddp/engine.h"
+
+namespace rddp::dist {
+
+struct ReducerOptions {
+  double bucket_mb = 25.0;        // --bucket-mb; DDP's bucket_cap_mb
+  double first_bucket_mb = 1.0;   // DDP's first bucket (torch.distributed's 1 MiB default)
+  bool broadcast_buffers = true;  // DDP's broadcast_buffers
+  int64_t first_step = 0;         // the step number messages name first; see set_step()
+  Timeline* timeline = nullptr;   // optional record of readiness, launches and completions
+};
+
+class Reducer final : public StepHooks {
+ public:
+  // `comm` must work on the engine's memory (MPI for the CPU engine, NCCL for CUDA). Collective:
+  // broadcasts rank 0's parameters and running statistics, so build it after any weights or
+  // checkpoint are loaded. Both `comm` and `engine` must outlive the reducer.
+  Reducer(Comm& comm, Engine& engine, const ReducerOptions& options = {});
+
+  void before_forward() override;
+  void grad_ready(const TensorInfo& tensor) override;
+  void before_optimizer() override;
+
+  // Rank 0's parameters and running statistics to every rank (collective).
+  void broadcast_state();
+  // Rank 0's running statistics to every rank (collective): what before_forward() does; call
+  // it before evaluating or saving, so every rank uses rank 0's statistics.
+  void sync_buffers();
+
+  const BucketPlan& plan() const { return plan_; }
+  // For the settings table: the backend and the bucket plan.
+  std::string describe() const;
+
+  // The number of the step in progress, or of the next one; it advances after each
+  // before_optimizer(). Messages name it: "allreduce of bucket 3 at step 120".
+  int64_t step() const { return step_; }
+  void set_step(int64_t step) { step_ = step; }
+
+ private:
+  struct InFlight {
+    int bucket;
+    std::shared_ptr<CommRequest> request;
+    bool done;
+  };
+  size_t index_of(const TensorInfo& tensor) const;
+  void start_step();
+  void launch(int bucket, const TensorInfo& completed_by);
+  void poll_in_flight();
+  void record(TimelineEvent::Kind kind, int bucket, const std::string& tensor = {});
+  [[noreturn]] void fail_missing_gradients() const;
+
+  Comm& comm_;
+  Engine& engine_;
+  ReducerOptions options_;
+  BucketPlan plan_;
+  std::vector<int> bucket_of_tensor_;  // by index into layout().tensors(); -1 for buffers
+  std::vector<size_t> parameter_offsets_, parameter_indices_;  // to find a reported tensor
+  std::vector<size_t> pending_;        // gradients each bucket still waits for
+  std::vector<bool> reported_;         // by tensor index, this step
+  int next_launch_ = 0;
+  std::vector<InFlight> in_flight_;
+  int64_t step_ = 0;
+};
+
+}  // namespace rddp::dist

@@ -1,0 +1,54 @@
+// Metrics sums and agreement checks on host values.
+#include "resnet_ddp/dist/host_collectives.h"
+
+#include "resnet_ddp/dist/fatal.h"
+#include "resnet_ddp/error.h"
+
+namespace rddp::dist {
+
+namespace {
+
+void require_host_memory(const Comm& comm, const std::string& what) {
+  if (comm.memory() != DeviceKind::cpu)
+    fail("internal error: ", what, " needs a communicator on host memory, not ", comm.backend());
+}
+
+}  // namespace
+
+Metrics reduce_metrics(Comm& host_comm, const Metrics& local, const std::string& what) {
+  require_host_memory(host_comm, what);
+  Metrics total = local;
+  int64_t counts[2] = {local.correct, local.count};
+  auto loss = host_comm.start_allreduce(&total.loss_sum, 1, DataType::f64, Reduction::sum, what);
+  auto tallies = host_comm.start_allreduce(counts, 2, DataType::i64, Reduction::sum, what);
+  loss->synchronize();
+  tallies->synchronize();
+  total.correct = counts[0];
+  total.count = counts[1];
+  return total;
+}
+
+void require_same(Comm& host_comm, int64_t value, const std::string& what) {
+  require_host_memory(host_comm, what);
+  int64_t low = value, high = value;
+  auto min = host_comm.start_allreduce(&low, 1, DataType::i64, Reduction::min, "minimum of " + what);
+  auto max = host_comm.start_allreduce(&high, 1, DataType::i64, Reduction::max, "maximum of " + what);
+  min->synchronize();
+  max->synchronize();
+  if (low == high) return;
+  throw AllRanksError("the ranks disagree on " + what + ": this rank has " + std::to_string(value) +
+                      ", the ranks range from " + std::to_string(low) + " to " + std::to_string(high) +
+                      ". Every rank must run the same number of collectives, or the ranks with more "
+                      "wait forever for the others: give every rank the same data and settings "
+                      "(the distributed sampler pads or drops so that each rank gets as many "
+                      "batches as the others)");
+}
+
+bool any_rank(Comm& host_comm, bool flag, const std::string& what) {
+  require_host_memory(host_comm, what);
+  int64_t value = flag ? 1 : 0;
+  host_comm.allreduce(&value, 1, DataType::i64, Reduction::max, what);
+  return value != 0;
+}
+
+}  // namespace rddp::dist

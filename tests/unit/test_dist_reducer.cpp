@@ -1,0 +1,235 @@
+// The reducer's bookkeeping in one process, over a communicator that records what it is asked
+// to do: when each bucket is launched, over which slice, in which order, and what is refused.
+// The averaging itself is tested across real ranks in tests/mpi.
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "resnet_ddp/dist/reducer.h"
+#include "resnet_ddp/error.h"
+#include "resnet_ddp/rng.h"
+
+using namespace rddp;
+using namespace rddp::dist;
+
+namespace {
+
+struct Call {
+  std::string kind;  // "allreduce", "broadcast", "barrier"
+  const void* data = nullptr;
+  size_t count = 0;  // elements (allreduce) or bytes (broadcast)
+  Reduction op = Reduction::sum;
+  int root = -1;
+  std::string what;
+  size_t timeline_events_before = 0;  // how much of the timeline existed at the call
+};
+
+class RecordingRequest final : public CommRequest {
+ public:
+  explicit RecordingRequest(int* waits) : waits_(waits) {}
+  bool test() override { return false; }  // completes only when waited for
+  void wait() override {
+    if (!done_) ++*waits_;
+    done_ = true;
+  }
+  void synchronize() override { wait(); }
+  bool observed_complete() const override { return done_; }
+
+ private:
+  int* waits_;
+  bool done_ = false;
+};
+
+// Pretends to be one of `size` ranks and leaves the data alone.
+class RecordingComm final : public Comm {
+ public:
+  RecordingComm(int size, DeviceKind memory, const Timeline* timeline)
+      : size_(size), memory_(memory), timeline_(timeline) {}
+  std::vector<Call> calls;
+  int waits = 0;
+
+  const char* backend() const override { return "recording"; }
+  DeviceKind memory() const override { return memory_; }
+  int rank() const override { return 0; }
+  int size() const override { return size_; }
+  std::shared_ptr<CommRequest> start_allreduce(void* data, size_t count, DataType, Reduction op,
+                                               const std::string& what) override {
+    calls.push_back({"allreduce", data, count, op, -1, what, events()});
+    return std::make_shared<RecordingRequest>(&waits);
+  }
+  std::shared_ptr<CommRequest> start_broadcast(void* data, size_t bytes, int root, const std::string& what) override {
+    calls.push_back({"broadcast", data, bytes, Reduction::sum, root, what, events()});
+    return std::make_shared<RecordingRequest>(&waits);
+  }
+  std::shared_ptr<CommRequest> start_barrier(const std::string& what) override {
+    calls.push_back({"barrier", nullptr, 0, Reduction::sum, -1, what, events()});
+    return std::make_shared<RecordingRequest>(&waits);
+  }
+
+ private:
+  size_t events() const { return timeline_ ? timeline_->events().size() : 0; }
+  int size_;
+  DeviceKind memory_;
+  const Timeline* timeline_;
+};
+
+EngineConfig narrow_config() {
+  EngineConfig config;
+  config.spec.stem = Stem::cifar;
+  config.spec.num_classes = 5;
+  config.spec.widths = {4, 8, 8, 8};
+  config.max_batch = 3;
+  config.height = config.width = 8;
+  return config;
+}
+
+struct Batch {
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  HostBatch view(const EngineConfig& config) const {
+    HostBatch batch;
+    batch.size = static_cast<int>(labels.size());
+    batch.channels = config.spec.in_channels;
+    batch.height = config.height;
+    batch.width = config.width;
+    batch.images = images.data();
+    batch.labels = labels.data();
+    return batch;
+  }
+};
+
+Batch random_batch(const EngineConfig& config, uint64_t seed) {
+  Rng rng(seed);
+  Batch batch;
+  batch.images.resize(static_cast<size_t>(config.max_batch) * config.spec.in_channels * config.height * config.width);
+  for (float& value : batch.images) value = static_cast<float>(rng.normal());
+  for (int i = 0; i < config.max_batch; ++i)
+    batch.labels.push_back(static_cast<int32_t>(rng.below(config.spec.num_classes)));
+  return batch;
+}
+
+}  // namespace
+
+TEST_CASE("construction broadcasts rank 0's parameters and running statistics") {
+  const EngineConfig config = narrow_config();
+  auto engine = make_cpu_engine(config, 1);
+  RecordingComm comm(2, DeviceKind::cpu, nullptr);
+  Reducer reducer(comm, *engine);
+  REQUIRE(comm.calls.size() == 2);
+  CHECK(comm.calls[0].kind == "broadcast");
+  CHECK(comm.calls[0].data == engine->params());
+  CHECK(comm.calls[0].count == engine->layout().parameter_elements() * sizeof(float));
+  CHECK(comm.calls[0].root == 0);
+  CHECK(comm.calls[1].data == engine->running_stats());
+  CHECK(comm.calls[1].count == engine->layout().running_stat_elements() * sizeof(float));
+  CHECK(comm.waits == 2);
+}
+
+TEST_CASE("each bucket is averaged as soon as its last gradient is ready, in order, and waited for") {
+  const EngineConfig config = narrow_config();
+  auto engine = make_cpu_engine(config, 1);
+  Timeline timeline;
+  RecordingComm comm(2, DeviceKind::cpu, &timeline);
+  ReducerOptions options;
+  options.first_bucket_mb = 0.001;
+  options.bucket_mb = 0.004;
+  options.first_step = 41;
+  options.timeline = &timeline;
+  Reducer reducer(comm, *engine, options);
+  const BucketPlan& plan = reducer.plan();
+  REQUIRE(plan.buckets.size() >= 3);
+  comm.calls.clear();
+  comm.waits = 0;
+
+  engine->train_step(random_batch(config, 2).view(config), 1e-3, &reducer);
+
+  // Before the forward: rank 0's running statistics; then one allreduce per bucket.
+  REQUIRE(comm.calls.size() == 1 + plan.buckets.size());
+  CHECK(comm.calls[0].kind == "broadcast");
+  CHECK(comm.calls[0].data == engine->running_stats());
+  CHECK(comm.calls[0].what == "broadcast of the BatchNorm running statistics at step 41");
+  const auto& tensors = engine->layout().tensors();
+  const auto& events = timeline.events();
+  for (size_t b = 0; b < plan.buckets.size(); ++b) {
+    CAPTURE(b);
+    const Call& call = comm.calls[1 + b];
+    CHECK(call.kind == "allreduce");
+    CHECK(call.op == Reduction::average);
+    CHECK(call.data == engine->grads() + plan.buckets[b].begin);
+    CHECK(call.count == plan.buckets[b].end - plan.buckets[b].begin);
+    CHECK(call.what == "allreduce of bucket " + std::to_string(b) + " at step 41");
+    // Launched right after the gradient that completed the bucket became ready.
+    REQUIRE(call.timeline_events_before >= 1);
+    const TimelineEvent& previous = events[call.timeline_events_before - 1];
+    CHECK(previous.kind == TimelineEvent::Kind::grad_ready);
+    CHECK(previous.tensor == tensors[plan.buckets[b].tensors.back()].name);
+  }
+  // The first bucket went out while backward still had gradients to produce.
+  size_t last_ready = 0;
+  for (size_t i = 0; i < events.size(); ++i)
+    if (events[i].kind == TimelineEvent::Kind::grad_ready) last_ready = i;
+  CHECK(comm.calls[1].timeline_events_before <= last_ready);
+  CHECK(comm.waits == 1 + static_cast<int>(plan.buckets.size()));
+  CHECK(reducer.step() == 42);
+  CHECK(reducer.describe().find("recording, gradients averaged in ") == 0);
+}
+
+TEST_CASE("a bucket completed out of order, a gradient reported twice or never are internal errors") {
+  const EngineConfig config = narrow_config();
+  auto engine = make_cpu_engine(config, 1);
+  RecordingComm comm(1, DeviceKind::cpu, nullptr);
+  ReducerOptions options;
+  options.first_bucket_mb = 0.001;
+  options.bucket_mb = 0.004;
+  const auto& tensors = engine->layout().tensors();
+
+  SUBCASE("out of order") {
+    Reducer reducer(comm, *engine, options);
+    reducer.before_forward();
+    const Bucket& second = reducer.plan().buckets.at(1);
+    for (size_t i = 0; i + 1 < second.tensors.size(); ++i) reducer.grad_ready(tensors[second.tensors[i]]);
+    CHECK_THROWS_WITH_AS(reducer.grad_ready(tensors[second.tensors.back()]),
+                         doctest::Contains("gradient bucket 1 is complete"), Error);
+  }
+  SUBCASE("twice") {
+    Reducer reducer(comm, *engine, options);
+    reducer.before_forward();
+    reducer.grad_ready(tensors[0]);
+    CHECK_THROWS_WITH_AS(reducer.grad_ready(tensors[0]), doctest::Contains("reported twice"), Error);
+  }
+  SUBCASE("never") {
+    Reducer reducer(comm, *engine, options);
+    reducer.before_forward();
+    const Bucket& first = reducer.plan().buckets.at(0);
+    for (size_t index : first.tensors) reducer.grad_ready(tensors[index]);
+    const std::string expected =
+        "without reporting the gradients of " + tensors[reducer.plan().buckets.at(1).tensors.front()].name;
+    CHECK_THROWS_WITH_AS(reducer.before_optimizer(), doctest::Contains(expected.c_str()), Error);
+  }
+  SUBCASE("not a parameter") {
+    Reducer reducer(comm, *engine, options);
+    reducer.before_forward();
+    CHECK_THROWS_WITH_AS(reducer.grad_ready(engine->layout().at("bn1.running_mean")),
+                         doctest::Contains("not a parameter"), Error);
+  }
+}
+
+TEST_CASE("the reducer refuses a communicator on the wrong memory") {
+  const EngineConfig config = narrow_config();
+  auto engine = make_cpu_engine(config, 1);
+  RecordingComm comm(2, DeviceKind::cuda, nullptr);
+  CHECK_THROWS_WITH_AS(Reducer(comm, *engine), doctest::Contains("needs a communicator on cpu memory"), Error);
+}
+
+TEST_CASE("one rank broadcasts no buffers before the forward") {
+  const EngineConfig config = narrow_config();
+  auto engine = make_cpu_engine(config, 1);
+  RecordingComm comm(1, DeviceKind::cpu, nullptr);
+  Reducer reducer(comm, *engine);
+  comm.calls.clear();
+  engine->train_step(random_batch(config, 3).view(config), 1e-3, &reducer);
+  for (const Call& call : comm.calls) CHECK(call.kind == "allreduce");
+  CHECK(comm.calls.size() == reducer.plan().buckets.size());
+}
