@@ -1,13 +1,18 @@
 // resnet_ddp: data-parallel ResNet-18 training. Started by srun, mpirun or on its own.
 #include <cstdio>
 #include <exception>
+#include <memory>
 
+#include "resnet_ddp/dist/context.h"
+#include "resnet_ddp/dist/fatal.h"
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/train/options.h"
 #include "resnet_ddp/train/process_group.h"
 #include "resnet_ddp/train/trainer.h"
 
 int main(int argc, char** argv) {
+  // Options first, so that --help and a wrong flag answer at once, without MPI. Every rank
+  // parses the same command line, so every rank refuses it alike.
   rddp::TrainOptions options;
   try {
     if (!rddp::parse_options(argc, argv, options)) return 0;
@@ -15,11 +20,27 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "resnet_ddp: %s\n", error.what());
     return 2;
   }
-  auto group = rddp::make_single_process_group();
+
+  std::unique_ptr<rddp::dist::DistributedContext> context;
   try {
-    return rddp::run_training(options, *group);
+    context = std::make_unique<rddp::dist::DistributedContext>(&argc, &argv);
   } catch (const std::exception& error) {
-    std::fprintf(stderr, "[rank 0/1 %s] error: %s\n", group->host().c_str(), error.what());
+    std::fprintf(stderr, "%s error: %s\n", rddp::dist::rank_prefix().c_str(), error.what());
     return 1;
+  }
+  try {
+    auto group = rddp::make_mpi_process_group(*context, options.bucket_mb, options.comm_timeout_s);
+    return rddp::run_training(options, *group);
+  } catch (const rddp::dist::AllRanksError& error) {
+    // Every rank stopped at the same check with its own message: end normally, together.
+    std::fprintf(stderr, "%s error: %s\n", context->prefix().c_str(), error.what());
+    return 1;
+  } catch (const std::exception& error) {
+    if (context->world_size() == 1) {
+      std::fprintf(stderr, "%s error: %s\n", context->prefix().c_str(), error.what());
+      return 1;
+    }
+    // The other ranks may be blocked in a collective this rank will never join: end the job.
+    rddp::dist::fatal_abort(std::string("error: ") + error.what());
   }
 }

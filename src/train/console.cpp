@@ -8,7 +8,12 @@
 namespace rddp {
 
 Console::Console(int rank, int world_size, std::string host)
-    : rank_(rank), world_size_(world_size), host_(std::move(host)), interactive_(isatty(STDOUT_FILENO) == 1) {}
+    : rank_(rank),
+      world_size_(world_size),
+      host_(std::move(host)),
+      // Launchers hand rank 0 a pseudo-terminal even when their own output goes to a log file,
+      // so only a job of one rank redraws its progress line in place.
+      interactive_(world_size == 1 && isatty(STDOUT_FILENO) == 1) {}
 
 std::string Console::prefix() const {
   return "[rank " + std::to_string(rank_) + "/" + std::to_string(world_size_) + " " + host_ + "]";

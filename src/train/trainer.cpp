@@ -176,7 +176,7 @@ void Trainer::make_engine_and_state() {
   engine_config_.optimizer = options_.optimizer;
   engine_config_.label_smoothing = options_.label_smoothing;
   engine_config_.allow_tf32 = options_.precision == Precision::tf32;
-  engine_config_.device_index = group_.local_rank();
+  engine_config_.device_index = group_.prepare_device(device_);
   engine_ = make_engine(device_, engine_config_, options_.seed);
 
   init_note_ = "torchvision's, seed " + std::to_string(options_.seed);
@@ -262,12 +262,13 @@ void Trainer::show_settings() const {
       {"precision", to_string(options_.precision)},
       {"loader", std::to_string(train_loader_->workers()) + " worker thread(s) per rank, " +
                      allocator_->description() + " batch buffers"},
-      {"communication", group_.size() > 1 ? group_.describe() : "none (one rank)"},
+      {"communication", group_.describe()},
       {"checkpoints", options_.checkpoint_dir.empty() ? "none" : options_.checkpoint_dir},
   });
 }
 
 Metrics Trainer::evaluate(int epoch) {
+  group_.sync_buffers();
   val_loader_->start_epoch(static_cast<uint64_t>(epoch));
   while (auto lease = val_loader_->next()) engine_->eval_step(host_batch(*lease));
   return group_.sum(engine_->take_metrics());

@@ -1,7 +1,7 @@
 #pragma once
-// What the training loop needs from the job's ranks. A single process has a trivial group;
-// an MPI job's group (src/train/mpi_process_group.cpp) adds the bucketed gradient reducer,
-// the broadcasts DDP makes, and the global sums of the metrics.
+// What the training loop needs from the job's ranks: the bucketed gradient reducer, the
+// broadcasts DDP makes, the global sums of the metrics and the agreements between ranks.
+// A job of one rank is a group of one, through the same code.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -19,14 +19,19 @@ class ProcessGroup {
   virtual int ranks_on_node() const = 0;
   virtual const std::string& host() const = 0;
 
-  // Called once the engine exists: rank 0's parameters and buffers reach every rank, and the
-  // hooks of every training step are prepared.
+  // Before the engine is made: the CUDA device this rank computes on (made current, and
+  // checked against the other ranks' choices); 0 for the CPU.
+  virtual int prepare_device(DeviceKind kind) = 0;
+  // Called once the engine exists and holds its starting weights: rank 0's parameters and
+  // buffers reach every rank, and the hooks of every training step are prepared.
   virtual void attach(Engine& engine) = 0;
   // The hooks train_step runs with (null for a single process).
   virtual StepHooks* step_hooks() = 0;
   // A description of the communication set-up for the settings table (empty if none).
   virtual std::string describe() const = 0;
 
+  // Before evaluating: every rank takes rank 0's BatchNorm running statistics.
+  virtual void sync_buffers() = 0;
   virtual Metrics sum(const Metrics& local) = 0;
   // Throws Error on every rank when ranks disagree on `value` (e.g. steps per epoch).
   virtual void require_same(int64_t value, const std::string& what) = 0;
@@ -34,6 +39,11 @@ class ProcessGroup {
   virtual bool any(bool flag) = 0;
 };
 
-std::unique_ptr<ProcessGroup> make_single_process_group();
+namespace dist {
+class DistributedContext;
+}
+// The group of every rank of the MPI job; collectives time out after `comm_timeout_s`.
+std::unique_ptr<ProcessGroup> make_mpi_process_group(const dist::DistributedContext& context,
+                                                     double bucket_mb, double comm_timeout_s);
 
 }  // namespace rddp

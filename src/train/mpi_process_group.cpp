@@ -1,0 +1,88 @@
+// The training loop's view of an MPI job: the distributed layer (src/dist) behind the
+// ProcessGroup interface. Gradients and buffers travel on the engine's memory (NCCL for the
+// GPU, MPI for the CPU); metrics and agreements travel over MPI on the host.
+#include <chrono>
+
+#include "resnet_ddp/cuda/device.h"
+#include "resnet_ddp/dist/comm.h"
+#include "resnet_ddp/dist/context.h"
+#include "resnet_ddp/dist/gpu_assignment.h"
+#include "resnet_ddp/dist/host_collectives.h"
+#include "resnet_ddp/dist/launch_checks.h"
+#include "resnet_ddp/dist/reducer.h"
+#include "resnet_ddp/dist/watchdog.h"
+#include "resnet_ddp/error.h"
+#include "resnet_ddp/train/process_group.h"
+
+namespace rddp {
+
+namespace {
+
+class MpiProcessGroup final : public ProcessGroup {
+ public:
+  MpiProcessGroup(const dist::DistributedContext& context, double bucket_mb, double comm_timeout_s)
+      : context_(context),
+        bucket_mb_(bucket_mb),
+        watchdog_(std::chrono::milliseconds(static_cast<int64_t>(comm_timeout_s * 1000))),
+        host_comm_(dist::make_comm(DeviceKind::cpu, context, {&watchdog_, 0, nullptr})) {}
+
+  int rank() const override { return context_.rank(); }
+  int size() const override { return context_.world_size(); }
+  int local_rank() const override { return context_.local_rank(); }
+  int ranks_on_node() const override { return context_.local_size(); }
+  const std::string& host() const override { return context_.host(); }
+
+  int prepare_device(DeviceKind kind) override {
+    if (kind == DeviceKind::cpu) return 0;
+    std::string reason;
+    device_ = dist::select_device(context_.local_rank(), cuda_device_count_or_zero(&reason));
+    device_name_ = dist::check_one_rank_per_gpu(context_, device_);
+    return device_;
+  }
+
+  void attach(Engine& engine) override {
+    dist::CommOptions options;
+    options.watchdog = &watchdog_;
+    options.device = device_;
+    options.compute_stream = engine.compute_stream();
+    // The CPU engine's gradients live in host memory, where the host communicator works.
+    step_comm_ = engine.device() == DeviceKind::cpu ? nullptr : dist::make_comm(engine.device(), context_, options);
+    dist::ReducerOptions reducer_options;
+    reducer_options.bucket_mb = bucket_mb_;
+    reducer_ = std::make_unique<dist::Reducer>(step_comm_ ? *step_comm_ : *host_comm_, engine, reducer_options);
+  }
+
+  StepHooks* step_hooks() override { return reducer_.get(); }
+
+  std::string describe() const override {
+    return context_.describe() + "; " + (reducer_ ? reducer_->describe() : std::string()) + "; timeout " +
+           std::to_string(watchdog_.timeout().count() / 1000) + " s";
+  }
+
+  void sync_buffers() override {
+    if (reducer_ && size() > 1) reducer_->sync_buffers();
+  }
+  Metrics sum(const Metrics& local) override { return dist::reduce_metrics(*host_comm_, local); }
+  void require_same(int64_t value, const std::string& what) override {
+    dist::require_same(*host_comm_, value, what);
+  }
+  bool any(bool flag) override { return dist::any_rank(*host_comm_, flag, "stop request check"); }
+
+ private:
+  const dist::DistributedContext& context_;
+  double bucket_mb_;
+  dist::Watchdog watchdog_;
+  std::unique_ptr<dist::Comm> host_comm_, step_comm_;
+  std::unique_ptr<dist::Reducer> reducer_;
+  int device_ = 0;
+  std::string device_name_;
+};
+
+}  // namespace
+
+std::unique_ptr<ProcessGroup> make_mpi_process_group(const dist::DistributedContext& context, double bucket_mb,
+                                                     double comm_timeout_s) {
+  return std::make_unique<MpiProcessGroup>(context, bucket_mb, comm_timeout_s);
+}
+
+}  // namespace rddp
