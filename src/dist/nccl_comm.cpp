@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <exception>
 #include <mutex>
 
 #include "resnet_ddp/cuda/check.h"
@@ -95,7 +96,11 @@ class NcclComm final : public Comm {
     if (watchdog_) watchdog_->remove_error_source(error_source_);
     unregister_abortable(this);
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!aborted_) {
+    if (!aborted_ && std::uncaught_exceptions() > 0) {
+      // An error is on its way to fatal_abort(); waiting for peers that may have failed would
+      // hang, so the communicator is aborted, as fatal_abort() would have done.
+      ncclCommAbort(comm_);
+    } else if (!aborted_) {
       // Outstanding operations finish first; nothing may throw from here.
       cudaStreamSynchronize(stream_);
       ncclCommDestroy(comm_);
