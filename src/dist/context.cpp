@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <exception>
 #include <vector>
 
 #include "resnet_ddp/dist/fatal.h"
@@ -83,11 +84,14 @@ DistributedContext::DistributedContext(int* argc, char*** argv) {
     omp_set_num_threads(share);
     openmp_reason_ = std::to_string(count_cpus(mine)) + " CPUs in this rank's affinity mask, " +
                      std::to_string(local_size_) + (local_size_ == 1 ? " rank" : " ranks") +
-                     " on the node; OMP_NUM_THREADS overrides";
+                     " on the node; set OMP_NUM_THREADS to choose";
   }
 }
 
 DistributedContext::~DistributedContext() {
+  // An error on its way to fatal_abort(), which ends the job: MPI_Finalize would wait for
+  // ranks that may never arrive.
+  if (std::uncaught_exceptions() > 0) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
@@ -104,7 +108,7 @@ std::string DistributedContext::describe() const {
   return std::to_string(world_size_) + (world_size_ == 1 ? " rank" : " ranks") + " on " +
          std::to_string(nodes_) + (nodes_ == 1 ? " node" : " nodes") + ", MPI thread level " +
          thread_level_name(thread_level_) + ", " + std::to_string(openmp_threads_) +
-         " OpenMP threads per rank (" + openmp_reason_ + ")";
+         (openmp_threads_ == 1 ? " OpenMP thread" : " OpenMP threads") + " per rank (" + openmp_reason_ + ")";
 }
 
 }  // namespace rddp::dist

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <exception>
 #include <vector>
 
 #include "resnet_ddp/dist/context.h"
@@ -87,7 +88,10 @@ class MpiComm final : public Comm {
     RDDP_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
     RDDP_MPI_CHECK(MPI_Comm_size(comm_, &size_));
   }
-  ~MpiComm() override { MPI_Comm_free(&comm_); }
+  ~MpiComm() override {
+    // During stack unwinding the job is about to be aborted; leave MPI alone until then.
+    if (std::uncaught_exceptions() == 0) MPI_Comm_free(&comm_);
+  }
 
   const char* backend() const override { return "mpi"; }
   DeviceKind memory() const override { return DeviceKind::cpu; }

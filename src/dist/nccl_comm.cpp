@@ -5,6 +5,8 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <atomic>
+#include <exception>
 #include <mutex>
 
 #include "resnet_ddp/cuda/check.h"
@@ -44,7 +46,8 @@ ncclRedOp_t nccl_op(Reduction op) {
 // Completion of one operation: an event recorded on the comm stream right after it.
 class NcclRequest final : public CommRequest {
  public:
-  NcclRequest(cudaStream_t comm_stream, cudaStream_t compute_stream) : compute_stream_(compute_stream) {
+  NcclRequest(int device, cudaStream_t comm_stream, cudaStream_t compute_stream)
+      : device_(device), compute_stream_(compute_stream) {
     RDDP_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
     RDDP_CUDA_CHECK(cudaEventRecord(done_, comm_stream));
   }
@@ -60,13 +63,29 @@ class NcclRequest final : public CommRequest {
   }
   void wait() override { RDDP_CUDA_CHECK(cudaStreamWaitEvent(compute_stream_, done_, 0)); }
   void synchronize() override { RDDP_CUDA_CHECK(cudaEventSynchronize(done_)); }
-  // cudaEventQuery may be called from any thread; an error counts as complete here, since
-  // the owner's next call reports it with its cause.
-  bool observed_complete() const override { return cudaEventQuery(done_) != cudaErrorNotReady; }
+  // From the watchdog's thread too. Its device is selected first: a thread's first CUDA call
+  // would otherwise create a context on device 0, taking memory there from every rank. An
+  // error counts as complete here, since the owner's next call reports it with its cause.
+  bool observed_complete() const override {
+    if (cudaSetDevice(device_) != cudaSuccess) return true;
+    return cudaEventQuery(done_) != cudaErrorNotReady;
+  }
 
  private:
+  int device_;
   cudaStream_t compute_stream_;
   cudaEvent_t done_ = nullptr;
+};
+
+// A start-up call that blocks inside NCCL, watched like a collective: ncclCommInitRank waits for
+// every rank, and a rank that never arrives (or a network NCCL cannot cross) would hang it.
+class BlockingCall final : public CommRequest {
+ public:
+  std::atomic<bool> returned{false};
+  bool test() override { return returned.load(); }
+  void wait() override {}
+  void synchronize() override {}
+  bool observed_complete() const override { return returned.load(); }
 };
 
 class NcclComm final : public Comm {
@@ -82,7 +101,10 @@ class NcclComm final : public Comm {
     if (rank_ == 0) RDDP_NCCL_CHECK(ncclGetUniqueId(&id));
     RDDP_MPI_CHECK(MPI_Bcast(&id, static_cast<int>(sizeof id), MPI_BYTE, 0, context.world()));
     RDDP_CUDA_CHECK(cudaSetDevice(device_));
+    auto init = std::make_shared<BlockingCall>();
+    if (watchdog_) watchdog_->watch("NCCL's start-up (ncclCommInitRank) of " + std::to_string(size_) + " ranks", init);
     RDDP_NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
+    init->returned = true;
     RDDP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     RDDP_CUDA_CHECK(cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming));
     RDDP_CUDA_CHECK(cudaMalloc(&barrier_word_, sizeof(int32_t)));
@@ -95,7 +117,11 @@ class NcclComm final : public Comm {
     if (watchdog_) watchdog_->remove_error_source(error_source_);
     unregister_abortable(this);
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!aborted_) {
+    if (!aborted_ && std::uncaught_exceptions() > 0) {
+      // An error is on its way to fatal_abort(); waiting for peers that may have failed would
+      // hang, so the communicator is aborted, as fatal_abort() would have done.
+      ncclCommAbort(comm_);
+    } else if (!aborted_) {
       // Outstanding operations finish first; nothing may throw from here.
       cudaStreamSynchronize(stream_);
       ncclCommDestroy(comm_);
@@ -162,7 +188,7 @@ class NcclComm final : public Comm {
   }
 
   std::shared_ptr<CommRequest> watched(const std::string& what) {
-    auto request = std::make_shared<NcclRequest>(stream_, compute_stream_);
+    auto request = std::make_shared<NcclRequest>(device_, stream_, compute_stream_);
     if (watchdog_) watchdog_->watch(what, request);
     return request;
   }

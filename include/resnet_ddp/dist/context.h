@@ -20,7 +20,10 @@ class DistributedContext {
   // OpenMP thread cap (thread_budget.h); the rank prefix and SIGTERM message of the fatal path.
   // Throws Error (on every rank that sees the problem) with the fix.
   DistributedContext(int* argc, char*** argv);
-  ~DistributedContext();  // MPI_Finalize
+  // MPI_Finalize, except while an exception propagates: then MPI stays up for fatal_abort(),
+  // since MPI_Finalize would wait for ranks that may never arrive. So main() may hold the
+  // context inside the try block whose handler calls fatal_abort().
+  ~DistributedContext();
   DistributedContext(const DistributedContext&) = delete;
   DistributedContext& operator=(const DistributedContext&) = delete;
 

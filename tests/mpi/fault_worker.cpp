@@ -1,0 +1,93 @@
+// A short training run in which the last rank fails at step 2, in one of several ways, while
+// the others wait for it in the gradient allreduce. Whatever the failure, the whole job must
+// end promptly with a non-zero status and messages that say what happened:
+//   hang   the rank stops responding: the others' watchdog reports the collective that did
+//          not complete and aborts the job
+//   kill   the rank dies by SIGKILL: the launcher ends the others (each says so on SIGTERM)
+//   exit   the rank exits with status 3 without a word: likewise
+//   error  the rank throws an Error: main() hands it to fatal_abort, which ends the job
+// Usage: fault_worker MODE TIMEOUT_MS
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+#include <thread>
+
+#include "mpi_test_support.h"
+#include "resnet_ddp/dist/comm.h"
+#include "resnet_ddp/dist/context.h"
+#include "resnet_ddp/dist/fatal.h"
+#include "resnet_ddp/dist/reducer.h"
+#include "resnet_ddp/dist/watchdog.h"
+
+using namespace rddp;
+using namespace rddp::dist;
+using namespace rddp::mpi_test;
+
+namespace {
+
+constexpr int64_t kFailingStep = 2;
+
+// The reducer's hooks, with a failure injected at the first gradient of the failing step.
+class FailingHooks final : public StepHooks {
+ public:
+  FailingHooks(Reducer& reducer, const DistributedContext& context, std::string mode)
+      : reducer_(reducer), context_(context), mode_(std::move(mode)) {}
+
+  void before_forward() override { reducer_.before_forward(); }
+  void grad_ready(const TensorInfo& tensor) override {
+    if (reducer_.step() == kFailingStep && !mode_.empty()) fail_now();
+    reducer_.grad_ready(tensor);
+  }
+  void before_optimizer() override { reducer_.before_optimizer(); }
+
+ private:
+  void fail_now() {
+    std::printf("%s fails now (%s) at step %lld\n", context_.prefix().c_str(), mode_.c_str(),
+                static_cast<long long>(kFailingStep));
+    std::fflush(stdout);
+    if (mode_ == "hang") std::this_thread::sleep_for(std::chrono::minutes(10));
+    if (mode_ == "kill") raise(SIGKILL);
+    if (mode_ == "exit") _exit(3);
+    fail("simulated failure in backward at step ", kFailingStep);
+  }
+
+  Reducer& reducer_;
+  const DistributedContext& context_;
+  std::string mode_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    DistributedContext context(&argc, &argv);
+    if (argc != 3) fail("usage: fault_worker hang|kill|exit|error TIMEOUT_MS");
+    const std::string mode = argv[1];
+    if (mode != "hang" && mode != "kill" && mode != "exit" && mode != "error") fail("unknown mode '", mode, "'");
+    Watchdog watchdog(std::chrono::milliseconds(std::atol(argv[2])));
+    auto comm = make_comm(DeviceKind::cpu, context, CommOptions{&watchdog});
+    const EngineConfig config = narrow_config();
+    auto engine = make_cpu_engine(config, 5);
+    ReducerOptions options;
+    options.first_bucket_mb = 0.002;
+    options.bucket_mb = 0.008;
+    options.first_step = 1;
+    Reducer reducer(*comm, *engine, options);
+    FailingHooks hooks(reducer, context, context.rank() == context.world_size() - 1 ? mode : "");
+    for (int64_t step = 1; step <= 4; ++step) {
+      engine->train_step(rank_batch(config, context.rank(), step).view(config), config.optimizer.lr, &hooks);
+      std::printf("%s step %lld done\n", context.prefix().c_str(), static_cast<long long>(step));
+      std::fflush(stdout);
+    }
+    std::printf("%s finished every step, but rank %d should have failed\n", context.prefix().c_str(),
+                context.world_size() - 1);
+    return 0;
+  } catch (const std::exception& error) {
+    fatal_abort(error.what());
+  }
+}
