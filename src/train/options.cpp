@@ -165,7 +165,7 @@ const std::vector<Flag>& flags() {
        [](TrainOptions& o, auto&, auto& v) { o.init_path = v; }},
       {"--init-reset-classifier", nullptr, "with --init: re-initialise fc when the class count differs",
        [](TrainOptions& o, auto&, auto&) { o.init_reset_classifier = true; }},
-      {"--save-weights", "FILE", "write the final weights here (rank 0)",
+      {"--save-weights", "FILE", "write the final weights here (rank 0; every rank when FILE holds {rank})",
        [](TrainOptions& o, auto&, auto& v) { o.save_weights = v; }},
       {"--checkpoint-dir", "DIR", "write checkpoints here (rank 0), every epoch",
        [](TrainOptions& o, auto&, auto& v) { o.checkpoint_dir = v; }},

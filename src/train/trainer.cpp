@@ -1,6 +1,7 @@
 #include "resnet_ddp/train/trainer.h"
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -303,7 +304,7 @@ int Trainer::run() {
     return 0;
   }
 
-  install_preemption_handlers();
+  install_preemption_handlers(console_.prefix());
   const LrScheduleFn schedule(options_, steps_per_epoch_);
   // Progress lines need the device's metrics, which waits for it: on a terminal a little more
   // often than in a log file, never every step.
@@ -350,7 +351,9 @@ int Trainer::run() {
       }
       if (group_.any(preemption_requested())) {
         console_.end_progress();
-        console_.info("preempted (signal " + std::to_string(preemption_signal()) + ") at epoch " +
+        const std::string signal = preemption_signal() == 0 ? "on another rank"
+                                 : preemption_signal() == SIGUSR1 ? "SIGUSR1" : "SIGTERM";
+        console_.info("preempted (" + signal + ") at epoch " +
                       std::to_string(epoch + 1) + " step " + std::to_string(step) + ": checkpointing and exiting " +
                       "with code " + std::to_string(kExitPreempted) + " so the job can be requeued");
         if (options_.checkpoint_dir.empty())
@@ -390,12 +393,16 @@ int Trainer::run() {
   }
 
   if (!options_.save_weights.empty()) {
-    ModelState<float> model(engine_config_.spec);
-    OptimizerState optimizer;
-    engine_->save_state(model, optimizer);
-    if (console_.is_main()) {
-      save_weights(options_.save_weights, model);
-      console_.info("weights written to " + options_.save_weights);
+    // "{rank}" in the name makes every rank write its own copy, to check that they agree.
+    std::string path = options_.save_weights;
+    const size_t placeholder = path.find("{rank}");
+    if (placeholder != std::string::npos) path.replace(placeholder, 6, std::to_string(group_.rank()));
+    if (console_.is_main() || placeholder != std::string::npos) {
+      ModelState<float> model(engine_config_.spec);
+      OptimizerState optimizer;
+      engine_->save_state(model, optimizer);
+      save_weights(path, model);
+      console_.info("weights written to " + path);
     }
   }
   if (val_loader_ && last_val.count > 0)

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The resnet_ddp program under mpirun on the CPU: two ranks train to bit-identical weights;
+# a preemption signal on one rank checkpoints and ends every rank with code 75, and the job
+# resumes; a rank killed mid-run ends the whole job promptly, with messages.
+#   test_trainer_mpi.sh MPIEXEC [MPIEXEC FLAGS...] -- RESNET_DDP
+set -u
+mpiexec=()
+while [[ $1 != "--" ]]; do mpiexec+=("$1"); shift; done
+bin=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+checks=0
+fail() { echo "FAILED: $1"; sed 's/^/  | /' "$work/out"; exit 1; }
+ok() { checks=$((checks + 1)); echo "ok $checks: $1"; }
+
+train=("$bin" --dataset synthetic --device cpu --batch-size 8 --limit-train 64 --limit-val 16 --print-every 1)
+
+"${mpiexec[@]}" -n 2 "${train[@]}" --epochs 1 --save-weights "$work/w-{rank}.rddp" >"$work/out" 2>&1 ||
+  fail "two ranks did not train"
+grep -q "world size       2 ranks" "$work/out" || fail "rank 0 does not report world size 2"
+[ "$(grep -c 'world size' "$work/out")" = 1 ] || fail "the settings table must come from rank 0 only"
+cmp -s "$work/w-0.rddp" "$work/w-1.rddp" || fail "the ranks end with different weights"
+ok "2 ranks: world size 2 reported once, bit-identical weights on both ranks"
+
+# Preemption: SIGUSR1 to rank 1 only; all ranks agree at the next step, rank 0 checkpoints.
+"${mpiexec[@]}" -n 2 "${train[@]}" --epochs 3 --checkpoint-dir "$work/ck" >"$work/out" 2>&1 &
+job=$!
+for _ in $(seq 600); do grep -q "step 2/4" "$work/out" && break; sleep 0.1; done
+rank1=$(pgrep -f -- "--checkpoint-dir $work/ck" | while read -r pid; do
+  tr '\0' '\n' </proc/$pid/environ 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && echo "$pid"; done | head -1)
+[ -n "$rank1" ] || fail "rank 1's process not found"
+kill -USR1 "$rank1"
+wait "$job"
+status=$?
+[ "$status" = 75 ] || fail "a preempted job must end with 75, got $status"
+grep -q "preempted (on another rank) at epoch 1" "$work/out" || fail "no preemption message"
+ls "$work/ck"/checkpoint-*.rddp >/dev/null 2>&1 || fail "no checkpoint after preemption"
+ok "SIGUSR1 on rank 1: checkpoint by rank 0, every rank exits 75"
+"${mpiexec[@]}" -n 2 "${train[@]}" --epochs 3 --checkpoint-dir "$work/ck" --resume >"$work/out" 2>&1 ||
+  fail "the resumed job did not finish"
+grep -q "start            .*checkpoint-" "$work/out" || fail "the resumed job did not say where it resumed"
+grep -q "epoch 3/3: train loss" "$work/out" || fail "the resumed job did not finish its epochs"
+ok "the requeued job resumes from the checkpoint and finishes"
+
+# A rank killed mid-run: the launcher and the watchdog end the job, every survivor says why.
+start=$(date +%s)
+timeout -k 5 90 "${mpiexec[@]}" -n 2 "${train[@]}" --epochs 50 --comm-timeout 20 >"$work/out" 2>&1 &
+job=$!
+for _ in $(seq 600); do grep -q "step 2/4" "$work/out" && break; sleep 0.1; done
+victim=$(pgrep -f -- "--epochs 50 --comm-timeout 20" | while read -r pid; do
+  tr '\0' '\n' </proc/$pid/environ 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && echo "$pid"; done | head -1)
+[ -n "$victim" ] || fail "rank 1's process not found"
+kill -KILL "$victim"
+wait "$job"
+status=$?
+elapsed=$(($(date +%s) - start))
+[ "$status" != 0 ] || fail "the job ended with status 0 after a rank was killed"
+[ "$status" != 124 ] || fail "the job hung after a rank was killed"
+grep -Eq "\[rank 0/2 [^]]+\] (received SIGTERM|terminated by SIGTERM|.*did not complete)" "$work/out" ||
+  fail "rank 0 did not say why it stopped"
+ok "rank 1 killed: the job ended with status $status after ${elapsed} s, rank 0 said why"
+echo "$checks passed, 0 failed"
