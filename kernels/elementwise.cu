@@ -19,7 +19,9 @@ unsigned blocks_for(int64_t count) {
   return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
 }
 
-__device__ int64_t first_index() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ int64_t first_index() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
 __device__ int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
 template <typename T>
@@ -32,7 +34,8 @@ __global__ void relu_forward_kernel(int64_t count, const T* x, T* y) {
 
 template <typename T>
 __global__ void relu_backward_kernel(int64_t count, const T* y, const T* dy, T* dx) {
-  for (int64_t i = first_index(); i < count; i += grid_stride()) dx[i] = y[i] <= T(0) ? T(0) : dy[i];
+  for (int64_t i = first_index(); i < count; i += grid_stride())
+    dx[i] = y[i] <= T(0) ? T(0) : dy[i];
 }
 
 template <typename T>

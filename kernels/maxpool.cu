@@ -122,7 +122,8 @@ template <typename T>
 void maxpool_backward(const cpu::PoolShape& shape, const T* dy, const int32_t* argmax, T* dx,
                       cudaStream_t stream) {
   const Window window = check_pool(shape);
-  const int64_t inputs = static_cast<int64_t>(shape.batch) * shape.channels * shape.in_h * shape.in_w;
+  const int64_t inputs =
+      static_cast<int64_t>(shape.batch) * shape.channels * shape.in_h * shape.in_w;
   maxpool_backward_kernel<T><<<blocks_for(inputs), kThreads, 0, stream>>>(window, inputs, dy,
                                                                           argmax, dx);
   RDDP_CUDA_CHECK_LAUNCH("maxpool_backward_kernel");

@@ -30,8 +30,8 @@ struct Descriptors {
       : x(make_activation_descriptor(s.batch, s.in_channels, s.in_h, s.in_w)),
         y(make_activation_descriptor(s.batch, s.out_channels, s.out_h(), s.out_w())),
         w(make_filter_descriptor(s.out_channels, s.in_channels, s.kernel)),
-        conv(make_convolution_descriptor(s.stride, s.pad,
-                                         policy.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH)) {}
+        conv(make_convolution_descriptor(
+            s.stride, s.pad, policy.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH)) {}
   std::unique_ptr<TensorDescriptor> x, y;
   std::unique_ptr<FilterDescriptor> w;
   std::unique_ptr<ConvolutionDescriptor> conv;

@@ -180,8 +180,9 @@ class CudaEngine final : public Engine {
     if (model.layout.parameter_elements() != layout_.parameter_elements() ||
         model.layout.running_stat_elements() != layout_.running_stat_elements() ||
         model.layout.batch_counter_elements() != layout_.batch_counter_elements())
-      fail("cannot load a model of another shape into this engine (", model.layout.parameter_count(),
-           " parameters, expected ", layout_.parameter_count(), ")");
+      fail("cannot load a model of another shape into this engine (",
+           model.layout.parameter_count(), " parameters, expected ", layout_.parameter_count(),
+           ")");
     if (optimizer != nullptr) check_optimizer_state(*optimizer);
     cudaStream_t stream = context_.stream();
     cuda::copy_to_device(state_.params.get(), model.params.data(), state_.params.size(), stream);

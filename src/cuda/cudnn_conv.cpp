@@ -18,7 +18,8 @@ void check_workspace(const CudnnCall& call, const ConvAlgorithm& algorithm) {
 ConvLayer::ConvLayer(const ConvShape& geometry, bool needs_input_grad)
     : geometry_(geometry),
       needs_input_grad_(needs_input_grad),
-      filter_(make_filter_descriptor(geometry.out_channels, geometry.in_channels, geometry.kernel)) {
+      filter_(
+          make_filter_descriptor(geometry.out_channels, geometry.in_channels, geometry.kernel)) {
   if (geometry.in_channels < 1 || geometry.out_channels < 1 || geometry.kernel < 1 ||
       geometry.stride < 1 || geometry.pad < 0 || geometry.in_h < 1 || geometry.in_w < 1 ||
       geometry.in_h + 2 * geometry.pad < geometry.kernel ||

@@ -4,10 +4,14 @@
 
 namespace rddp::cuda {
 
-TensorDescriptor::TensorDescriptor() { RDDP_CUDNN_CHECK(cudnnCreateTensorDescriptor(&descriptor_)); }
+TensorDescriptor::TensorDescriptor() {
+  RDDP_CUDNN_CHECK(cudnnCreateTensorDescriptor(&descriptor_));
+}
 TensorDescriptor::~TensorDescriptor() { cudnnDestroyTensorDescriptor(descriptor_); }
 
-FilterDescriptor::FilterDescriptor() { RDDP_CUDNN_CHECK(cudnnCreateFilterDescriptor(&descriptor_)); }
+FilterDescriptor::FilterDescriptor() {
+  RDDP_CUDNN_CHECK(cudnnCreateFilterDescriptor(&descriptor_));
+}
 FilterDescriptor::~FilterDescriptor() { cudnnDestroyFilterDescriptor(descriptor_); }
 
 ConvolutionDescriptor::ConvolutionDescriptor() {

@@ -393,7 +393,8 @@ const float* Executor::forward(const float* input, int batch, bool training) {
 void Executor::backward(const float* dlogits, const GradReadyFn& ready) {
   Plan& plan = *plan_;
   if (!plan.has_training_forward)
-    fail("backward needs a training-mode forward first (evaluation mode keeps no batch statistics)");
+    fail("backward needs a training-mode forward first (evaluation mode keeps no batch ",
+         "statistics)");
   const int batch = plan.batch;
   cudaStream_t stream = plan.stream();
   cublasHandle_t cublas = plan.context.cublas();

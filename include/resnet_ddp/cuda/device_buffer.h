@@ -52,7 +52,8 @@ template <typename T>
 class PinnedBuffer {
  public:
   explicit PinnedBuffer(size_t count) : count_(count) {
-    if (count > 0) RDDP_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&data_), count * sizeof(T)));
+    if (count > 0)
+      RDDP_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&data_), count * sizeof(T)));
   }
   ~PinnedBuffer() {
     if (data_ != nullptr) cudaFreeHost(data_);
