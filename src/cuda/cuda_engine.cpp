@@ -96,6 +96,10 @@ class CudaEngine final : public Engine {
       adamw_scalars_.emplace();
     else
       sgd_scalars_.emplace();
+    // The timed algorithm search ran backward-filter candidates into the gradient buffer;
+    // gradients start at zero, as on the CPU.
+    RDDP_CUDA_CHECK(
+        cudaMemsetAsync(state_.grads.get(), 0, state_.grads.bytes(), context_.stream()));
     reset_metric_sums();
     context_.synchronize();
   }
