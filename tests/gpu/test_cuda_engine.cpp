@@ -315,6 +315,7 @@ TEST_CASE("one training step of the CUDA engine matches the CPU engine") {
     gpu->save_state(gpu_model, gpu_opt);
     REQUIRE(bitwise_equal(gpu_model.params, cpu_model.params));  // the same initialisation
     REQUIRE(bitwise_equal(gpu_model.running, cpu_model.running));
+    CHECK(bitwise_equal(gpu_model.grads, cpu_model.grads));  // zeros before any step
     const std::vector<float> params_before = cpu_model.params;
 
     const Batch data = random_batch(config, c.batch, 31);
