@@ -105,23 +105,21 @@ struct ExecutorPlan {
   int batch = 0;
   bool has_training_forward = false;
 
-  std::vector<Conv*> convs() {
-    std::vector<Conv*> all{&stem_conv};
+  // Every convolution and BatchNorm, listed once the plan is complete (set-up and checks walk
+  // them; a step does not rebuild the lists).
+  std::vector<Conv*> convs;
+  std::vector<BatchNorm*> batchnorms;
+  void list_layers() {
+    convs = {&stem_conv};
+    batchnorms = {&stem_bn};
     for (Block& block : blocks) {
-      all.push_back(&block.conv1);
-      all.push_back(&block.conv2);
-      if (block.has_downsample) all.push_back(&block.downsample_conv);
+      convs.insert(convs.end(), {&block.conv1, &block.conv2});
+      batchnorms.insert(batchnorms.end(), {&block.bn1, &block.bn2});
+      if (block.has_downsample) {
+        convs.push_back(&block.downsample_conv);
+        batchnorms.push_back(&block.downsample_bn);
+      }
     }
-    return all;
-  }
-  std::vector<const BatchNorm*> batchnorms() const {
-    std::vector<const BatchNorm*> all{&stem_bn};
-    for (const Block& block : blocks) {
-      all.push_back(&block.bn1);
-      all.push_back(&block.bn2);
-      if (block.has_downsample) all.push_back(&block.downsample_bn);
-    }
-    return all;
   }
 
   cudaStream_t stream() const { return context.stream(); }
@@ -293,6 +291,7 @@ Executor::Executor(const NetDesc& net, const ParamLayout& layout, const DeviceMo
   plan.fc_out = net.fc.out_features;
   plan.arena.request(&plan.logits, static_cast<size_t>(max_batch) * plan.fc_out);
   plan.arena.request(&plan.ones, static_cast<size_t>(max_batch));
+  plan.list_layers();
   plan.arena.allocate(context.stream());
   const std::vector<float> ones(static_cast<size_t>(max_batch), 1.0f);
   copy_to_device(plan.ones, ones.data(), ones.size(), context.stream());
@@ -304,7 +303,7 @@ Executor::Executor(const NetDesc& net, const ParamLayout& layout, const DeviceMo
 
   // Choose every algorithm for max_batch now, on the real buffers; the workspace then gets the
   // size the choices need. The network's input is not ours, so a stand-in holds its place.
-  for (const BatchNorm* bn : plan.batchnorms()) bn->layer->prepare(max_batch, plan.descriptors);
+  for (const BatchNorm* bn : plan.batchnorms) bn->layer->prepare(max_batch, plan.descriptors);
   const size_t limit = search_workspace_limit();
   size_t needed = 0;
   {
@@ -315,7 +314,7 @@ Executor::Executor(const NetDesc& net, const ParamLayout& layout, const DeviceMo
     if (timed)
       RDDP_CUDA_CHECK(cudaMemsetAsync(stand_in_input.get(), 0, stand_in_input.bytes(),
                                       context.stream()));
-    for (Conv* conv : plan.convs()) {
+    for (Conv* conv : plan.convs) {
       const ConvSearchBuffers buffers =
           search_buffers(plan, *conv, stand_in_input.get(), search_workspace);
       needed = std::max(needed, conv->layer->prepare(max_batch, context.cudnn(), plan.algorithms,
@@ -337,7 +336,7 @@ void Executor::check_batch(int batch, bool training) const {
   if (batch < 1 || batch > max_batch_)
     fail("batch of ", batch, " images does not fit an executor built for 1..", max_batch_);
   if (training)
-    for (const BatchNorm* bn : plan_->batchnorms()) bn->layer->check_trainable(batch);
+    for (const BatchNorm* bn : plan_->batchnorms) bn->layer->check_trainable(batch);
 }
 
 const float* Executor::forward(const float* input, int batch, bool training) {
@@ -345,12 +344,12 @@ const float* Executor::forward(const float* input, int batch, bool training) {
   Plan& plan = *plan_;
   if (!plan.stem_conv.layer->prepared(batch)) {
     const size_t workspace = plan.workspace.bytes();
-    for (Conv* conv : plan.convs()) {
+    for (Conv* conv : plan.convs) {
       const size_t needed = conv->layer->prepare(batch, plan.context.cudnn(), plan.algorithms,
                                                  plan.descriptors, nullptr, workspace);
       RDDP_ASSERT(needed <= workspace);
     }
-    for (const BatchNorm* bn : plan.batchnorms()) bn->layer->prepare(batch, plan.descriptors);
+    for (const BatchNorm* bn : plan.batchnorms) bn->layer->prepare(batch, plan.descriptors);
   }
   plan.input = input;
   plan.batch = batch;
