@@ -1,0 +1,83 @@
+#pragma once
+// Which cuDNN algorithm runs each convolution: chosen once per shape and direction and kept,
+// as PyTorch does with torch.backends.cudnn.benchmark = True (a timed search, our default) or
+// False (cuDNN's heuristics).
+#include <cudnn.h>
+
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "resnet_ddp/cpu/layers.h"
+#include "resnet_ddp/cuda/cudnn_descriptors.h"
+
+namespace rddp::cuda {
+
+using ConvShape = cpu::ConvShape;
+
+enum class ConvAlgorithmSearch {
+  timed,      // cudnnFind*AlgorithmEx: run every candidate once, keep the fastest
+  heuristic,  // cudnnGet*Algorithm_v7: cuDNN's own ranking, nothing is run
+};
+
+enum class ConvDirection { forward, backward_data, backward_filter };
+const char* to_string(ConvDirection direction);
+
+// How convolutions and matrix products may compute.
+struct MathPolicy {
+  // TF32 tensor cores (inputs rounded to a 10-bit mantissa, float accumulation) for
+  // convolutions and GEMMs; false keeps strict float32.
+  bool allow_tf32 = true;
+  // Only algorithms cuDNN reports as bitwise reproducible from run to run, like
+  // torch.backends.cudnn.deterministic = True.
+  bool deterministic = false;
+  ConvAlgorithmSearch search = ConvAlgorithmSearch::timed;
+};
+
+struct ConvAlgorithm {
+  int algorithm = 0;  // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t, by direction
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  size_t workspace_bytes = 0;
+  bool deterministic = false;
+  // The convolution descriptor set to `math`: cuDNN picks its kernel from the algorithm and the
+  // descriptor's math type together, so both must be what the choice was made with.
+  std::unique_ptr<ConvolutionDescriptor> descriptor;
+};
+
+// Device buffers a timed search runs the candidates on. Inputs are only read; the output of
+// the direction searched is overwritten with whatever the last candidate left there.
+struct ConvSearchBuffers {
+  const float* x = nullptr;   // [batch, in_channels, in_h, in_w]
+  const float* w = nullptr;   // [out_channels, in_channels, kernel, kernel]
+  const float* dy = nullptr;  // [batch, out_channels, out_h, out_w]
+  float* y = nullptr;         // forward's output
+  float* dx = nullptr;        // backward data's output
+  float* dw = nullptr;        // backward filter's output
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+};
+
+class ConvAlgorithmCache {
+ public:
+  explicit ConvAlgorithmCache(const MathPolicy& policy) : policy_(policy) {}
+
+  // The algorithm of `shape` in `direction`: the one chosen before for the same shape, or one
+  // chosen now. The policy's timed search runs when `buffers` is given (it synchronises the
+  // device, so it belongs to set-up); otherwise cuDNN's heuristics choose. A new choice needs at
+  // most `workspace_limit` bytes of workspace and honours the policy; throws Error when no
+  // algorithm does. References stay valid for the cache's lifetime.
+  const ConvAlgorithm& choose(cudnnHandle_t handle, const ConvShape& shape,
+                              ConvDirection direction, const ConvSearchBuffers* buffers,
+                              size_t workspace_limit);
+
+  const MathPolicy& policy() const { return policy_; }
+  size_t size() const { return choices_.size(); }
+
+ private:
+  // The direction, then every field of the shape.
+  using Key = std::tuple<int, int, int, int, int, int, int, int, int>;
+  MathPolicy policy_;
+  std::map<Key, ConvAlgorithm> choices_;
+};
+
+}  // namespace rddp::cuda

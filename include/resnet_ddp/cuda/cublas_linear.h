@@ -1,0 +1,23 @@
+#pragma once
+// nn.Linear through cuBLAS, over row-major tensors as PyTorch stores them:
+// y[N, out] = x[N, in] * w[out, in]^T + b[out]. Device pointers; each call is enqueued on the
+// handle's stream and overwrites its output. The handle's math mode decides TF32 or strict
+// float32 (see Executor).
+#include <cublas_v2.h>
+
+namespace rddp::cuda {
+
+void linear_forward(cublasHandle_t handle, int batch, int in_features, int out_features,
+                    const float* x, const float* w, const float* b, float* y);
+// dx[N, in] = dy[N, out] * w[out, in]
+void linear_backward_data(cublasHandle_t handle, int batch, int in_features, int out_features,
+                          const float* dy, const float* w, float* dx);
+// dw[out, in] = dy[N, out]^T * x[N, in]
+void linear_backward_weight(cublasHandle_t handle, int batch, int in_features, int out_features,
+                            const float* x, const float* dy, float* dw);
+// db[out] = sum over the batch of dy[n, out]; `ones` is a device vector of at least `batch`
+// ones, the column sum being a product with it.
+void linear_backward_bias(cublasHandle_t handle, int batch, int out_features, const float* dy,
+                          const float* ones, float* db);
+
+}  // namespace rddp::cuda

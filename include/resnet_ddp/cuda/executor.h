@@ -1,0 +1,72 @@
+#pragma once
+// The CUDA executor: forward and backward of the whole network on cuDNN, cuBLAS and our
+// kernels, layer for layer the CPU executor (cpu/executor.h), over the model's flat device
+// buffers. Every activation, gradient and workspace is allocated when it is built; a step only
+// enqueues work on the context's stream, and never waits for the device.
+#include <functional>
+#include <memory>
+
+#include "resnet_ddp/cuda/conv_algorithms.h"
+#include "resnet_ddp/cuda/cudnn_descriptors.h"
+#include "resnet_ddp/cuda/handles.h"
+#include "resnet_ddp/model_spec.h"
+#include "resnet_ddp/param_layout.h"
+
+namespace rddp::cuda {
+
+// Called as each parameter's gradient is enqueued, in ParamLayout order: the gradient is only
+// final once the work enqueued on the compute stream so far has run (record an event there).
+using GradReadyFn = std::function<void(const TensorInfo&)>;
+
+namespace detail {
+struct ExecutorPlan;
+}
+
+// The model's flat buffers on the device, laid out by the ParamLayout.
+struct DeviceModel {
+  float* params = nullptr;
+  float* grads = nullptr;
+  float* running = nullptr;  // BatchNorm running_mean / running_var
+};
+
+class Executor {
+ public:
+  // Plans the network for up to `max_batch` images of height x width, allocates everything, and
+  // chooses every convolution's algorithms for `max_batch` (a timed search, which runs the
+  // candidates on the real buffers, unless the policy says heuristic). The policy's allow_tf32
+  // applies to cuBLAS too. `net`, `layout`, `model` and `context` must outlive the executor.
+  Executor(const NetDesc& net, const ParamLayout& layout, const DeviceModel& model, int max_batch,
+           int height, int width, ComputeContext& context, const MathPolicy& policy);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Throws Error unless `batch` images can go through forward (1..max_batch; in training, every
+  // BatchNorm channel must see more than one value). Enqueues nothing.
+  void check_batch(int batch, bool training) const;
+
+  // input: [batch, in_channels, height, width] on the device, normalised; it must stay unchanged
+  // until backward's work has run. Returns the logits, [batch, num_classes] on the device, valid
+  // until the next forward. Training mode uses and updates the BatchNorm batch statistics (the
+  // caller counts num_batches_tracked); evaluation mode uses the running ones.
+  //
+  // A batch size other than max_batch is prepared the first time it is seen: its descriptors are
+  // made and cuDNN's heuristics choose its algorithms within the existing workspace (no timed
+  // search, no allocation, no synchronisation).
+  const float* forward(const float* input, int batch, bool training);
+
+  // Gradients of every parameter into the model's grads, given d(loss)/d(logits) of the last
+  // training forward (on the device, [batch, num_classes]); reports each through `ready`.
+  void backward(const float* dlogits, const GradReadyFn& ready = {});
+
+  int max_batch() const { return max_batch_; }
+  size_t workspace_bytes() const;
+  size_t activation_bytes() const;
+  const ConvAlgorithmCache& algorithms() const;
+
+ private:
+  int max_batch_;
+  std::unique_ptr<detail::ExecutorPlan> plan_;
+};
+
+}  // namespace rddp::cuda

@@ -1,0 +1,71 @@
+#pragma once
+// Host launchers of the small layer kernels of the CUDA executor, each the GPU twin of the CPU
+// layer function of the same name in cpu/layers.h, checked against it element by element by
+// tests/gpu/test_cuda_layers.cpp. Tensors are NCHW (see kActivationFormat). Each launcher only
+// enqueues work on `stream` and checks the launch, so that it may be captured in a CUDA graph;
+// the first throws Error on a shape its twin refuses.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "resnet_ddp/cpu/layers.h"
+#include "resnet_ddp/cuda/kernels.h"
+
+namespace rddp::cuda {
+
+// ---- kernels/elementwise.cu
+
+// y = x < 0 ? 0 : x (NaN and -0.0 pass, as torch.relu); in place allowed.
+template <typename T>
+void relu_forward(int64_t count, const T* x, T* y, cudaStream_t stream);
+// dx = y <= 0 ? 0 : dy (torch's threshold_backward on the output); in place allowed.
+template <typename T>
+void relu_backward(int64_t count, const T* y, const T* dy, T* dx, cudaStream_t stream);
+// z = x + y; z may alias x or y.
+template <typename T>
+void add(int64_t count, const T* x, const T* y, T* z, cudaStream_t stream);
+// z = relu(x + y): the residual sum and the block's ReLU in one pass, the same float
+// operations as cpu::add followed by cpu::relu_forward. z may alias x or y.
+template <typename T>
+void add_relu(int64_t count, const T* x, const T* y, T* z, cudaStream_t stream);
+// out[r, c] = row[c] for every r < rows (a bias broadcast over the batch).
+template <typename T>
+void broadcast_rows(int rows, int cols, const T* row, T* out, cudaStream_t stream);
+
+// ---- kernels/maxpool.cu
+
+// PyTorch's max pooling: the first maximum of each window in row-major order, a NaN winning
+// (the last NaN if several); argmax holds its index within the (n, c) plane.
+template <typename T>
+void maxpool_forward(const cpu::PoolShape& shape, const T* x, T* y, int32_t* argmax,
+                     cudaStream_t stream);
+// dx receives, at each input, the sum of dy over the outputs that chose it, added in output
+// order like the CPU twin, so the result is the same bit for bit. No atomics.
+template <typename T>
+void maxpool_backward(const cpu::PoolShape& shape, const T* dy, const int32_t* argmax, T* dx,
+                      cudaStream_t stream);
+
+// ---- kernels/global_avgpool.cu
+
+// [N, C, H, W] -> [N, C], summing each plane in double like the twin.
+template <typename T>
+void global_avgpool_forward(int batch, int channels, int spatial, const T* x, T* y,
+                            cudaStream_t stream);
+template <typename T>
+void global_avgpool_backward(int batch, int channels, int spatial, const T* dy, T* dx,
+                             cudaStream_t stream);
+
+// ---- kernels/metrics.cu
+
+// Running sums of the steps' metrics, kept on the device so that a step never waits for them.
+struct MetricSums {
+  double loss_sum;  // sum over steps of mean loss * batch
+  int64_t correct;
+  int64_t count;
+  int64_t bad_labels;
+};
+
+// sums += the metrics of one step of `batch` rows (one thread; no host round trip).
+void accumulate_metrics(const XentMetrics* step, int batch, MetricSums* sums, cudaStream_t stream);
+
+}  // namespace rddp::cuda

@@ -1,0 +1,103 @@
+// ReLU, the residual addition and the bias broadcast: elementwise, memory-bound, one grid-stride
+// loop each. The expressions are those of src/cpu/elementwise.cpp, so results match bit for bit.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/cuda/layer_kernels.h"
+
+namespace rddp::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+// Enough blocks to fill any current GPU many times over; the grid-stride loop does the rest.
+constexpr int64_t kMaxBlocks = 8192;
+
+unsigned blocks_for(int64_t count) {
+  const int64_t blocks = (count + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+}
+
+__device__ int64_t first_index() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+template <typename T>
+__global__ void relu_forward_kernel(int64_t count, const T* x, T* y) {
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    const T v = x[i];
+    y[i] = v < T(0) ? T(0) : v;
+  }
+}
+
+template <typename T>
+__global__ void relu_backward_kernel(int64_t count, const T* y, const T* dy, T* dx) {
+  for (int64_t i = first_index(); i < count; i += grid_stride())
+    dx[i] = y[i] <= T(0) ? T(0) : dy[i];
+}
+
+template <typename T>
+__global__ void add_kernel(int64_t count, const T* x, const T* y, T* z) {
+  for (int64_t i = first_index(); i < count; i += grid_stride()) z[i] = x[i] + y[i];
+}
+
+template <typename T>
+__global__ void add_relu_kernel(int64_t count, const T* x, const T* y, T* z) {
+  for (int64_t i = first_index(); i < count; i += grid_stride()) {
+    const T sum = x[i] + y[i];
+    z[i] = sum < T(0) ? T(0) : sum;
+  }
+}
+
+template <typename T>
+__global__ void broadcast_rows_kernel(int64_t count, int cols, const T* row, T* out) {
+  for (int64_t i = first_index(); i < count; i += grid_stride()) out[i] = row[i % cols];
+}
+
+}  // namespace
+
+template <typename T>
+void relu_forward(int64_t count, const T* x, T* y, cudaStream_t stream) {
+  if (count <= 0) return;
+  relu_forward_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(count, x, y);
+  RDDP_CUDA_CHECK_LAUNCH("relu_forward_kernel");
+}
+
+template <typename T>
+void relu_backward(int64_t count, const T* y, const T* dy, T* dx, cudaStream_t stream) {
+  if (count <= 0) return;
+  relu_backward_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(count, y, dy, dx);
+  RDDP_CUDA_CHECK_LAUNCH("relu_backward_kernel");
+}
+
+template <typename T>
+void add(int64_t count, const T* x, const T* y, T* z, cudaStream_t stream) {
+  if (count <= 0) return;
+  add_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(count, x, y, z);
+  RDDP_CUDA_CHECK_LAUNCH("add_kernel");
+}
+
+template <typename T>
+void add_relu(int64_t count, const T* x, const T* y, T* z, cudaStream_t stream) {
+  if (count <= 0) return;
+  add_relu_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(count, x, y, z);
+  RDDP_CUDA_CHECK_LAUNCH("add_relu_kernel");
+}
+
+template <typename T>
+void broadcast_rows(int rows, int cols, const T* row, T* out, cudaStream_t stream) {
+  const int64_t count = static_cast<int64_t>(rows) * cols;
+  if (count <= 0) return;
+  broadcast_rows_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(count, cols, row, out);
+  RDDP_CUDA_CHECK_LAUNCH("broadcast_rows_kernel");
+}
+
+template void relu_forward<float>(int64_t, const float*, float*, cudaStream_t);
+template void relu_backward<float>(int64_t, const float*, const float*, float*, cudaStream_t);
+template void add<float>(int64_t, const float*, const float*, float*, cudaStream_t);
+template void add_relu<float>(int64_t, const float*, const float*, float*, cudaStream_t);
+template void broadcast_rows<float>(int, int, const float*, float*, cudaStream_t);
+
+}  // namespace rddp::cuda

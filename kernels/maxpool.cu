@@ -1,0 +1,137 @@
+// Max pooling with PyTorch's choice of maximum, and its backward as a gather: each input sums
+// the gradients of the outputs that chose it, in output order, with no atomics, so the result is
+// deterministic and equal to the CPU twin's scatter (src/cpu/pooling.cpp) bit for bit.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/cuda/layer_kernels.h"
+#include "resnet_ddp/error.h"
+
+namespace rddp::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 8192;
+
+unsigned blocks_for(int64_t count) {
+  const int64_t blocks = (count + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+}
+
+// The shape without the batch and channels, which only multiply the number of planes.
+struct Window {
+  int in_h, in_w, out_h, out_w, kernel, stride, pad;
+};
+
+template <typename T>
+__global__ void maxpool_forward_kernel(Window s, int64_t outputs, const T* x, T* y,
+                                       int32_t* argmax) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t out = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; out < outputs;
+       out += stride) {
+    const int ow = static_cast<int>(out % s.out_w);
+    const int oh = static_cast<int>(out / s.out_w % s.out_h);
+    const int64_t plane = out / (static_cast<int64_t>(s.out_w) * s.out_h);
+    const T* x_p = x + plane * s.in_h * s.in_w;
+    // The window clipped to the input (padding never wins), scanned row-major; a strictly
+    // larger value or any NaN takes over, as in PyTorch.
+    const int h0 = oh * s.stride - s.pad, w0 = ow * s.stride - s.pad;
+    const int h_begin = max(h0, 0), h_end = min(h0 + s.kernel, s.in_h);
+    const int w_begin = max(w0, 0), w_end = min(w0 + s.kernel, s.in_w);
+    int32_t best_index = h_begin * s.in_w + w_begin;
+    T best = -static_cast<T>(INFINITY);
+    for (int ih = h_begin; ih < h_end; ++ih) {
+      for (int iw = w_begin; iw < w_end; ++iw) {
+        const int32_t index = ih * s.in_w + iw;
+        const T value = x_p[index];
+        if (value > best || isnan(value)) {
+          best = value;
+          best_index = index;
+        }
+      }
+    }
+    y[out] = best;
+    argmax[out] = best_index;
+  }
+}
+
+template <typename T>
+__global__ void maxpool_backward_kernel(Window s, int64_t inputs, const T* dy,
+                                        const int32_t* argmax, T* dx) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t out_plane = static_cast<int64_t>(s.out_h) * s.out_w;
+  for (int64_t in = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; in < inputs;
+       in += stride) {
+    const int iw = static_cast<int>(in % s.in_w);
+    const int ih = static_cast<int>(in / s.in_w % s.in_h);
+    const int64_t plane = in / (static_cast<int64_t>(s.in_w) * s.in_h);
+    const int32_t index = ih * s.in_w + iw;
+    // The outputs whose windows hold this input: oh * stride - pad <= ih < that + kernel.
+    const int h_low = ih + s.pad - s.kernel + 1, w_low = iw + s.pad - s.kernel + 1;
+    const int oh_begin = h_low <= 0 ? 0 : (h_low + s.stride - 1) / s.stride;
+    const int ow_begin = w_low <= 0 ? 0 : (w_low + s.stride - 1) / s.stride;
+    const int oh_end = min((ih + s.pad) / s.stride, s.out_h - 1);
+    const int ow_end = min((iw + s.pad) / s.stride, s.out_w - 1);
+    const int64_t base = plane * out_plane;
+    T sum = T(0);
+    for (int oh = oh_begin; oh <= oh_end; ++oh)
+      for (int ow = ow_begin; ow <= ow_end; ++ow) {
+        const int64_t out = base + static_cast<int64_t>(oh) * s.out_w + ow;
+        if (argmax[out] == index) sum += dy[out];
+      }
+    dx[in] = sum;
+  }
+}
+
+// The CPU twin's conditions, so that both refuse the same shapes.
+Window check_pool(const cpu::PoolShape& s) {
+  if (s.batch < 1 || s.channels < 1)
+    fail("maxpool: batch ", s.batch, " and channels ", s.channels, " must be >= 1");
+  // Tested before dividing: C++ rounds a slightly negative (in + 2 * pad - kernel) towards zero
+  // and would report one output position.
+  if (s.in_h < 1 || s.in_w < 1 || s.kernel < 1 || s.stride < 1 || s.pad < 0 ||
+      s.in_h + 2 * s.pad < s.kernel || s.in_w + 2 * s.pad < s.kernel)
+    fail("maxpool: a ", s.kernel, "x", s.kernel, " window with stride ", s.stride, " and padding ",
+         s.pad, " does not fit a ", s.in_h, "x", s.in_w, " input");
+  if (static_cast<int64_t>(s.in_h) * s.in_w > std::numeric_limits<int32_t>::max())
+    fail("maxpool: input plane ", s.in_h, "x", s.in_w, " is too large for 32-bit argmax indices");
+  if (2 * s.pad > s.kernel)
+    fail("maxpool: padding ", s.pad, " is more than half the kernel size ", s.kernel,
+         " (PyTorch refuses it too); use padding <= kernel / 2");
+  return {s.in_h, s.in_w, s.out_h(), s.out_w(), s.kernel, s.stride, s.pad};
+}
+
+}  // namespace
+
+template <typename T>
+void maxpool_forward(const cpu::PoolShape& shape, const T* x, T* y, int32_t* argmax,
+                     cudaStream_t stream) {
+  const Window window = check_pool(shape);
+  const int64_t outputs =
+      static_cast<int64_t>(shape.batch) * shape.channels * window.out_h * window.out_w;
+  maxpool_forward_kernel<T><<<blocks_for(outputs), kThreads, 0, stream>>>(window, outputs, x, y,
+                                                                           argmax);
+  RDDP_CUDA_CHECK_LAUNCH("maxpool_forward_kernel");
+}
+
+template <typename T>
+void maxpool_backward(const cpu::PoolShape& shape, const T* dy, const int32_t* argmax, T* dx,
+                      cudaStream_t stream) {
+  const Window window = check_pool(shape);
+  const int64_t inputs =
+      static_cast<int64_t>(shape.batch) * shape.channels * shape.in_h * shape.in_w;
+  maxpool_backward_kernel<T><<<blocks_for(inputs), kThreads, 0, stream>>>(window, inputs, dy,
+                                                                          argmax, dx);
+  RDDP_CUDA_CHECK_LAUNCH("maxpool_backward_kernel");
+}
+
+template void maxpool_forward<float>(const cpu::PoolShape&, const float*, float*, int32_t*,
+                                     cudaStream_t);
+template void maxpool_backward<float>(const cpu::PoolShape&, const float*, const int32_t*, float*,
+                                      cudaStream_t);
+
+}  // namespace rddp::cuda

@@ -1,0 +1,71 @@
+// cuBLAS is column-major: a row-major matrix A[r][c] (leading dimension c) is, to cuBLAS, the
+// column-major c x r matrix A^T with the same leading dimension. Every product below is
+// therefore written for the transposes: to get row-major C = A * B we ask cuBLAS for
+// C^T = B^T * A^T, whose operands it already sees, untransposed, in our buffers.
+#include "resnet_ddp/cuda/cublas_linear.h"
+
+#include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/cuda/layer_kernels.h"
+#include "resnet_ddp/error.h"
+
+namespace rddp::cuda {
+
+namespace {
+
+void check_linear(int batch, int in_features, int out_features) {
+  if (batch < 1 || in_features < 1 || out_features < 1)
+    fail("linear: batch ", batch, ", in_features ", in_features, " and out_features ",
+         out_features, " must all be >= 1");
+}
+
+}  // namespace
+
+void linear_forward(cublasHandle_t handle, int batch, int in_features, int out_features,
+                    const float* x, const float* w, const float* b, float* y) {
+  check_linear(batch, in_features, out_features);
+  cudaStream_t stream = nullptr;
+  RDDP_CUBLAS_CHECK(cublasGetStream(handle, &stream));
+  // Every row of y starts as the bias and the product is added with beta = 1, as addmm does:
+  // y = fl(x w^T + b) with the bias exact. (A rank-1 product bias * ones would be rounded to
+  // TF32 under TF32 maths.)
+  broadcast_rows(batch, out_features, b, y, stream);
+  const float one = 1.0f;
+  // y^T += w * x^T: cuBLAS sees w as w^T (in x out, ld in), so it is transposed back; x is seen
+  // as x^T (in x N, ld in) already.
+  RDDP_CUBLAS_CHECK(cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, out_features, batch,
+                                in_features, &one, w, in_features, x, in_features, &one, y,
+                                out_features));
+}
+
+void linear_backward_data(cublasHandle_t handle, int batch, int in_features, int out_features,
+                          const float* dy, const float* w, float* dx) {
+  check_linear(batch, in_features, out_features);
+  const float one = 1.0f, zero = 0.0f;
+  // dx^T (in x N) = w^T (in x out) * dy^T (out x N): exactly what cuBLAS sees in w (ld in) and
+  // dy (ld out), so neither is transposed.
+  RDDP_CUBLAS_CHECK(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, in_features, batch,
+                                out_features, &one, w, in_features, dy, out_features, &zero, dx,
+                                in_features));
+}
+
+void linear_backward_weight(cublasHandle_t handle, int batch, int in_features, int out_features,
+                            const float* x, const float* dy, float* dw) {
+  check_linear(batch, in_features, out_features);
+  const float one = 1.0f, zero = 0.0f;
+  // dw^T (in x out) = x^T (in x N) * dy (N x out): cuBLAS sees x^T in x (ld in) as is, and
+  // dy^T in dy (ld out), which it transposes.
+  RDDP_CUBLAS_CHECK(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, in_features, out_features,
+                                batch, &one, x, in_features, dy, out_features, &zero, dw,
+                                in_features));
+}
+
+void linear_backward_bias(cublasHandle_t handle, int batch, int out_features, const float* dy,
+                          const float* ones, float* db) {
+  check_linear(batch, 1, out_features);
+  const float one = 1.0f, zero = 0.0f;
+  // db (out) = dy^T (out x N, as cuBLAS sees dy with ld out) * ones (N).
+  RDDP_CUBLAS_CHECK(cublasSgemv(handle, CUBLAS_OP_N, out_features, batch, &one, dy, out_features,
+                                ones, 1, &zero, db, 1));
+}
+
+}  // namespace rddp::cuda

@@ -1,0 +1,307 @@
+// The CUDA engine: the CUDA executor, the fused softmax/cross-entropy kernel and the optimizer
+// kernels behind the Engine interface, behaving as the CPU engine does (src/cpu/cpu_engine.cpp):
+// the same initialisation, loss, metrics, optimizer maths and saved state.
+//
+// A step only enqueues work: the batch is copied on a stream of its own, metrics are summed on
+// the device, the optimizer's scalars are read from device memory, and nothing is allocated. The
+// one wait inside a step is for the copy of the batch out of host memory (see batch_upload.h).
+#include <cmath>
+#include <optional>
+#include <utility>
+
+#include "resnet_ddp/cuda/batch_upload.h"
+#include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/cuda/cuda_engine.h"
+#include "resnet_ddp/cuda/device.h"
+#include "resnet_ddp/cuda/device_buffer.h"
+#include "resnet_ddp/cuda/executor.h"
+#include "resnet_ddp/cuda/handles.h"
+#include "resnet_ddp/cuda/kernels.h"
+#include "resnet_ddp/cuda/layer_kernels.h"
+#include "resnet_ddp/cuda/staged_value.h"
+#include "resnet_ddp/error.h"
+
+namespace rddp {
+
+namespace {
+
+using cuda::DeviceBuffer;
+
+const EngineConfig& validated(const EngineConfig& config) {
+  config.spec.validate();
+  config.optimizer.validate();
+  if (config.max_batch < 1) fail("batch size must be >= 1, got ", config.max_batch);
+  if (config.height < 1 || config.width < 1)
+    fail("input images must be at least 1x1, got ", config.height, "x", config.width);
+  if (!(config.label_smoothing >= 0.0 && config.label_smoothing <= 1.0))
+    fail("--label-smoothing must be in [0, 1], got ", config.label_smoothing);
+  return config;
+}
+
+ModelState<float> initial_state(const ModelSpec& spec, uint64_t seed) {
+  ModelState<float> state(spec);
+  init_torchvision(state, seed);
+  return state;
+}
+
+bool has_first_moment(const OptimizerConfig& optimizer) {
+  return optimizer.kind == OptimizerKind::adamw || optimizer.momentum != 0.0;
+}
+bool has_second_moment(const OptimizerConfig& optimizer) {
+  return optimizer.kind == OptimizerKind::adamw;
+}
+
+// The model and optimizer state on the device: one allocation per flat buffer, laid out by the
+// ParamLayout, so that a gradient bucket is a slice of `grads` and the optimizer one launch.
+struct DeviceState {
+  DeviceState(const ModelState<float>& initial, const OptimizerConfig& optimizer,
+              cudaStream_t stream)
+      : params(initial.layout.parameter_elements()),
+        grads(initial.layout.parameter_elements()),
+        running(initial.layout.running_stat_elements()),
+        first_moment(has_first_moment(optimizer) ? params.size() : 0),
+        second_moment(has_second_moment(optimizer) ? params.size() : 0) {
+    cuda::copy_to_device(params.get(), initial.params.data(), params.size(), stream);
+    cuda::copy_to_device(running.get(), initial.running.data(), running.size(), stream);
+    // Gradient padding must read zero forever (the optimizer runs over it); moments start at 0.
+    for (const DeviceBuffer<float>* zeroed : {&grads, &first_moment, &second_moment})
+      if (zeroed->size() > 0)
+        RDDP_CUDA_CHECK(cudaMemsetAsync(zeroed->get(), 0, zeroed->bytes(), stream));
+    RDDP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+
+  DeviceBuffer<float> params, grads, running, first_moment, second_moment;
+};
+
+class CudaEngine final : public Engine {
+ public:
+  CudaEngine(const EngineConfig& config, uint64_t init_seed, const CudaEngineOptions& options)
+      : config_(validated(config)),
+        device_name_(cuda::select_device(config.device_index)),
+        net_(describe(config.spec)),
+        layout_(net_),
+        counters_(layout_.batch_counter_elements(), 0),
+        state_(initial_state(config.spec, init_seed), config.optimizer, context_.stream()),
+        dlogits_(static_cast<size_t>(config.max_batch) * config.spec.num_classes),
+        xent_rows_(static_cast<size_t>(config.max_batch)),
+        step_metrics_(1),
+        metric_sums_(1),
+        upload_(config.max_batch, config.spec.in_channels, config.height, config.width),
+        executor_(net_, layout_, cuda::DeviceModel{state_.params.get(), state_.grads.get(),
+                                                   state_.running.get()},
+                  config.max_batch, config.height, config.width, context_,
+                  cuda::MathPolicy{config.allow_tf32, options.deterministic,
+                                   options.conv_search}) {
+    if (config_.optimizer.kind == OptimizerKind::adamw)
+      adamw_scalars_.emplace();
+    else
+      sgd_scalars_.emplace();
+    // The timed algorithm search ran backward-filter candidates into the gradient buffer;
+    // gradients start at zero, as on the CPU.
+    RDDP_CUDA_CHECK(
+        cudaMemsetAsync(state_.grads.get(), 0, state_.grads.bytes(), context_.stream()));
+    reset_metric_sums();
+    context_.synchronize();
+  }
+
+  ~CudaEngine() override {
+    // Buffers are freed after this; let the work that uses them finish first.
+    cudaStreamSynchronize(context_.stream());
+  }
+
+  DeviceKind device() const override { return DeviceKind::cuda; }
+  std::string device_name() const override { return device_name_; }
+  const ParamLayout& layout() const override { return layout_; }
+  float* params() override { return state_.params.get(); }
+  float* grads() override { return state_.grads.get(); }
+  float* running_stats() override { return state_.running.get(); }
+  void* compute_stream() override { return context_.stream(); }
+
+  void train_step(const HostBatch& batch, double lr, StepHooks* hooks) override {
+    check_batch(batch);
+    check_learning_rate(lr);
+    executor_.check_batch(batch.size, /*training=*/true);
+    cudaStream_t stream = context_.stream();
+    const cuda::BatchUpload::Slot slot = upload_.upload(batch, stream);
+    if (hooks) hooks->before_forward();
+    const float* logits = executor_.forward(slot.images, batch.size, /*training=*/true);
+    loss(logits, slot.labels, batch.size, dlogits_.get());
+    if (hooks)
+      executor_.backward(dlogits_.get(),
+                         [hooks](const TensorInfo& tensor) { hooks->grad_ready(tensor); });
+    else
+      executor_.backward(dlogits_.get());
+    upload_.release(slot, stream);
+    if (hooks) hooks->before_optimizer();
+    optimizer_step(lr);
+    // Every BatchNorm counted one more training batch; the counters live on the host, where
+    // only checkpoints read them.
+    for (int64_t& counter : counters_) ++counter;
+    upload_.wait_until_read(slot);
+  }
+
+  void eval_step(const HostBatch& batch) override {
+    check_batch(batch);
+    executor_.check_batch(batch.size, /*training=*/false);
+    cudaStream_t stream = context_.stream();
+    const cuda::BatchUpload::Slot slot = upload_.upload(batch, stream);
+    const float* logits = executor_.forward(slot.images, batch.size, /*training=*/false);
+    // The training criterion, label smoothing included, as the CPU engine reports it.
+    loss(logits, slot.labels, batch.size, nullptr);
+    upload_.release(slot, stream);
+    upload_.wait_until_read(slot);
+  }
+
+  Metrics take_metrics() override {
+    cuda::MetricSums sums{};
+    cuda::copy_to_host(&sums, metric_sums_.get(), 1, context_.stream());
+    reset_metric_sums();
+    // Labels are checked on the host before each step; a bad one can only reach the GPU if the
+    // batch memory changed while it was being copied.
+    if (sums.bad_labels != 0)
+      fail(sums.bad_labels, " label(s) outside [0, ", config_.spec.num_classes,
+           ") reached the GPU although the batches passed the host's check: the batch memory ",
+           "was rewritten while a step was copying it; keep each HostBatch unchanged until ",
+           "train_step or eval_step returns");
+    return Metrics{sums.loss_sum, sums.correct, sums.count};
+  }
+
+  void save_state(ModelState<float>& model, OptimizerState& optimizer) override {
+    cudaStream_t stream = context_.stream();
+    model = ModelState<float>(config_.spec);
+    cuda::copy_to_host(model.params.data(), state_.params.get(), state_.params.size(), stream);
+    cuda::copy_to_host(model.grads.data(), state_.grads.get(), state_.grads.size(), stream);
+    cuda::copy_to_host(model.running.data(), state_.running.get(), state_.running.size(), stream);
+    model.counters = counters_;
+    optimizer.step_count = step_count_;
+    optimizer.first_moment =
+        cuda::download(state_.first_moment.get(), state_.first_moment.size(), stream);
+    optimizer.second_moment =
+        cuda::download(state_.second_moment.get(), state_.second_moment.size(), stream);
+  }
+
+  void load_state(const ModelState<float>& model, const OptimizerState* optimizer) override {
+    if (model.layout.parameter_elements() != layout_.parameter_elements() ||
+        model.layout.running_stat_elements() != layout_.running_stat_elements() ||
+        model.layout.batch_counter_elements() != layout_.batch_counter_elements())
+      fail("cannot load a model of another shape into this engine (",
+           model.layout.parameter_count(), " parameters, expected ", layout_.parameter_count(),
+           ")");
+    if (optimizer != nullptr) check_optimizer_state(*optimizer);
+    cudaStream_t stream = context_.stream();
+    cuda::copy_to_device(state_.params.get(), model.params.data(), state_.params.size(), stream);
+    cuda::copy_to_device(state_.running.get(), model.running.data(), state_.running.size(), stream);
+    counters_ = model.counters;
+    if (optimizer != nullptr) {
+      step_count_ = optimizer->step_count;
+      cuda::copy_to_device(state_.first_moment.get(), optimizer->first_moment.data(),
+                           state_.first_moment.size(), stream);
+      cuda::copy_to_device(state_.second_moment.get(), optimizer->second_moment.data(),
+                           state_.second_moment.size(), stream);
+    }
+  }
+
+ private:
+  void check_batch(const HostBatch& batch) const {
+    if (batch.channels != config_.spec.in_channels || batch.height != config_.height ||
+        batch.width != config_.width)
+      fail("batch of ", batch.channels, "x", batch.height, "x", batch.width,
+           " images does not match the engine's ", config_.spec.in_channels, "x", config_.height,
+           "x", config_.width);
+    if (batch.size < 1 || batch.size > config_.max_batch)
+      fail("batch of ", batch.size, " images does not fit an engine built for 1..",
+           config_.max_batch);
+    RDDP_ASSERT(batch.images != nullptr && batch.labels != nullptr);
+    // Here rather than on the device: a bad label makes NaN gradients, which the optimizer would
+    // spread into every parameter before the metrics could report it.
+    const int classes = config_.spec.num_classes;
+    for (int row = 0; row < batch.size; ++row)
+      if (batch.labels[row] < 0 || batch.labels[row] >= classes)
+        fail("label ", batch.labels[row], " of image ", row, " of the batch is outside [0, ",
+             classes, "): the data's labels do not fit a model of ", classes,
+             " classes; check the dataset or the number of classes");
+  }
+
+  static void check_learning_rate(double lr) {
+    // As CpuOptimizer::step: a schedule may reach 0 (the start of a warm-up), never below.
+    if (!(lr >= 0.0) || !std::isfinite(lr))
+      fail("optimizer step: the learning rate from the schedule must be finite and >= 0, got ", lr,
+           "; check --lr and the schedule's settings");
+  }
+
+  void check_optimizer_state(const OptimizerState& optimizer) const {
+    const size_t first = state_.first_moment.size(), second = state_.second_moment.size();
+    if (optimizer.first_moment.size() != first || optimizer.second_moment.size() != second)
+      fail("the optimizer state does not fit this engine's optimizer (",
+           to_string(config_.optimizer.kind), ", momentum ", config_.optimizer.momentum,
+           "): it holds moments of ", optimizer.first_moment.size(), " and ",
+           optimizer.second_moment.size(), " values, expected ", first, " and ", second,
+           "; resume with the optimizer settings the checkpoint was saved with");
+  }
+
+  // Loss, d(loss)/d(logits) when `dlogits` is not null, and the step's metrics added to the
+  // running sums: all on the device.
+  void loss(const float* logits, const int32_t* labels, int batch, float* dlogits) {
+    cudaStream_t stream = context_.stream();
+    cuda::softmax_cross_entropy<float>(logits, labels, batch, config_.spec.num_classes,
+                                       static_cast<float>(config_.label_smoothing), dlogits,
+                                       xent_rows_.get(), step_metrics_.get(), stream);
+    cuda::accumulate_metrics(step_metrics_.get(), batch, metric_sums_.get(), stream);
+  }
+
+  // One update of every parameter. The scalars are computed on the host in double, from the step
+  // count and `lr`, exactly as CpuOptimizer computes them, and reach the kernel through device
+  // memory.
+  void optimizer_step(double lr) {
+    ++step_count_;
+    cudaStream_t stream = context_.stream();
+    const OptimizerConfig& o = config_.optimizer;
+    const size_t elements = state_.params.size();
+    if (o.kind == OptimizerKind::adamw) {
+      adamw_scalars_->set(
+          adamw::scalars<float>(lr, o.weight_decay, o.beta1, o.beta2, o.eps, step_count_), stream);
+      cuda::adamw_step<float>(state_.params.get(), state_.grads.get(), state_.first_moment.get(),
+                              state_.second_moment.get(), elements, adamw_scalars_->device(),
+                              stream);
+    } else {
+      sgd_scalars_->set(sgd::scalars<float>(lr, o.weight_decay, o.momentum, o.nesterov), stream);
+      cuda::sgd_step<float>(state_.params.get(), state_.grads.get(), state_.first_moment.get(),
+                            elements, sgd_scalars_->device(), stream);
+    }
+  }
+
+  void reset_metric_sums() {
+    RDDP_CUDA_CHECK(
+        cudaMemsetAsync(metric_sums_.get(), 0, metric_sums_.bytes(), context_.stream()));
+  }
+
+  EngineConfig config_;
+  std::string device_name_;  // selecting the device comes before any other CUDA call
+  NetDesc net_;
+  ParamLayout layout_;
+  std::vector<int64_t> counters_;  // BatchNorm num_batches_tracked, by layout offset
+  int64_t step_count_ = 0;
+  cuda::ComputeContext context_;
+  DeviceState state_;
+  DeviceBuffer<float> dlogits_;
+  DeviceBuffer<cuda::XentRow> xent_rows_;
+  DeviceBuffer<cuda::XentMetrics> step_metrics_;
+  DeviceBuffer<cuda::MetricSums> metric_sums_;
+  std::optional<cuda::StagedValue<adamw::Scalars<float>>> adamw_scalars_;
+  std::optional<cuda::StagedValue<sgd::Scalars<float>>> sgd_scalars_;
+  cuda::BatchUpload upload_;
+  cuda::Executor executor_;
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> make_cuda_engine(const EngineConfig& config, uint64_t init_seed,
+                                         const CudaEngineOptions& options) {
+  return std::make_unique<CudaEngine>(config, init_seed, options);
+}
+
+std::unique_ptr<Engine> make_cuda_engine(const EngineConfig& config, uint64_t init_seed) {
+  return make_cuda_engine(config, init_seed, CudaEngineOptions{});
+}
+
+}  // namespace rddp

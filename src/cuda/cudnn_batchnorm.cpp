@@ -1,0 +1,83 @@
+#include "resnet_ddp/cuda/cudnn_batchnorm.h"
+
+#include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/error.h"
+
+namespace rddp::cuda {
+
+// About the running variance: cuDNN updates resultRunningVariance with the *unbiased* batch
+// variance (sum of squares / (n - 1)), as PyTorch specifies for BatchNorm, and normalises with
+// the biased one; PyTorch's own cuDNN path relies on it, passing running_var straight to
+// cudnnBatchNormalizationForwardTraining. The GPU layer test checks both against the CPU twin
+// on a channel of few values, where n / (n - 1) is far from 1.
+//
+// About the saved statistics: what cuDNN calls resultSaveInvVariance is 1 / sqrt(var + eps),
+// the inverse standard deviation, which is what its backward expects back.
+
+BatchNormLayer::BatchNormLayer(int channels, int height, int width)
+    : channels_(channels), height_(height), width_(width) {
+  if (channels < 1 || height < 1 || width < 1)
+    fail("batchnorm: ", channels, " channels of ", height, "x", width,
+         " is empty; every dimension must be >= 1");
+  const auto one_image = make_activation_descriptor(1, channels, height, width);
+  parameters_ = std::make_unique<TensorDescriptor>();
+  RDDP_CUDNN_CHECK(
+      cudnnDeriveBNTensorDescriptor(parameters_->get(), one_image->get(), CUDNN_BATCHNORM_SPATIAL));
+}
+
+void BatchNormLayer::prepare(int batch, TensorDescriptorCache& descriptors) {
+  if (!prepared(batch)) batches_[batch] = &descriptors.get(batch, channels_, height_, width_);
+}
+
+void BatchNormLayer::check_trainable(int batch) const {
+  if (static_cast<long long>(batch) * height_ * width_ == 1)
+    fail("batchnorm: batch * height * width is 1 at this layer (input ", batch, "x", channels_,
+         "x", height_, "x", width_, "), so a channel has a single value and no variance ",
+         "(PyTorch: \"Expected more than 1 value per channel when training\"); use a batch of ",
+         "at least 2 or a larger input image");
+}
+
+const TensorDescriptor& BatchNormLayer::at(int batch) const {
+  const auto found = batches_.find(batch);
+  RDDP_ASSERT(found != batches_.end());
+  return *found->second;
+}
+
+void BatchNormLayer::forward_train(cudnnHandle_t handle, int batch, const ActivationType* x,
+                                   const float* gamma, const float* beta, float* running_mean,
+                                   float* running_var, ActivationType* y, float* save_mean,
+                                   float* save_invstd) const {
+  check_trainable(batch);
+  const TensorDescriptor& data = at(batch);
+  const float one = 1.0f, zero = 0.0f;
+  RDDP_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
+      handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, data.get(), x, data.get(), y,
+      parameters_->get(), gamma, beta, kMomentum, running_mean, running_var, kEpsilon, save_mean,
+      save_invstd));
+}
+
+void BatchNormLayer::forward_eval(cudnnHandle_t handle, int batch, const ActivationType* x,
+                                  const float* gamma, const float* beta,
+                                  const float* running_mean, const float* running_var,
+                                  ActivationType* y) const {
+  const TensorDescriptor& data = at(batch);
+  const float one = 1.0f, zero = 0.0f;
+  RDDP_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
+      handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, data.get(), x, data.get(), y,
+      parameters_->get(), gamma, beta, running_mean, running_var, kEpsilon));
+}
+
+void BatchNormLayer::backward(cudnnHandle_t handle, int batch, const ActivationType* x,
+                              const ActivationType* dy, const float* gamma,
+                              const float* save_mean, const float* save_invstd,
+                              ActivationType* dx, float* dgamma, float* dbeta) const {
+  const TensorDescriptor& data = at(batch);
+  const float one = 1.0f, zero = 0.0f;
+  // Data and parameter gradients both overwrite (beta 0), as the CPU twin does.
+  RDDP_CUDNN_CHECK(cudnnBatchNormalizationBackward(
+      handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, data.get(), x, data.get(), dy,
+      data.get(), dx, parameters_->get(), gamma, dgamma, dbeta, kEpsilon, save_mean,
+      save_invstd));
+}
+
+}  // namespace rddp::cuda

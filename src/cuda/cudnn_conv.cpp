@@ -1,0 +1,102 @@
+#include "resnet_ddp/cuda/cudnn_conv.h"
+
+#include <algorithm>
+
+#include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/error.h"
+
+namespace rddp::cuda {
+
+namespace {
+
+void check_workspace(const CudnnCall& call, const ConvAlgorithm& algorithm) {
+  RDDP_ASSERT(call.workspace_bytes >= algorithm.workspace_bytes);
+}
+
+}  // namespace
+
+ConvLayer::ConvLayer(const ConvShape& geometry, bool needs_input_grad)
+    : geometry_(geometry),
+      needs_input_grad_(needs_input_grad),
+      filter_(
+          make_filter_descriptor(geometry.out_channels, geometry.in_channels, geometry.kernel)) {
+  if (geometry.in_channels < 1 || geometry.out_channels < 1 || geometry.kernel < 1 ||
+      geometry.stride < 1 || geometry.pad < 0 || geometry.in_h < 1 || geometry.in_w < 1 ||
+      geometry.in_h + 2 * geometry.pad < geometry.kernel ||
+      geometry.in_w + 2 * geometry.pad < geometry.kernel)
+    fail("convolution: ", geometry.in_channels, "->", geometry.out_channels, " channels, kernel ",
+         geometry.kernel, ", stride ", geometry.stride, ", padding ", geometry.pad,
+         " cannot be applied to a ", geometry.in_h, "x", geometry.in_w, " input");
+}
+
+ConvShape ConvLayer::shape(int batch) const {
+  ConvShape shape = geometry_;
+  shape.batch = batch;
+  return shape;
+}
+
+size_t ConvLayer::prepare(int batch, cudnnHandle_t handle, ConvAlgorithmCache& algorithms,
+                          TensorDescriptorCache& descriptors, const ConvSearchBuffers* buffers,
+                          size_t workspace_limit) {
+  auto found = batches_.find(batch);
+  if (found == batches_.end()) {
+    const ConvShape s = shape(batch);
+    Prepared prepared;
+    prepared.x = &descriptors.get(batch, s.in_channels, s.in_h, s.in_w);
+    prepared.y = &descriptors.get(batch, s.out_channels, s.out_h(), s.out_w());
+    prepared.forward =
+        &algorithms.choose(handle, s, ConvDirection::forward, buffers, workspace_limit);
+    if (needs_input_grad_)
+      prepared.backward_data =
+          &algorithms.choose(handle, s, ConvDirection::backward_data, buffers, workspace_limit);
+    prepared.backward_filter =
+        &algorithms.choose(handle, s, ConvDirection::backward_filter, buffers, workspace_limit);
+    found = batches_.emplace(batch, prepared).first;
+  }
+  const Prepared& p = found->second;
+  size_t bytes = std::max(p.forward->workspace_bytes, p.backward_filter->workspace_bytes);
+  if (p.backward_data != nullptr) bytes = std::max(bytes, p.backward_data->workspace_bytes);
+  return bytes;
+}
+
+const ConvLayer::Prepared& ConvLayer::at(int batch) const {
+  const auto found = batches_.find(batch);
+  RDDP_ASSERT(found != batches_.end());
+  return found->second;
+}
+
+void ConvLayer::forward(const CudnnCall& call, int batch, const ActivationType* x, const float* w,
+                        ActivationType* y) const {
+  const Prepared& p = at(batch);
+  check_workspace(call, *p.forward);
+  const float one = 1.0f, zero = 0.0f;
+  RDDP_CUDNN_CHECK(cudnnConvolutionForward(
+      call.handle, &one, p.x->get(), x, filter_->get(), w, p.forward->descriptor->get(),
+      static_cast<cudnnConvolutionFwdAlgo_t>(p.forward->algorithm), call.workspace,
+      call.workspace_bytes, &zero, p.y->get(), y));
+}
+
+void ConvLayer::backward_data(const CudnnCall& call, int batch, const ActivationType* dy,
+                              const float* w, ActivationType* dx, float beta) const {
+  const Prepared& p = at(batch);
+  RDDP_ASSERT(p.backward_data != nullptr);
+  check_workspace(call, *p.backward_data);
+  const float one = 1.0f;
+  RDDP_CUDNN_CHECK(cudnnConvolutionBackwardData(
+      call.handle, &one, filter_->get(), w, p.y->get(), dy, p.backward_data->descriptor->get(),
+      static_cast<cudnnConvolutionBwdDataAlgo_t>(p.backward_data->algorithm), call.workspace,
+      call.workspace_bytes, &beta, p.x->get(), dx));
+}
+
+void ConvLayer::backward_filter(const CudnnCall& call, int batch, const ActivationType* x,
+                                const ActivationType* dy, float* dw) const {
+  const Prepared& p = at(batch);
+  check_workspace(call, *p.backward_filter);
+  const float one = 1.0f, zero = 0.0f;
+  RDDP_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+      call.handle, &one, p.x->get(), x, p.y->get(), dy, p.backward_filter->descriptor->get(),
+      static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.backward_filter->algorithm), call.workspace,
+      call.workspace_bytes, &zero, filter_->get(), dw));
+}
+
+}  // namespace rddp::cuda

@@ -1,0 +1,11 @@
+#include "resnet_ddp/engine_factory.h"
+
+namespace rddp {
+
+std::unique_ptr<Engine> make_engine(DeviceKind kind, const EngineConfig& config,
+                                    uint64_t init_seed) {
+  return kind == DeviceKind::cuda ? make_cuda_engine(config, init_seed)
+                                  : make_cpu_engine(config, init_seed);
+}
+
+}  // namespace rddp

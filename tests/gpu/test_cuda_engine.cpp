@@ -1,0 +1,575 @@
+// The whole CUDA network and engine against the CPU ones: logits, every gradient and the running
+// statistics against the CPU executor in double; loss, gradients and the state after one
+// optimizer step against the CPU engine; the gradient-ready contract; training that learns;
+// evaluation; checkpoints; and the errors a user can cause.
+#include <doctest/doctest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "resnet_ddp/cpu/executor.h"
+#include "resnet_ddp/cpu/softmax_xent.h"
+#include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/cuda/cuda_engine.h"
+#include "resnet_ddp/cuda/device.h"
+#include "resnet_ddp/cuda/device_buffer.h"
+#include "resnet_ddp/cuda/executor.h"
+#include "resnet_ddp/cuda/handles.h"
+#include "resnet_ddp/engine.h"
+#include "resnet_ddp/engine_factory.h"
+#include "resnet_ddp/rng.h"
+
+using namespace rddp;
+using cuda::DeviceBuffer;
+
+namespace {
+
+constexpr double kUnitRoundoff = 0x1p-24;
+constexpr int kClasses = 10;
+
+// Whole-network tolerance, relative to each tensor's largest value. Every float layer adds
+// errors of about sqrt(K) * u relative to its outputs' scale (K <= 4608, so ~4e-6), BatchNorm
+// keeps them relative as it renormalises, and forward and backward stack some 40 layers: about
+// 2e-4 in all. 1e-3 leaves room for that while any wrong index, transposition, channel or
+// missing term moves a tensor by a sizeable fraction of its scale.
+constexpr double kNetRel = 1e-3;
+
+ModelSpec resnet18(Stem stem) {
+  ModelSpec spec;
+  spec.stem = stem;
+  spec.num_classes = kClasses;
+  return spec;
+}
+
+// Real ResNet-18 widths on small images: the cifar stem at 32x32, the imagenet stem at 64x64
+// (its stride-2 convolution and max pooling leave 16x16 to layer1).
+EngineConfig config_for(Stem stem, int max_batch) {
+  EngineConfig config;
+  config.spec = resnet18(stem);
+  config.max_batch = max_batch;
+  config.height = config.width = stem == Stem::cifar ? 32 : 64;
+  config.label_smoothing = 0.1;
+  config.allow_tf32 = false;
+  return config;
+}
+
+CudaEngineOptions exact_options(
+    cuda::ConvAlgorithmSearch search = cuda::ConvAlgorithmSearch::timed) {
+  CudaEngineOptions options;
+  options.deterministic = true;
+  options.conv_search = search;
+  return options;
+}
+
+struct Batch {
+  int size = 0, channels = 0, height = 0, width = 0;
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  HostBatch view() const {
+    return HostBatch{size, channels, height, width, images.data(), labels.data()};
+  }
+};
+
+Batch random_batch(const EngineConfig& config, int size, uint64_t seed) {
+  Batch batch{size, config.spec.in_channels, config.height, config.width, {}, {}};
+  Rng rng(derive_seed(seed, "batch"));
+  batch.images.resize(static_cast<size_t>(size) * batch.channels * batch.height * batch.width);
+  for (float& v : batch.images) v = static_cast<float>(rng.normal());
+  batch.labels.resize(size);
+  for (int32_t& label : batch.labels)
+    label = static_cast<int32_t>(rng.below(static_cast<uint64_t>(config.spec.num_classes)));
+  return batch;
+}
+
+template <typename T>
+bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+template <typename T>
+double max_abs(const T* values, size_t count) {
+  double m = 0.0;
+  for (size_t i = 0; i < count; ++i) m = std::max(m, std::fabs(static_cast<double>(values[i])));
+  return m;
+}
+
+// The allowed error of each element of a tensor under kNetRel.
+template <typename Ref>
+std::vector<double> net_tolerance(const Ref* want, size_t count) {
+  const double scale = max_abs(want, count);
+  std::vector<double> tolerance(count);
+  for (size_t i = 0; i < count; ++i)
+    tolerance[i] = kNetRel * (scale + std::fabs(static_cast<double>(want[i])));
+  return tolerance;
+}
+
+// Compares one tensor elementwise within `tolerance`; reports the first failures by name.
+template <typename Got, typename Ref>
+void check_tensor(const std::string& name, const Got* got, const Ref* want,
+                  const std::vector<double>& tolerance) {
+  size_t failed = 0;
+  for (size_t i = 0; i < tolerance.size(); ++i) {
+    const double g = static_cast<double>(got[i]), w = static_cast<double>(want[i]);
+    if (std::fabs(g - w) <= tolerance[i]) continue;
+    if (failed++ < 3)
+      FAIL_CHECK(name << "[" << i << "] = " << g << ", expected " << w << " within "
+                      << tolerance[i]);
+  }
+  CHECK_MESSAGE(failed == 0, name << ": " << failed << " of " << tolerance.size() << " off");
+}
+
+// Every tensor of `role` in the flat buffers, each within kNetRel of its own scale.
+template <typename Got, typename Ref>
+void check_flat(const ParamLayout& layout, TensorRole role, const char* what,
+                const std::vector<Got>& got, const std::vector<Ref>& want) {
+  for (const TensorInfo& info : layout.tensors()) {
+    if (info.role != role) continue;
+    const Ref* w = want.data() + info.offset;
+    check_tensor(std::string(what) + " " + info.name, got.data() + info.offset, w,
+                 net_tolerance(w, info.numel));
+  }
+}
+
+// Non-trivial BatchNorm affine parameters and running statistics, so that none of their
+// gradients or updates is a special case.
+template <typename T>
+void perturb(ModelState<T>& state, uint64_t seed) {
+  Rng rng(seed);
+  for (const TensorInfo& info : state.layout.tensors()) {
+    if (info.role == TensorRole::parameter && info.shape.size() == 1 && info.name != "fc.bias")
+      for (size_t i = 0; i < info.numel; ++i) state.params[info.offset + i] += 0.3 * rng.normal();
+    if (info.role == TensorRole::running_stat)
+      for (size_t i = 0; i < info.numel; ++i) state.running[info.offset + i] += 0.2 * rng.uniform();
+  }
+}
+
+template <typename To, typename From>
+void convert_into(std::vector<To>& to, const std::vector<From>& from) {
+  to.assign(from.begin(), from.end());
+}
+
+}  // namespace
+
+TEST_CASE("the CUDA executor matches the CPU executor in double: logits, gradients, statistics") {
+  for (Stem stem : {Stem::cifar, Stem::imagenet}) {
+    const std::string stem_name = to_string(stem);
+    CAPTURE(stem_name);
+    const EngineConfig config = config_for(stem, 4);
+    const int batch = config.max_batch;
+
+    ModelState<double> reference(config.spec);
+    init_torchvision(reference, 7);
+    perturb(reference, 8);
+    // The GPU's copy holds the same values rounded to float, and the reference takes them back,
+    // so both start from identical numbers.
+    ModelState<float> model(config.spec);
+    convert_into(model.params, reference.params);
+    convert_into(model.running, reference.running);
+    convert_into(reference.params, model.params);
+    convert_into(reference.running, model.running);
+
+    cuda::ComputeContext context;
+    cudaStream_t stream = context.stream();
+    DeviceBuffer<float> params(model.params.size()), grads(model.grads.size()),
+        running(model.running.size());
+    cuda::copy_to_device(params.get(), model.params.data(), params.size(), stream);
+    cuda::copy_to_device(running.get(), model.running.data(), running.size(), stream);
+    RDDP_CUDA_CHECK(cudaMemsetAsync(grads.get(), 0, grads.bytes(), stream));
+    cuda::Executor executor(model.net, model.layout,
+                            cuda::DeviceModel{params.get(), grads.get(), running.get()}, batch,
+                            config.height, config.width, context,
+                            cuda::MathPolicy{false, true, cuda::ConvAlgorithmSearch::timed});
+    cpu::Executor<double> cpu_executor(reference, batch, config.height, config.width);
+
+    const Batch data = random_batch(config, batch, 11);
+    const std::vector<double> input64(data.images.begin(), data.images.end());
+    DeviceBuffer<float> input(data.images.size());
+    cuda::copy_to_device(input.get(), data.images.data(), input.size(), stream);
+
+    // Training forward.
+    const size_t logit_count = static_cast<size_t>(batch) * kClasses;
+    const double* want_logits = cpu_executor.forward(input64.data(), batch, true);
+    const auto logits = cuda::download(executor.forward(input.get(), batch, true), logit_count,
+                                       stream);
+    check_tensor("logits", logits.data(), want_logits,
+                 net_tolerance(want_logits, logit_count));
+
+    // Backward from the same d(loss)/d(logits) on both sides, the reference's, so that only
+    // backward is compared.
+    std::vector<double> dlogits64(logit_count);
+    cpu::softmax_cross_entropy<double>(want_logits, data.labels.data(), batch, kClasses, 0.1,
+                                       dlogits64.data());
+    const std::vector<float> dlogits(dlogits64.begin(), dlogits64.end());
+    convert_into(dlogits64, dlogits);
+    DeviceBuffer<float> d_dlogits(logit_count);
+    cuda::copy_to_device(d_dlogits.get(), dlogits.data(), logit_count, stream);
+    std::vector<std::string> cpu_order, gpu_order;
+    cpu_executor.backward(dlogits64.data(),
+                          [&](const TensorInfo& info) { cpu_order.push_back(info.name); });
+    executor.backward(d_dlogits.get(),
+                      [&](const TensorInfo& info) { gpu_order.push_back(info.name); });
+    CHECK(gpu_order == cpu_order);
+
+    const auto got_grads = cuda::download(grads.get(), grads.size(), stream);
+    const auto got_running = cuda::download(running.get(), running.size(), stream);
+    check_flat(model.layout, TensorRole::parameter, "gradient", got_grads, reference.grads);
+    check_flat(model.layout, TensorRole::running_stat, "after training forward", got_running,
+               reference.running);
+
+    // Evaluation mode uses the running statistics just updated, on both sides.
+    const double* want_eval = cpu_executor.forward(input64.data(), batch, false);
+    const auto eval_logits = cuda::download(executor.forward(input.get(), batch, false),
+                                            logit_count, stream);
+    check_tensor("eval logits", eval_logits.data(), want_eval,
+                 net_tolerance(want_eval, logit_count));
+  }
+}
+
+TEST_CASE("the CUDA executor reports every gradient after the work that finalises it") {
+  // Each report copies the gradient on the compute stream at that moment; every copy must
+  // equal the final gradient, so nothing still to be enqueued may change a reported tensor.
+  const EngineConfig config = config_for(Stem::imagenet, 2);
+  auto engine = make_cuda_engine(config, 3, exact_options());
+  const ParamLayout& layout = engine->layout();
+  auto stream = static_cast<cudaStream_t>(engine->compute_stream());
+  DeviceBuffer<float> snapshot(layout.parameter_elements());
+  RDDP_CUDA_CHECK(cudaMemsetAsync(snapshot.get(), 0, snapshot.bytes(), stream));
+
+  struct SnapshotHooks : StepHooks {
+    Engine* engine = nullptr;
+    float* snapshot = nullptr;
+    int before_forward_calls = 0, before_optimizer_calls = 0, grads_before_optimizer = 0;
+    std::vector<std::string> order;
+    void before_forward() override { ++before_forward_calls; }
+    void grad_ready(const TensorInfo& tensor) override {
+      CHECK(before_forward_calls == 1);
+      CHECK(before_optimizer_calls == 0);
+      order.push_back(tensor.name);
+      RDDP_CUDA_CHECK(cudaMemcpyAsync(snapshot + tensor.offset, engine->grads() + tensor.offset,
+                                      tensor.numel * sizeof(float), cudaMemcpyDeviceToDevice,
+                                      static_cast<cudaStream_t>(engine->compute_stream())));
+    }
+    void before_optimizer() override {
+      ++before_optimizer_calls;
+      grads_before_optimizer = static_cast<int>(order.size());
+    }
+  } hooks;
+  hooks.engine = engine.get();
+  hooks.snapshot = snapshot.get();
+
+  const Batch data = random_batch(config, 2, 21);
+  engine->train_step(data.view(), 1e-3, &hooks);
+  CHECK(hooks.before_forward_calls == 1);
+  CHECK(hooks.before_optimizer_calls == 1);
+
+  std::vector<std::string> want_order;
+  for (const TensorInfo& info : layout.tensors())
+    if (info.role == TensorRole::parameter) want_order.push_back(info.name);
+  CHECK(hooks.order == want_order);
+  CHECK(hooks.grads_before_optimizer == static_cast<int>(want_order.size()));
+
+  ModelState<float> model(config.spec);
+  OptimizerState optimizer;
+  engine->save_state(model, optimizer);
+  const auto copies = cuda::download(snapshot.get(), snapshot.size(), stream);
+  CHECK(bitwise_equal(copies, model.grads));
+}
+
+TEST_CASE("one training step of the CUDA engine matches the CPU engine") {
+  struct Case {
+    Stem stem;
+    int batch;  // below max_batch: a batch size prepared on first use
+    OptimizerConfig optimizer;
+    cuda::ConvAlgorithmSearch search;
+  };
+  OptimizerConfig adamw;
+  OptimizerConfig sgd;
+  sgd.kind = OptimizerKind::sgd;
+  sgd.lr = 0.05;
+  sgd.momentum = 0.9;
+  sgd.nesterov = true;
+  sgd.weight_decay = 5e-4;
+  const Case cases[] = {{Stem::imagenet, 4, adamw, cuda::ConvAlgorithmSearch::timed},
+                        {Stem::cifar, 3, adamw, cuda::ConvAlgorithmSearch::heuristic},
+                        {Stem::cifar, 4, sgd, cuda::ConvAlgorithmSearch::timed}};
+  for (const Case& c : cases) {
+    const std::string stem_name = to_string(c.stem), optimizer_name = to_string(c.optimizer.kind);
+    CAPTURE(stem_name);
+    CAPTURE(optimizer_name);
+    CAPTURE(c.batch);
+    EngineConfig config = config_for(c.stem, 4);
+    config.optimizer = c.optimizer;
+    auto cpu = make_cpu_engine(config, 5);
+    auto gpu = make_cuda_engine(config, 5, exact_options(c.search));
+    CHECK(gpu->device() == DeviceKind::cuda);
+    CHECK(gpu->device_name().rfind("cuda:", 0) == 0);
+
+    ModelState<float> cpu_model(config.spec), gpu_model(config.spec);
+    OptimizerState cpu_opt, gpu_opt;
+    cpu->save_state(cpu_model, cpu_opt);
+    gpu->save_state(gpu_model, gpu_opt);
+    REQUIRE(bitwise_equal(gpu_model.params, cpu_model.params));  // the same initialisation
+    REQUIRE(bitwise_equal(gpu_model.running, cpu_model.running));
+    CHECK(bitwise_equal(gpu_model.grads, cpu_model.grads));  // zeros before any step
+    const std::vector<float> params_before = cpu_model.params;
+
+    const Batch data = random_batch(config, c.batch, 31);
+    const double lr = c.optimizer.lr;
+    cpu->train_step(data.view(), lr, nullptr);
+    gpu->train_step(data.view(), lr, nullptr);
+    const Metrics cpu_metrics = cpu->take_metrics(), gpu_metrics = gpu->take_metrics();
+    CHECK(gpu_metrics.count == c.batch);
+    CHECK(gpu_metrics.correct == cpu_metrics.correct);
+    CHECK(std::fabs(gpu_metrics.loss_sum - cpu_metrics.loss_sum) <=
+          kNetRel * (1.0 + std::fabs(cpu_metrics.loss_sum)));
+
+    cpu->save_state(cpu_model, cpu_opt);
+    gpu->save_state(gpu_model, gpu_opt);
+    check_flat(gpu_model.layout, TensorRole::parameter, "gradient", gpu_model.grads,
+               cpu_model.grads);
+    check_flat(gpu_model.layout, TensorRole::running_stat, "running", gpu_model.running,
+               cpu_model.running);
+    CHECK(gpu_model.counters == cpu_model.counters);
+    CHECK(gpu_opt.step_count == 1);
+    CHECK(gpu_opt.first_moment.size() == cpu_opt.first_moment.size());
+    CHECK(gpu_opt.second_moment.size() == cpu_opt.second_moment.size());
+
+    // The step, element by element. Both engines apply the same update to the same parameter
+    // from gradients that agree within g_tol, so their results differ by the update's
+    // sensitivity to the gradient times g_tol, plus a few roundings of p and of the update.
+    //   AdamW's first step moves p by lr * g / (|g| + eps): where |g| > g_tol both move the same
+    //   way and differ by at most lr * eps * g_tol / ((|g| + eps)(|g| - g_tol + eps)); where
+    //   the gradient is lost in the noise the direction may differ, by up to 2 lr.
+    //   SGD's first step moves p by lr * (g + wd p) (with momentum, nesterov doubles the
+    //   gradient's share: (1 + momentum)), so the difference is lr * (1 + momentum) * g_tol.
+    const OptimizerConfig& o = c.optimizer;
+    for (const TensorInfo& info : gpu_model.layout.tensors()) {
+      if (info.role != TensorRole::parameter) continue;
+      const float* g = cpu_model.grads.data() + info.offset;
+      const std::vector<double> g_tol = net_tolerance(g, info.numel);
+      std::vector<double> p_tol(info.numel);
+      for (size_t i = 0; i < info.numel; ++i) {
+        const double p = std::fabs(params_before[info.offset + i]), gi = std::fabs(g[i]);
+        double sensitivity;
+        if (o.kind == OptimizerKind::adamw)
+          sensitivity = gi > g_tol[i] ? o.lr * o.eps * g_tol[i] /
+                                            ((gi + o.eps) * (gi - g_tol[i] + o.eps))
+                                      : 2.0 * o.lr;
+        else
+          sensitivity = o.lr * (1.0 + o.momentum) * g_tol[i];
+        p_tol[i] = sensitivity + 8.0 * kUnitRoundoff * (p + o.lr * (1.0 + gi + o.weight_decay * p));
+      }
+      check_tensor("stepped " + info.name, gpu_model.params.data() + info.offset,
+                   cpu_model.params.data() + info.offset, p_tol);
+    }
+  }
+}
+
+TEST_CASE("the CUDA engine learns: the loss on a learnable synthetic task falls") {
+  // Four classes, each a bright square in its own quadrant over noise. Default settings: TF32
+  // and the fastest algorithms, as training runs.
+  EngineConfig config = config_for(Stem::cifar, 16);
+  config.spec.num_classes = 4;
+  config.allow_tf32 = true;
+  config.label_smoothing = 0.0;  // so that the loss can fall towards 0
+  Batch data{16, 3, 32, 32, std::vector<float>(16 * 3 * 32 * 32), std::vector<int32_t>(16)};
+  Rng rng(77);
+  for (int n = 0; n < 16; ++n) {
+    const int label = n % 4;
+    data.labels[n] = label;
+    for (int ch = 0; ch < 3; ++ch)
+      for (int y = 0; y < 32; ++y)
+        for (int x = 0; x < 32; ++x) {
+          const bool lit = (y / 16) * 2 + (x / 16) == label && y % 16 > 3 && x % 16 > 3;
+          data.images[((static_cast<size_t>(n) * 3 + ch) * 32 + y) * 32 + x] =
+              static_cast<float>((lit ? 1.5 : -0.5) + 0.3 * rng.normal());
+        }
+  }
+  auto engine = make_engine(DeviceKind::cuda, config, 9);
+  auto cpu = make_cpu_engine(config, 9);
+  std::vector<double> losses;
+  for (int step = 0; step < 25; ++step) {
+    engine->train_step(data.view(), 1e-3, nullptr);
+    const Metrics m = engine->take_metrics();
+    REQUIRE(m.count == 16);
+    losses.push_back(m.loss_sum / m.count);
+    REQUIRE(std::isfinite(losses.back()));
+  }
+  // TF32 rounds inputs to 11 significant bits, so the first loss agrees with the CPU engine's
+  // to about a percent, not to float precision.
+  cpu->train_step(data.view(), 1e-3, nullptr);
+  const Metrics cpu_first = cpu->take_metrics();
+  CHECK(std::fabs(losses.front() - cpu_first.loss_sum / cpu_first.count) <=
+        2e-2 * losses.front());
+  const double last = (losses[22] + losses[23] + losses[24]) / 3.0;
+  CAPTURE(losses.front());
+  CAPTURE(last);
+  CHECK(last < 0.5 * losses.front());
+}
+
+TEST_CASE("evaluation matches the CPU engine and changes no state") {
+  const EngineConfig config = config_for(Stem::imagenet, 4);
+  auto gpu = make_cuda_engine(config, 13, exact_options());
+  auto cpu = make_cpu_engine(config, 13);
+  gpu->train_step(random_batch(config, 4, 41).view(), 1e-3, nullptr);
+  gpu->take_metrics();
+  ModelState<float> before(config.spec), after(config.spec);
+  OptimizerState before_opt, after_opt;
+  gpu->save_state(before, before_opt);
+  cpu->load_state(before, nullptr);  // both evaluate the very same weights and statistics
+
+  const Batch data = random_batch(config, 4, 42);
+  gpu->eval_step(data.view());
+  cpu->eval_step(data.view());
+  const Metrics gpu_metrics = gpu->take_metrics(), cpu_metrics = cpu->take_metrics();
+  CHECK(gpu_metrics.count == 4);
+  CHECK(gpu_metrics.correct == cpu_metrics.correct);
+  CHECK(std::fabs(gpu_metrics.loss_sum - cpu_metrics.loss_sum) <=
+        kNetRel * (1.0 + std::fabs(cpu_metrics.loss_sum)));
+
+  gpu->save_state(after, after_opt);
+  CHECK(bitwise_equal(after.params, before.params));
+  CHECK(bitwise_equal(after.running, before.running));
+  CHECK(after.counters == before.counters);
+  CHECK(after_opt.step_count == before_opt.step_count);
+}
+
+TEST_CASE("metrics add up across steps and start again after take_metrics") {
+  const EngineConfig config = config_for(Stem::cifar, 4);
+  auto engine = make_cuda_engine(config, 1, exact_options());
+  engine->train_step(random_batch(config, 4, 1).view(), 1e-3, nullptr);
+  engine->eval_step(random_batch(config, 3, 2).view());
+  const Metrics both = engine->take_metrics();
+  CHECK(both.count == 7);
+  CHECK(both.correct >= 0);
+  CHECK(both.correct <= 7);
+  CHECK(both.loss_sum > 0.0);
+  const Metrics none = engine->take_metrics();
+  CHECK(none.count == 0);
+  CHECK(none.correct == 0);
+  CHECK(none.loss_sum == 0.0);
+}
+
+TEST_CASE("save_state and load_state round-trip, and resuming continues bit for bit") {
+  for (const OptimizerKind kind : {OptimizerKind::adamw, OptimizerKind::sgd}) {
+    const std::string optimizer_name = to_string(kind);
+    CAPTURE(optimizer_name);
+    EngineConfig config = config_for(Stem::cifar, 4);
+    config.optimizer.kind = kind;
+    config.optimizer.momentum = kind == OptimizerKind::sgd ? 0.9 : 0.0;
+    auto first = make_cuda_engine(config, 1, exact_options());
+    first->train_step(random_batch(config, 4, 51).view(), 1e-3, nullptr);
+    first->train_step(random_batch(config, 4, 52).view(), 2e-3, nullptr);
+    ModelState<float> saved(config.spec);
+    OptimizerState saved_opt;
+    first->save_state(saved, saved_opt);
+    CHECK(saved_opt.step_count == 2);
+    CHECK(saved.counters == std::vector<int64_t>(saved.counters.size(), 2));
+
+    auto second = make_cuda_engine(config, 2, exact_options());  // other weights, replaced
+    second->load_state(saved, &saved_opt);
+    ModelState<float> loaded(config.spec);
+    OptimizerState loaded_opt;
+    second->save_state(loaded, loaded_opt);
+    CHECK(bitwise_equal(loaded.params, saved.params));
+    CHECK(bitwise_equal(loaded.running, saved.running));
+    CHECK(loaded.counters == saved.counters);
+    CHECK(loaded_opt.step_count == saved_opt.step_count);
+    CHECK(bitwise_equal(loaded_opt.first_moment, saved_opt.first_moment));
+    CHECK(bitwise_equal(loaded_opt.second_moment, saved_opt.second_moment));
+
+    const Batch next = random_batch(config, 4, 53);
+    first->train_step(next.view(), 3e-3, nullptr);
+    second->train_step(next.view(), 3e-3, nullptr);
+    ModelState<float> a(config.spec), b(config.spec);
+    OptimizerState a_opt, b_opt;
+    first->save_state(a, a_opt);
+    second->save_state(b, b_opt);
+    CHECK(bitwise_equal(a.params, b.params));
+    CHECK(bitwise_equal(a.grads, b.grads));
+    CHECK(bitwise_equal(a.running, b.running));
+    CHECK(a.counters == b.counters);
+    CHECK(bitwise_equal(a_opt.first_moment, b_opt.first_moment));
+    CHECK(bitwise_equal(a_opt.second_moment, b_opt.second_moment));
+  }
+}
+
+TEST_CASE("load_state refuses a model or optimizer state of another shape") {
+  const EngineConfig config = config_for(Stem::cifar, 2);
+  auto engine = make_cuda_engine(config, 1, exact_options());
+  ModelSpec narrow = config.spec;
+  narrow.widths = {8, 16, 32, 64};
+  CHECK_THROWS_AS(engine->load_state(ModelState<float>(narrow), nullptr), Error);
+  ModelState<float> model(config.spec);
+  OptimizerState optimizer;
+  engine->save_state(model, optimizer);
+  optimizer.second_moment.clear();  // an SGD checkpoint offered to AdamW
+  CHECK_THROWS_AS(engine->load_state(model, &optimizer), Error);
+}
+
+TEST_CASE("a label outside [0, classes) is an Error, and leaves the model as it was") {
+  const EngineConfig config = config_for(Stem::cifar, 4);
+  auto engine = make_cuda_engine(config, 1, exact_options());
+  ModelState<float> before(config.spec), after(config.spec);
+  OptimizerState before_opt, after_opt;
+  engine->save_state(before, before_opt);
+
+  Batch data = random_batch(config, 4, 61);
+  data.labels[2] = kClasses;
+  try {
+    engine->train_step(data.view(), 1e-3, nullptr);
+    FAIL("train_step accepted label " << kClasses);
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    CHECK(message.find("outside [0, 10)") != std::string::npos);
+    CHECK(message.find("number of classes") != std::string::npos);
+  }
+  data.labels[2] = -1;
+  CHECK_THROWS_AS(engine->eval_step(data.view()), Error);
+
+  engine->save_state(after, after_opt);
+  CHECK(bitwise_equal(after.params, before.params));
+  CHECK(bitwise_equal(after.running, before.running));
+  CHECK(after.counters == before.counters);
+  CHECK(after_opt.step_count == 0);
+
+  data.labels[2] = 3;
+  engine->train_step(data.view(), 1e-3, nullptr);
+  const Metrics m = engine->take_metrics();  // only the good step counted, no bad label seen
+  CHECK(m.count == 4);
+  CHECK(std::isfinite(m.loss_sum));
+}
+
+TEST_CASE("the CUDA engine refuses bad settings and batches with a clear Error") {
+  std::string reason;
+  const int devices = cuda::cuda_device_count_or_zero(&reason);
+  REQUIRE(devices >= 1);
+  CHECK(cuda::select_device(0).rfind("cuda:0 (", 0) == 0);
+  CHECK_THROWS_AS(cuda::select_device(devices), Error);
+
+  EngineConfig config = config_for(Stem::cifar, 2);
+  config.device_index = devices;
+  CHECK_THROWS_AS(make_cuda_engine(config, 1), Error);
+  config.device_index = 0;
+  config.max_batch = 0;
+  CHECK_THROWS_AS(make_cuda_engine(config, 1), Error);
+  config.max_batch = 2;
+  config.label_smoothing = 1.5;
+  CHECK_THROWS_AS(make_cuda_engine(config, 1), Error);
+  config.label_smoothing = 0.0;
+
+  auto engine = make_cuda_engine(config, 1, exact_options());
+  CHECK_THROWS_AS(engine->train_step(random_batch(config, 3, 1).view(), 1e-3, nullptr), Error);
+  Batch wrong_size = random_batch(config, 2, 1);
+  wrong_size.height = 31;
+  CHECK_THROWS_AS(engine->eval_step(wrong_size.view()), Error);
+  CHECK_THROWS_AS(engine->train_step(random_batch(config, 2, 1).view(), -1.0, nullptr), Error);
+  // layer4 of a 32x32 cifar network is 4x4, so even one image gives BatchNorm 16 values: fine.
+  engine->train_step(random_batch(config, 1, 1).view(), 1e-3, nullptr);
+  CHECK(engine->take_metrics().count == 1);
+}
