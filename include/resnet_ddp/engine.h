@@ -65,6 +65,12 @@ struct EngineConfig {
   // default for cuDNN convolutions); false gives strict float32.
   bool allow_tf32 = true;
   int device_index = 0;  // CUDA device of this rank
+  // CUDA: only cuDNN algorithms that give the same bits on every run
+  // (torch.backends.cudnn.deterministic).
+  bool deterministic = false;
+  // CUDA: choose convolution algorithms by timing them (torch.backends.cudnn.benchmark)
+  // rather than by cuDNN's heuristics.
+  bool conv_timed_search = true;
 };
 
 class Engine {

@@ -301,7 +301,11 @@ std::unique_ptr<Engine> make_cuda_engine(const EngineConfig& config, uint64_t in
 }
 
 std::unique_ptr<Engine> make_cuda_engine(const EngineConfig& config, uint64_t init_seed) {
-  return make_cuda_engine(config, init_seed, CudaEngineOptions{});
+  CudaEngineOptions options;
+  options.deterministic = config.deterministic;
+  options.conv_search = config.conv_timed_search ? cuda::ConvAlgorithmSearch::timed
+                                                 : cuda::ConvAlgorithmSearch::heuristic;
+  return make_cuda_engine(config, init_seed, options);
 }
 
 }  // namespace rddp

@@ -35,7 +35,7 @@ class MpiProcessGroup final : public ProcessGroup {
   int prepare_device(DeviceKind kind) override {
     if (kind == DeviceKind::cpu) return 0;
     std::string reason;
-    device_ = dist::select_device(context_.local_rank(), cuda_device_count_or_zero(&reason));
+    device_ = dist::select_device(context_.local_rank(), cuda::cuda_device_count_or_zero(&reason));
     device_name_ = dist::check_one_rank_per_gpu(context_, device_);
     return device_;
   }

@@ -115,6 +115,12 @@ const std::vector<Flag>& flags() {
        [](TrainOptions& o, auto& f, auto& v) {
          o.precision = parse_choice<Precision>(f, v, {{"tf32", Precision::tf32}, {"fp32", Precision::fp32}});
        }},
+      {"--deterministic", nullptr, "GPU: only cuDNN algorithms that give the same bits every run (slower)",
+       [](TrainOptions& o, auto&, auto&) { o.deterministic = true; }},
+      {"--conv-algorithms", "HOW", "GPU: timed (default, as cudnn.benchmark) or heuristic",
+       [](TrainOptions& o, auto& f, auto& v) {
+         o.conv_timed_search = parse_choice<bool>(f, v, {{"timed", true}, {"heuristic", false}});
+       }},
       // Optimisation
       {"--epochs", "N", "training epochs (default 10)",
        [](TrainOptions& o, auto& f, auto& v) { o.epochs = parse_integer(f, v, 1, 100000); }},

@@ -49,7 +49,7 @@ double accuracy(const Metrics& m) { return m.count > 0 ? static_cast<double>(m.c
 
 DeviceKind choose_device(DeviceChoice choice, std::string* why) {
   std::string reason;
-  const int devices = cuda_device_count_or_zero(&reason);
+  const int devices = cuda::cuda_device_count_or_zero(&reason);
   switch (choice) {
     case DeviceChoice::cpu:
       *why = "--device cpu";
@@ -177,6 +177,8 @@ void Trainer::make_engine_and_state() {
   engine_config_.optimizer = options_.optimizer;
   engine_config_.label_smoothing = options_.label_smoothing;
   engine_config_.allow_tf32 = options_.precision == Precision::tf32;
+  engine_config_.deterministic = options_.deterministic;
+  engine_config_.conv_timed_search = options_.conv_timed_search;
   engine_config_.device_index = group_.prepare_device(device_);
   engine_ = make_engine(device_, engine_config_, options_.seed);
 
@@ -260,7 +262,12 @@ void Trainer::show_settings() const {
       {"lr schedule", std::string(to_string(options_.lr_schedule)) +
                           (options_.warmup_epochs > 0 ? ", warm-up " + general(options_.warmup_epochs) + " epochs" : "")},
       {"label smoothing", general(options_.label_smoothing)},
-      {"precision", to_string(options_.precision)},
+      {"precision", std::string(to_string(options_.precision)) +
+                        (device_ == DeviceKind::cuda
+                             ? std::string(", ") + (options_.deterministic ? "deterministic" : "fastest") +
+                                   " cuDNN algorithms, " + (options_.conv_timed_search ? "timed" : "heuristic") +
+                                   " choice"
+                             : std::string(" (the CPU always computes in float32)"))},
       {"loader", std::to_string(train_loader_->workers()) + " worker thread(s) per rank, " +
                      allocator_->description() + " batch buffers"},
       {"communication", group_.describe()},

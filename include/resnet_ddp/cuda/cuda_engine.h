@@ -1,6 +1,7 @@
 #pragma once
-// The CUDA engine's settings beyond EngineConfig. make_cuda_engine(config, seed) (engine.h)
-// uses the defaults below.
+// The CUDA engine's settings beyond EngineConfig, for tests that choose them one by one;
+// make_cuda_engine(config, seed) (engine.h) takes them from EngineConfig's deterministic and
+// conv_timed_search.
 #include <cstdint>
 #include <memory>
 

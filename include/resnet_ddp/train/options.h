@@ -24,6 +24,8 @@ struct TrainOptions {
   std::string stem = "auto";  // auto: cifar for images up to 64 pixels, else imagenet
   DeviceChoice device = DeviceChoice::automatic;
   Precision precision = Precision::tf32;
+  bool deterministic = false;     // cuDNN algorithms that give the same bits every run
+  bool conv_timed_search = true;  // time cuDNN's convolution algorithms (cudnn.benchmark)
 
   int epochs = 10;
   int64_t max_steps = 0;  // stop after this many training steps in all (0: no limit)
