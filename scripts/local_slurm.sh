@@ -76,8 +76,9 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-# Our own munged on our own socket, so a site munged (or none) does not matter.
-AuthInfo=socket=$dir/munge/munge.socket.2
+# Our own munged on our own socket, so a site munged (or none) does not matter. A requeued job
+# may start again after cred_expire seconds (default 120): 10 keeps the requeue tests short.
+AuthInfo=socket=$dir/munge/munge.socket.2,cred_expire=10
 StateSaveLocation=$dir/state/slurmctld
 SlurmdSpoolDir=$dir/state/slurmd
 SlurmctldPidFile=$(pid_file slurmctld)
@@ -95,6 +96,9 @@ AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
+# Look for jobs to start every second (defaults: 60 s and 30 s), so that a requeued test job
+# starts as soon as it may.
+SchedulerParameters=sched_interval=1,bf_interval=1
 # srun starts Open MPI ranks through PMIx: Debian's Open MPI 4.1 is built against the same
 # PMIx 4 library as Slurm's mpi_pmix_v4 plugin, and MPI_Init then finds its rank and the
 # world size from the step with no mpirun in between. (pmi2 would need Open MPI's s2
@@ -108,9 +112,17 @@ KillWait=5
 # The node is described as nproc CPUs; accept that even if slurmd counts the hardware
 # differently (a container's CPU set is smaller than the host's).
 SlurmdParameters=config_overrides
-NodeName=$node NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN
+# One GPU per CPU, each a link to /dev/null (gres.conf), so that job scripts which ask for
+# GPUs (--gpus-per-node) are scheduled, and see CUDA_VISIBLE_DEVICES, as on a GPU cluster.
+GresTypes=gpu
+NodeName=$node NodeAddr=127.0.0.1 CPUs=$cpus Gres=gpu:$cpus State=UNKNOWN
 PartitionName=local Nodes=$node Default=YES MaxTime=INFINITE State=UP
 EOF
+  # Slurm wants a device file per GPU and takes its index from the number in the name.
+  mkdir -p "$dir/dev"
+  local gpu
+  for ((gpu = 0; gpu < cpus; gpu++)); do ln -sfn /dev/null "$dir/dev/gpu$gpu"; done
+  echo "Name=gpu File=$dir/dev/gpu[0-$((cpus - 1))]" >"$dir/etc/gres.conf"
 }
 
 print_log_tails() {
