@@ -106,9 +106,9 @@ SchedulerParameters=sched_interval=1,bf_interval=1
 MpiDefault=pmix
 # A node that went down (say, slurmd killed with a job on it) returns when slurmd is back.
 ReturnToService=2
-# Seconds between SIGTERM and SIGKILL when a step is ended, kept short so a failed test
-# step is gone quickly.
-KillWait=5
+# Seconds between SIGTERM and SIGKILL when a job or step is ended: Slurm's default, which is
+# the time a program has to checkpoint on scancel, as on most clusters.
+KillWait=30
 # The node is described as nproc CPUs; accept that even if slurmd counts the hardware
 # differently (a container's CPU set is smaller than the host's).
 SlurmdParameters=config_overrides
@@ -196,7 +196,7 @@ stop_daemons() {
     if [ -n "$jobs" ]; then
       # shellcheck disable=SC2086
       scancel $jobs 2>/dev/null || true
-      wait_for 20 no_jobs || say "jobs still ending: $jobs"
+      wait_for 40 no_jobs || say "jobs still ending: $jobs"  # KillWait is 30 s
     fi
   fi
   local daemon pid

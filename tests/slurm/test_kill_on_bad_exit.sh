@@ -11,12 +11,12 @@ hello=${RDDP_MPI_HELLO:?RDDP_MPI_HELLO must name the mpi_hello program}
 run_srun 2 --kill-on-bad-exit=1 --mpi=none -- \
   sh -c 'if [ "$SLURM_PROCID" = 1 ]; then exit 3; fi; exec sleep 300'
 expect_failure
-expect_seconds_below 30
+expect_seconds_below 20
 expect_lines 1 'task 1: Exited with exit code 3'
 
 # An MPI rank exits without MPI_Finalize while the other waits in a barrier forever.
 run_srun 2 --kill-on-bad-exit=1 -- "$hello" --exit-on-rank 1 3
 expect_failure
-expect_seconds_below 30
+expect_seconds_below 20
 expect_lines 1 'task 1: Exited with exit code 3'
 pass
