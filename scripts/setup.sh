@@ -9,8 +9,10 @@ set -euo pipefail
 build_packages=(cmake make g++ zlib1g-dev libopenmpi-dev openmpi-bin doctest-dev libstb-dev)
 # PyTorch (CPU) is the outside oracle of the parity tests; Fashion-MNIST is the built-in data
 # set; Pillow and matplotlib serve the benchmark and plotting scripts.
+# A local one-node Slurm serves the slurm tests (scripts/local_slurm.sh); Slurm's PMIx plugin
+# (in slurm-wlm-basic-plugins) loads libpmix.so from libpmix-dev to start Open MPI ranks.
 test_packages=(python3-torch python3-torchvision python3-numpy python3-pil python3-matplotlib
-               dataset-fashion-mnist)
+               dataset-fashion-mnist munge slurmctld slurmd slurm-client libpmix-dev)
 
 wanted=("${build_packages[@]}")
 [ "${1:-}" = "--build-only" ] || wanted+=("${test_packages[@]}")
