@@ -40,8 +40,8 @@ void check_slurm_launch(const SlurmTask& task, int world_size, int local_rank) {
     fail("Slurm started ", *task.step_tasks, " tasks but MPI sees a job of ", world_size,
          world_size == 1 ? " rank" : " ranks",
          ": srun started the tasks without a PMI interface MPI can use, so each became a job of "
-         "its own. Launch with `srun --mpi=pmix ...` (or --mpi=pmi2; `srun --mpi=list` shows "
-         "what this Slurm offers), or have the administrators set MpiDefault=pmix in slurm.conf; "
+         "its own. Launch with `srun --mpi=pmix ...` (MPICH and Intel MPI also take --mpi=pmi2; "
+         "`srun --mpi=list` shows what this Slurm offers), or have the administrators set MpiDefault=pmix in slurm.conf; "
          "alternatively start the ranks with mpirun inside the allocation");
   // Under mpirun inside an allocation, the step is mpirun's daemons (one per node), whose
   // SLURM_LOCALID every rank of the node inherits; only when each rank is a task of the

@@ -67,6 +67,7 @@ class MpiProcessGroup final : public ProcessGroup {
     dist::require_same(*host_comm_, value, what);
   }
   bool any(bool flag) override { return dist::any_rank(*host_comm_, flag, "stop request check"); }
+  void barrier(const std::string& what) override { host_comm_->barrier(what); }
 
  private:
   const dist::DistributedContext& context_;

@@ -283,17 +283,22 @@ Metrics Trainer::evaluate(int epoch) {
 }
 
 void Trainer::checkpoint(int64_t epoch, int64_t step_in_epoch) {
-  if (options_.checkpoint_dir.empty() || !console_.is_main()) return;
-  ModelState<float> model(engine_config_.spec);
-  OptimizerState optimizer;
-  engine_->save_state(model, optimizer);
-  TrainPosition position = start_;
-  position.epoch = epoch;
-  position.step_in_epoch = step_in_epoch;
-  position.global_step = global_step_;
-  const std::string path =
-      save_checkpoint(options_.checkpoint_dir, model, options_.optimizer, optimizer, position, options_.keep_checkpoints);
-  console_.info("checkpoint " + path);
+  if (options_.checkpoint_dir.empty()) return;
+  if (console_.is_main()) {
+    ModelState<float> model(engine_config_.spec);
+    OptimizerState optimizer;
+    engine_->save_state(model, optimizer);
+    TrainPosition position = start_;
+    position.epoch = epoch;
+    position.step_in_epoch = step_in_epoch;
+    position.global_step = global_step_;
+    const std::string path = save_checkpoint(options_.checkpoint_dir, model, options_.optimizer, optimizer,
+                                             position, options_.keep_checkpoints);
+    console_.info("checkpoint " + path);
+  }
+  // No rank may leave (a preempted job exits next) before the checkpoint is on disk: a rank
+  // that exits early can make the launcher end rank 0 in the middle of the write.
+  group_.barrier("checkpoint at step " + std::to_string(global_step_));
 }
 
 int Trainer::run() {
@@ -362,7 +367,7 @@ int Trainer::run() {
                                  : preemption_signal() == SIGUSR1 ? "SIGUSR1" : "SIGTERM";
         console_.info("preempted (" + signal + ") at epoch " +
                       std::to_string(epoch + 1) + " step " + std::to_string(step) + ": checkpointing and exiting " +
-                      "with code " + std::to_string(kExitPreempted) + " so the job can be requeued");
+                      "with code " + std::to_string(kExitPreempted) + "; continue with --resume");
         if (options_.checkpoint_dir.empty())
           console_.warn("preempted without --checkpoint-dir: nothing is saved, the run will start over");
         checkpoint(epoch, step);

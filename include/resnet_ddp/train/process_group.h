@@ -37,6 +37,8 @@ class ProcessGroup {
   virtual void require_same(int64_t value, const std::string& what) = 0;
   // True on every rank when `flag` is true on any (e.g. a preemption signal on one rank).
   virtual bool any(bool flag) = 0;
+  // Returns on every rank once all have called it.
+  virtual void barrier(const std::string& what) = 0;
 };
 
 namespace dist {
