@@ -8,7 +8,7 @@
 
 namespace rddp {
 
-// The CPU engine or the CUDA engine (with its default CudaEngineOptions) for `config`. Throws
+// The CPU engine or the CUDA engine for `config`. Throws
 // Error when the CUDA engine is asked for and no device answers.
 std::unique_ptr<Engine> make_engine(DeviceKind kind, const EngineConfig& config,
                                     uint64_t init_seed);

@@ -68,6 +68,18 @@ Enum parse_choice(const std::string& flag, const std::string& text,
   fail(flag, ": '", text, "' is not one of: ", names);
 }
 
+// A parser from elsewhere whose message may not name the flag: put the flag in front.
+template <typename Parse>
+auto with_flag(const std::string& flag, Parse parse) {
+  try {
+    return parse();
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    if (message.rfind(flag, 0) == 0) throw;
+    fail(flag, ": ", message);
+  }
+}
+
 constexpr int64_t kMaxCount = std::numeric_limits<int32_t>::max();
 
 struct Flag {
@@ -82,14 +94,14 @@ const std::vector<Flag>& flags() {
       // Data
       {"--data", "DIR", "data directory; its format is detected (see --dataset)",
        [](TrainOptions& o, auto&, auto& v) { o.data.path = v; }},
-      {"--dataset", "KIND", "auto, cifar10, cifar100, idx, image_folder, tiny_imagenet, synthetic",
-       [](TrainOptions& o, auto&, auto& v) { o.data.kind = data::parse_dataset_kind(v); }},
+      {"--dataset", "KIND", "auto (detected), cifar10, cifar100, idx, imagefolder, tiny-imagenet, synthetic",
+       [](TrainOptions& o, auto& f, auto& v) { o.data.kind = with_flag(f, [&] { return data::parse_dataset_kind(v); }); }},
       {"--batch-size", "N", "images per rank and step (default 128); the effective batch is N x ranks",
        [](TrainOptions& o, auto& f, auto& v) { o.data.batch_size = parse_integer(f, v, 1, 1 << 20); }},
       {"--num-workers", "N", "loader threads per rank (default: SLURM_CPUS_PER_TASK, else the CPU affinity mask)",
        [](TrainOptions& o, auto& f, auto& v) { o.data.workers = parse_integer(f, v, 1, 1024); }},
-      {"--augment", "MODE", "auto, none, crop_flip, resized_crop_flip",
-       [](TrainOptions& o, auto&, auto& v) { o.data.augment = data::parse_augment_mode(v); }},
+      {"--augment", "MODE", "auto, none, crop-flip (small images), resized-crop-flip (image folders)",
+       [](TrainOptions& o, auto& f, auto& v) { o.data.augment = with_flag(f, [&] { return data::parse_augment_mode(v); }); }},
       {"--image-size", "N", "training/evaluation image size (default: the data set's, 224 for image folders)",
        [](TrainOptions& o, auto& f, auto& v) { o.data.image_size = parse_integer(f, v, 1, 4096); }},
       {"--val-split", "FRACTION", "hold out this fraction of the training set for validation (0 < f < 1)",
@@ -127,7 +139,7 @@ const std::vector<Flag>& flags() {
       {"--max-steps", "N", "stop after N training steps in all",
        [](TrainOptions& o, auto& f, auto& v) { o.max_steps = parse_integer(f, v, 1, std::numeric_limits<int64_t>::max()); }},
       {"--optimizer", "KIND", "adamw (default) or sgd",
-       [](TrainOptions& o, auto&, auto& v) { o.optimizer.kind = parse_optimizer(v); }},
+       [](TrainOptions& o, auto& f, auto& v) { o.optimizer.kind = with_flag(f, [&] { return parse_optimizer(v); }); }},
       {"--lr", "RATE", "learning rate (default: 1e-3 for adamw, 0.1 for sgd)",
        [](TrainOptions& o, auto& f, auto& v) { o.optimizer.lr = parse_real(f, v, 1e-12, 1e3); o.lr_given = true; }},
       {"--weight-decay", "WD", "weight decay (default: 1e-2 for adamw, decoupled; 1e-4 for sgd)",

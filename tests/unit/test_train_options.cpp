@@ -65,7 +65,8 @@ TEST_CASE("wrong values are refused naming the flag and the accepted range") {
   refused({"--data", "/d", "--device", "tpu"}, "--device: 'tpu' is not one of: auto, cpu, cuda");
   refused({"--data", "/d", "--stem", "big"}, "--stem: 'big' is not one of");
   refused({"--data", "/d", "--optimizer", "adam"}, "--optimizer");
-  refused({"--data", "/d", "--dataset", "mnist"}, "mnist");
+  refused({"--data", "/d", "--dataset", "mnist"}, "--dataset: unknown data format 'mnist': choose one of auto, cifar10");
+  refused({"--data", "/d", "--augment", "flip"}, "--augment: unknown augmentation 'flip'");
   refused({"--data", "/d", "--frobnicate"}, "unknown option '--frobnicate'");
   refused({"--data"}, "--data needs a value");
   refused({"--data", "/d", "--nesterov=1"}, "--nesterov takes no value");
