@@ -1,6 +1,7 @@
 #include "resnet_ddp/train/trainer.h"
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -131,6 +132,8 @@ class Trainer {
   void make_engine_and_state();
   void show_settings() const;
   Metrics evaluate(int epoch);
+  // This rank's metrics since the last call; a loss that is no longer finite stops training.
+  Metrics take_checked_metrics(int64_t epoch, int64_t step, double lr);
   // Writes a checkpoint (rank 0) when --checkpoint-dir is set; every rank calls it.
   void checkpoint(int64_t epoch, int64_t step_in_epoch);
 
@@ -150,6 +153,7 @@ class Trainer {
   std::string init_note_;
   TrainPosition start_;  // where training begins (after --resume, where it left off)
   int64_t global_step_ = 0;
+  int64_t last_finite_step_ = 0;  // global step of the last metrics read with a finite loss
 };
 
 void Trainer::open_data() {
@@ -275,6 +279,18 @@ void Trainer::show_settings() const {
   });
 }
 
+Metrics Trainer::take_checked_metrics(int64_t epoch, int64_t step, double lr) {
+  const Metrics metrics = engine_->take_metrics();
+  if (!std::isfinite(metrics.loss_sum))
+    fail("the training loss became ", std::isnan(metrics.loss_sum) ? "NaN" : "infinite", " in epoch ", epoch + 1,
+         " between global steps ", last_finite_step_ + 1, " and ", global_step_, " (step ", step,
+         " of the epoch); training stops. Lower the learning rate (now ", general(lr),
+         "), add --warmup-epochs, or check the data (normalisation, labels)",
+         options_.checkpoint_dir.empty() ? "" : "; --resume continues from the last checkpoint");
+  last_finite_step_ = global_step_;
+  return metrics;
+}
+
 Metrics Trainer::evaluate(int epoch) {
   group_.sync_buffers();
   val_loader_->start_epoch(static_cast<uint64_t>(epoch));
@@ -321,7 +337,7 @@ int Trainer::run() {
   // Progress lines need the device's metrics, which waits for it: on a terminal a little more
   // often than in a log file, never every step.
   const int64_t report_every = console_.interactive() ? std::min(options_.print_every, 10) : options_.print_every;
-  global_step_ = start_.global_step;
+  global_step_ = last_finite_step_ = start_.global_step;
   Metrics last_val;
   bool reached_max_steps = false;
   for (int64_t epoch = start_.epoch; epoch < options_.epochs && !reached_max_steps; ++epoch) {
@@ -347,7 +363,7 @@ int Trainer::run() {
       const bool at_max = options_.max_steps > 0 && global_step_ >= options_.max_steps;
       if (step % report_every == 0 || step == steps_per_epoch_ || at_max) {
         // Rank 0's own running metrics: a progress line needs no collective.
-        const Metrics recent = engine_->take_metrics();
+        const Metrics recent = take_checked_metrics(epoch, step, lr);
         epoch_local += recent;
         window += recent;
         const double images_per_s = window.count * group_.size() / seconds_since(window_start);
@@ -380,7 +396,7 @@ int Trainer::run() {
       if (options_.checkpoint_every > 0 && global_step_ % options_.checkpoint_every == 0 && step < steps_per_epoch_)
         checkpoint(epoch, step);
     }
-    epoch_local += engine_->take_metrics();
+    epoch_local += take_checked_metrics(epoch, step, lr);
     const double train_seconds = seconds_since(epoch_start);
     const Metrics train = group_.sum(epoch_local);
     Metrics val;
