@@ -77,6 +77,11 @@ class CpuEngine final : public Engine {
     state_.running = model.running;
     state_.counters = model.counters;
     if (optimizer) {
+      if (optimizer->first_moment.size() != optimizer_.first_moment().size() ||
+          optimizer->second_moment.size() != optimizer_.second_moment().size())
+        fail("cannot load optimizer moments of ", optimizer->first_moment.size(), " and ",
+             optimizer->second_moment.size(), " values into an optimizer that keeps ",
+             optimizer_.first_moment().size(), " and ", optimizer_.second_moment().size());
       optimizer_.set_step_count(optimizer->step_count);
       optimizer_.first_moment() = optimizer->first_moment;
       optimizer_.second_moment() = optimizer->second_moment;
