@@ -104,6 +104,9 @@ class Engine {
   virtual void load_state(const ModelState<float>& model, const OptimizerState* optimizer) = 0;
 };
 
+// Throws Error when `batch` is not a batch of the engine's image shape and size.
+void check_batch_fits(const EngineConfig& config, const HostBatch& batch);
+
 std::unique_ptr<Engine> make_cpu_engine(const EngineConfig& config, uint64_t init_seed);
 // Defined in the CUDA part of the library; throws Error when no device answers.
 std::unique_ptr<Engine> make_cuda_engine(const EngineConfig& config, uint64_t init_seed);

@@ -10,8 +10,6 @@
 
 namespace rddp {
 
-const char* to_string(DeviceKind kind) { return kind == DeviceKind::cpu ? "cpu" : "cuda"; }
-
 namespace {
 
 class CpuEngine final : public Engine {
@@ -34,7 +32,7 @@ class CpuEngine final : public Engine {
   void* compute_stream() override { return nullptr; }
 
   void train_step(const HostBatch& batch, double lr, StepHooks* hooks) override {
-    check_batch(batch);
+    check_batch_fits(config_, batch);
     if (hooks) hooks->before_forward();
     const float* logits = executor_.forward(batch.images, batch.size, true);
     const cpu::XentResult result =
@@ -51,7 +49,7 @@ class CpuEngine final : public Engine {
   }
 
   void eval_step(const HostBatch& batch) override {
-    check_batch(batch);
+    check_batch_fits(config_, batch);
     const float* logits = executor_.forward(batch.images, batch.size, false);
     // Evaluation reports the plain cross-entropy, as PyTorch's validation loops usually do
     // with the training criterion; label smoothing is part of that criterion.
@@ -89,14 +87,6 @@ class CpuEngine final : public Engine {
   }
 
  private:
-  void check_batch(const HostBatch& batch) const {
-    if (batch.channels != config_.spec.in_channels || batch.height != config_.height ||
-        batch.width != config_.width)
-      fail("batch of ", batch.channels, "x", batch.height, "x", batch.width,
-           " images does not match the engine's ", config_.spec.in_channels, "x", config_.height,
-           "x", config_.width);
-  }
-
   void record(const cpu::XentResult& result, int batch_size) {
     metrics_ += Metrics{result.loss * batch_size, result.correct, batch_size};
   }

@@ -203,15 +203,7 @@ class CudaEngine final : public Engine {
 
  private:
   void check_batch(const HostBatch& batch) const {
-    if (batch.channels != config_.spec.in_channels || batch.height != config_.height ||
-        batch.width != config_.width)
-      fail("batch of ", batch.channels, "x", batch.height, "x", batch.width,
-           " images does not match the engine's ", config_.spec.in_channels, "x", config_.height,
-           "x", config_.width);
-    if (batch.size < 1 || batch.size > config_.max_batch)
-      fail("batch of ", batch.size, " images does not fit an engine built for 1..",
-           config_.max_batch);
-    RDDP_ASSERT(batch.images != nullptr && batch.labels != nullptr);
+    check_batch_fits(config_, batch);
     // Here rather than on the device: a bad label makes NaN gradients, which the optimizer would
     // spread into every parameter before the metrics could report it.
     const int classes = config_.spec.num_classes;
