@@ -28,6 +28,8 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
 else
   recipe=(--device cpu --epochs 1 --batch-size 64 --limit-train 4096 --limit-val 1000)
   what="a short CPU run (no GPU answers): 4096 training images, 1 epoch"
+  # OpenMP threads that spin while they wait lose badly on a machine doing other work too.
+  export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 fi
 echo "quickstart: ResNet-18 on Fashion-MNIST, $what"
 rm -f "$run_dir/metrics.jsonl"
