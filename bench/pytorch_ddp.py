@@ -273,9 +273,9 @@ def measure(args):
     torch.cuda.reset_peak_memory_stats(device)
 
     impl = f"pytorch-{args.mode}"
+    record = config_record("throughput", args, impl, build_model(args.stem, args.classes))
     setup_start = time.perf_counter()
     model = build_model(args.stem, args.classes)
-    record = config_record("throughput", args, impl, model)
     memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
     model = model.to(device, memory_format=memory_format).train()
     optimizer = make_optimizer(args.optimizer, model.parameters())
@@ -284,7 +284,7 @@ def measure(args):
                                                     bucket_cap_mb=args.bucket_mb)
     if args.mode == "compile":
         model = torch.compile(model)
-    generator = torch.Generator(device=device).manual_seed(1 + rank)
+    generator = torch.Generator(device=device).manual_seed(1)
     images = torch.randn(args.batch, 3, args.size, args.size, device=device,
                          generator=generator).contiguous(memory_format=memory_format)
     labels = torch.randint(0, args.classes, (args.batch,), device=device, generator=generator)

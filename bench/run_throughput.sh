@@ -13,7 +13,7 @@
 #      224x224 images, imagenet stem, 1000 classes, batch 256: 10 warm-up steps, 5 windows of 20
 #    in tf32, fp32 and bf16 (resnet_ddp refuses bf16 for now: its rows say so), AdamW, with
 #    resnet_ddp (bench/cuda_step_bench), PyTorch eager and PyTorch torch.compile
-#    (bench/pytorch_ddp.py, with the Python that scripts/find_python.sh finds torch in); first
+#    (bench/pytorch_ddp.py, with $RDDP_PYTHON or the first python3 whose torch sees the GPU); first
 #    resnet_ddp and eager for every configuration, then the compiled runs, which spend most of
 #    their time compiling, so that the main comparison comes first.
 # 4. Writes DIR/throughput-<gpu>-<date>.md (DIR: bench/results): GPU, driver, CUDA, cuDNN, NCCL
@@ -75,7 +75,17 @@ else
   exit 0
 fi
 
-python=$("$root/scripts/find_python.sh" torch torchvision 2>/dev/null) || python=""
+# A Python whose torch sees the GPU; else any with torch and torchvision, whose runs will say
+# why they measured nothing (and which still counts the model for the check below).
+python=""
+for candidate in ${RDDP_PYTHON:-} "$(command -v python3 || true)" /usr/bin/python3; do
+  if [ -z "$candidate" ] || [ ! -x "$candidate" ]; then continue; fi
+  if "$candidate" -c 'import sys, torch, torchvision; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+    python=$candidate
+    break
+  fi
+done
+[ -n "$python" ] || python=$("$root/scripts/find_python.sh" torch torchvision 2>/dev/null) || python=""
 [ -n "$python" ] || say "no Python with torch and torchvision: the PyTorch rows will say so"
 table_python=${python:-$(command -v python3)}
 
