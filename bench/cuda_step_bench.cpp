@@ -1,43 +1,86 @@
-// Times training steps of the CUDA engine on synthetic data (one batch in pinned memory, reused)
-// and prints images per second and the arithmetic rate they imply.
+// Training throughput of the CUDA engine on synthetic data: images/s, where the step's time goes,
+// peak device memory, FLOPs and MFU, as a table and as one JSON line (the record that
+// bench/compare_throughput.py sets beside PyTorch's, from bench/pytorch_ddp.py).
 //
-//   cuda_step_bench [--batch 256] [--size 224] [--stem imagenet|cifar] [--classes 1000]
-//                   [--steps 30] [--strict] [--heuristic] [--deterministic]
+//   cuda_step_bench [--batch 256] [--size 224] [--stem auto|imagenet|cifar] [--classes 1000]
+//                   [--optimizer adamw|sgd] [--precision tf32|fp32|bf16]
+//                   [--warmup 15] [--windows 5] [--steps-per-window 30]
+//                   [--conv-algorithms timed|heuristic] [--deterministic] [--ddp] [--bucket-mb 25]
+//   cuda_step_bench --describe [same flags]   the model, its FLOPs and parameters (no GPU needed)
+//   cuda_step_bench --device-info             the GPU, its known peak FLOP/s, library versions
+//   mpirun -np 8 cuda_step_bench [flags]      one rank per GPU of the node, as resnet_ddp runs
 //
-// --strict turns TF32 off, --heuristic chooses convolution algorithms by cuDNN's heuristics
-// instead of a timed search. Each run: 5 warm-up steps, then the timed steps back to back,
-// timed from the first enqueue to take_metrics(), which waits for the device. Without a CUDA
-// device it prints SKIPPED and exits 0.
+// One batch of normally distributed images and uniform labels in pinned host memory is trained
+// on over and over: no loader, so the GPU is measured, but each step copies its batch to the
+// device as training does (on a copy stream, overlapping the previous step). `--stem auto` is
+// the cifar stem (3x3/1 convolution, no max pooling) for images up to 64 px, else torchvision's
+// imagenet stem, as resnet_ddp chooses. The optimizer has resnet_ddp's defaults (AdamW lr 1e-3,
+// weight decay 1e-2; SGD lr 0.1, momentum 0.9, weight decay 1e-4). The warm-up steps are not
+// timed; then each window of steps is timed by CUDA events on the compute stream, and the
+// median window counts. One process trains alone unless --ddp, which adds the gradient reducer
+// over NCCL as in a job of one rank; under an MPI launcher with several ranks the reducer
+// always runs, and the total is every rank's images over the slowest rank's window.
+// Without a CUDA device it prints SKIPPED and exits 0.
+#include <cudnn.h>
+#include <nccl.h>
+
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
+#include <memory>
 #include <string>
+#include <vector>
 
-#include "resnet_ddp/cuda/cuda_engine.h"
+#include "device_memory.h"
+#include "gpu_peaks.h"
+#include "json_line.h"
+#include "model_flops.h"
+#include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/device.h"
 #include "resnet_ddp/cuda/device_buffer.h"
+#include "resnet_ddp/dist/comm.h"
+#include "resnet_ddp/dist/context.h"
+#include "resnet_ddp/dist/fatal.h"
+#include "resnet_ddp/dist/gpu_assignment.h"
+#include "resnet_ddp/dist/launch_checks.h"
+#include "resnet_ddp/dist/reducer.h"
+#include "resnet_ddp/dist/watchdog.h"
+#include "resnet_ddp/engine_factory.h"
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/model_spec.h"
+#include "resnet_ddp/param_layout.h"
 #include "resnet_ddp/rng.h"
+#include "step_events.h"
 
 using namespace rddp;
+using bench::JsonLine;
 
 namespace {
 
-constexpr int kWarmup = 5;
+constexpr const char* kProgram = "cuda_step_bench";
+// Collectives of a benchmark complete in milliseconds; one that takes this long hangs.
+constexpr std::chrono::seconds kCommTimeout{300};
+
+enum class Mode { measure, describe, device_info };
 
 struct Settings {
-  int batch = 256, size = 224, classes = 1000, steps = 30;
-  Stem stem = Stem::imagenet;
-  bool strict = false, heuristic = false, deterministic = false;
+  Mode mode = Mode::measure;
+  int batch = 256, size = 224, classes = 1000;
+  std::string stem = "auto";
+  OptimizerKind optimizer = OptimizerKind::adamw;
+  std::string precision = "tf32";
+  int warmup = 15, windows = 5, steps_per_window = 30;
+  bool timed_search = true, deterministic = false, ddp = false;
+  double bucket_mb = 25.0;
 };
 
-int parse_int(const char* flag, const char* text) {
+int parse_int(const std::string& flag, const char* text, int low, int high) {
   char* end = nullptr;
   const long value = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || value < 1 || value > 1 << 20)
-    fail(flag, " needs a positive integer, got '", text, "'");
+  if (end == text || *end != '\0' || value < low || value > high)
+    fail(flag, " needs an integer in [", low, ", ", high, "], got '", text, "'");
   return static_cast<int>(value);
 }
 
@@ -45,65 +88,244 @@ Settings parse(int argc, char** argv) {
   Settings s;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    auto value = [&]() -> const char* {
+    auto value = [&]() -> std::string {
       if (i + 1 >= argc) fail(flag, " needs a value");
       return argv[++i];
     };
-    if (flag == "--batch") s.batch = parse_int("--batch", value());
-    else if (flag == "--size") s.size = parse_int("--size", value());
-    else if (flag == "--classes") s.classes = parse_int("--classes", value());
-    else if (flag == "--steps") s.steps = parse_int("--steps", value());
-    else if (flag == "--stem") s.stem = parse_stem(value());
-    else if (flag == "--strict") s.strict = true;
-    else if (flag == "--heuristic") s.heuristic = true;
-    else if (flag == "--deterministic") s.deterministic = true;
-    else fail("unknown flag '", flag, "'; see the comment at the top of bench/cuda_step_bench.cpp");
+    if (flag == "--describe") s.mode = Mode::describe;
+    else if (flag == "--device-info") s.mode = Mode::device_info;
+    else if (flag == "--batch") s.batch = parse_int(flag, value().c_str(), 2, 1 << 16);
+    else if (flag == "--size") s.size = parse_int(flag, value().c_str(), 1, 4096);
+    else if (flag == "--classes") s.classes = parse_int(flag, value().c_str(), 1, 1 << 20);
+    else if (flag == "--stem") s.stem = value();
+    else if (flag == "--optimizer") s.optimizer = parse_optimizer(value());
+    else if (flag == "--precision") s.precision = value();
+    else if (flag == "--warmup") s.warmup = parse_int(flag, value().c_str(), 1, 100000);
+    else if (flag == "--windows") s.windows = parse_int(flag, value().c_str(), 1, 1000);
+    else if (flag == "--steps-per-window")
+      s.steps_per_window = parse_int(flag, value().c_str(), 1, 100000);
+    else if (flag == "--conv-algorithms") {
+      const std::string how = value();
+      if (how != "timed" && how != "heuristic")
+        fail("--conv-algorithms must be 'timed' (as cudnn.benchmark) or 'heuristic', got '", how,
+             "'");
+      s.timed_search = how == "timed";
+    } else if (flag == "--deterministic") s.deterministic = true;
+    else if (flag == "--ddp") s.ddp = true;
+    else if (flag == "--bucket-mb") {
+      const std::string text = value();
+      char* end = nullptr;
+      s.bucket_mb = std::strtod(text.c_str(), &end);
+      if (end == text.c_str() || *end != '\0' || !(s.bucket_mb > 0) || !std::isfinite(s.bucket_mb))
+        fail("--bucket-mb needs a positive number of MiB, got '", text, "'");
+    } else {
+      fail("unknown flag '", flag, "'; the flags are listed at the top of bench/", kProgram,
+           ".cpp");
+    }
   }
+  if (s.stem != "auto") parse_stem(s.stem);  // refuses an unknown stem now
+  if (s.precision == "bf16")
+    fail("--precision bf16: not implemented yet: the CUDA engine computes in float32, with TF32 "
+         "tensor cores (--precision tf32) or strictly (--precision fp32); bf16 mixed precision is "
+         "a later change");
+  if (s.precision != "tf32" && s.precision != "fp32")
+    fail("--precision must be tf32, fp32 or bf16, got '", s.precision, "'");
   return s;
 }
 
-// Multiply-adds of one image's forward pass: every convolution and the classifier (BatchNorm,
-// ReLU, pooling and additions are memory traffic, not arithmetic, and left out).
-double forward_macs(const NetDesc& net, int size) {
-  double macs = 0.0;
-  auto conv = [&macs](const ConvDesc& c, int in) {
-    const int out = window_output_size(in, c.kernel, c.stride, c.pad);
-    macs += static_cast<double>(out) * out * c.out_channels * c.in_channels * c.kernel * c.kernel;
-    return out;
-  };
-  int spatial = conv(net.stem_conv, size);
-  if (net.stem_maxpool) spatial = window_output_size(spatial, 3, 2, 1);
-  for (const BasicBlockDesc& block : net.blocks) {
-    const int in = spatial;
-    spatial = conv(block.conv1, in);
-    conv(block.conv2, spatial);
-    if (block.has_downsample) conv(block.downsample_conv, in);
-  }
-  return macs + static_cast<double>(net.fc.in_features) * net.fc.out_features;
+Stem stem_of(const Settings& s) {
+  if (s.stem == "auto") return s.size <= 64 ? Stem::cifar : Stem::imagenet;
+  return parse_stem(s.stem);
 }
 
-int run(const Settings& s) {
-  std::string reason;
-  if (cuda::cuda_device_count_or_zero(&reason) == 0) {
-    std::printf("SKIPPED: cuda_step_bench: no CUDA device answers (%s)\n", reason.c_str());
-    return 0;
-  }
+EngineConfig engine_config(const Settings& s) {
   EngineConfig config;
-  config.spec.stem = s.stem;
+  config.spec.stem = stem_of(s);
   config.spec.num_classes = s.classes;
   config.max_batch = s.batch;
   config.height = config.width = s.size;
-  config.allow_tf32 = !s.strict;
-  CudaEngineOptions options;
-  options.deterministic = s.deterministic;
-  options.conv_search =
-      s.heuristic ? cuda::ConvAlgorithmSearch::heuristic : cuda::ConvAlgorithmSearch::timed;
+  config.optimizer.kind = s.optimizer;
+  if (s.optimizer == OptimizerKind::sgd) {
+    // resnet_ddp's SGD defaults, the PyTorch ImageNet recipe.
+    config.optimizer.lr = 0.1;
+    config.optimizer.weight_decay = 1e-4;
+    config.optimizer.momentum = 0.9;
+  }
+  config.allow_tf32 = s.precision == "tf32";
+  config.deterministic = s.deterministic;
+  config.conv_timed_search = s.timed_search;
+  return config;
+}
 
-  const auto built = std::chrono::steady_clock::now();
-  auto engine = make_cuda_engine(config, 1, options);
-  const double build_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - built).count();
+std::string optimizer_text(const OptimizerConfig& o) {
+  char text[128];
+  if (o.kind == OptimizerKind::adamw)
+    std::snprintf(text, sizeof text, "adamw lr %g, betas %g/%g, eps %g, weight decay %g", o.lr,
+                  o.beta1, o.beta2, o.eps, o.weight_decay);
+  else
+    std::snprintf(text, sizeof text, "sgd lr %g, momentum %g, weight decay %g", o.lr, o.momentum,
+                  o.weight_decay);
+  return text;
+}
 
+// The settings that make two records comparable, shared by every record.
+JsonLine config_json(const char* record, const Settings& s, const EngineConfig& config,
+                     const ParamLayout& layout) {
+  JsonLine json;
+  json.string("record", record)
+      .string("impl", "resnet_ddp")
+      .string("stem", to_string(config.spec.stem))
+      .integer("image_size", s.size)
+      .integer("batch_per_gpu", s.batch)
+      .integer("classes", s.classes)
+      .string("optimizer", to_string(s.optimizer))
+      .string("precision", s.precision)
+      .string("memory_format", "nchw")
+      .integer("params", static_cast<long long>(layout.parameter_count()))
+      .number("flops_per_image", bench::training_flops_per_image(describe(config.spec), s.size))
+      .string("flops_formula", bench::kTrainingFlopsFormula);
+  return json;
+}
+
+int describe_model(const Settings& s) {
+  const EngineConfig config = engine_config(s);
+  const NetDesc net = describe(config.spec);
+  const ParamLayout layout(net);
+  std::printf("model            resnet18 (torchvision), %s stem, %d classes, %zu parameters\n",
+              to_string(config.spec.stem), s.classes, layout.parameter_count());
+  std::printf("images           3x%dx%d\n", s.size, s.size);
+  std::printf("forward MACs     %.4g per image\n", bench::forward_macs(net, s.size));
+  std::printf("training FLOPs   %.4g per image = %s\n",
+              bench::training_flops_per_image(net, s.size), bench::kTrainingFlopsFormula);
+  std::printf("%s\n", config_json("describe", s, config, layout).text().c_str());
+  return 0;
+}
+
+// What the benchmark reports about its device, and the peaks MFU is taken against.
+struct DeviceFacts {
+  std::string name;
+  int major = 0, minor = 0, sms = 0, clock_mhz = 0;
+  size_t memory_bytes = 0;
+  const bench::KnownGpu* known = nullptr;
+};
+
+DeviceFacts query_device(int device) {
+  cudaDeviceProp p;
+  RDDP_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
+  int clock_khz = 0;
+  RDDP_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device));
+  DeviceFacts facts;
+  facts.name = p.name;
+  facts.major = p.major;
+  facts.minor = p.minor;
+  facts.sms = p.multiProcessorCount;
+  facts.clock_mhz = clock_khz / 1000;
+  facts.memory_bytes = p.totalGlobalMem;
+  facts.known = bench::recognise_gpu(facts.name, facts.major, facts.minor, facts.sms);
+  return facts;
+}
+
+// Versions packed as major*1000+minor*10 (CUDA) or major*10000+minor*100+patch (cuDNN 9, NCCL).
+std::string cuda_version_text(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
+std::string triple_version_text(int v) {
+  return std::to_string(v / 10000) + "." + std::to_string(v % 10000 / 100) + "." +
+         std::to_string(v % 100);
+}
+
+JsonLine versions_json() {
+  int runtime = 0, driver = 0, nccl = 0;
+  RDDP_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+  RDDP_CUDA_CHECK(cudaDriverGetVersion(&driver));
+  RDDP_NCCL_CHECK(ncclGetVersion(&nccl));
+  JsonLine json;
+  json.string("cuda_runtime", cuda_version_text(runtime))
+      .string("cuda_driver_api", cuda_version_text(driver))
+      .string("cudnn", triple_version_text(static_cast<int>(cudnnGetVersion())))
+      .string("nccl", triple_version_text(nccl));
+  return json;
+}
+
+std::string peak_text(const DeviceFacts& d, const std::string& precision) {
+  if (d.known == nullptr)
+    return "unknown (" + d.name + ", cc " + std::to_string(d.major) + "." +
+           std::to_string(d.minor) + ", " + std::to_string(d.sms) +
+           " SMs is not in bench/gpu_peaks.h)";
+  const double peak = bench::peak_for(d.known->peak, precision);
+  if (peak == 0) return "none: the " + std::string(d.known->sku) + " has no " + precision + " unit";
+  char text[256];
+  std::snprintf(text, sizeof text, "%.1f TFLOP/s dense %s, %s at %d MHz (%s)", peak,
+                precision.c_str(), d.known->sku, d.known->boost_mhz, d.known->source);
+  return text;
+}
+
+int device_info() {
+  std::string reason;
+  if (cuda::cuda_device_count_or_zero(&reason) == 0) {
+    std::printf("SKIPPED: %s: no CUDA device answers (%s)\n", kProgram, reason.c_str());
+    return 0;
+  }
+  const DeviceFacts d = query_device(0);
+  std::printf("device           %s, compute capability %d.%d, %d SMs, max clock %d MHz, %.1f GiB\n",
+              d.name.c_str(), d.major, d.minor, d.sms, d.clock_mhz,
+              static_cast<double>(d.memory_bytes) / (1 << 30));
+  for (const char* precision : {"fp32", "tf32", "bf16"})
+    std::printf("peak %s        %s\n", precision, peak_text(d, precision).c_str());
+  if (d.known != nullptr && d.clock_mhz < d.known->boost_mhz)
+    std::printf("note             the device's max clock is below the %s's boost clock the peaks "
+                "assume: MFU is against the datasheet, not this part's capped clock\n",
+                d.known->sku);
+  const JsonLine versions = versions_json();
+  std::printf("versions         %s\n", versions.text().c_str());
+  JsonLine json;
+  json.string("record", "device")
+      .string("gpu", d.name)
+      .string("compute_capability", std::to_string(d.major) + "." + std::to_string(d.minor))
+      .integer("sms", d.sms)
+      .integer("max_clock_mhz", d.clock_mhz)
+      .integer("memory_bytes", static_cast<long long>(d.memory_bytes));
+  if (d.known != nullptr) {
+    JsonLine peaks;
+    peaks.number("fp32", d.known->peak.fp32)
+        .number("tf32", d.known->peak.tf32 > 0 ? d.known->peak.tf32 : NAN)
+        .number("bf16", d.known->peak.bf16 > 0 ? d.known->peak.bf16 : NAN);
+    json.string("sku", d.known->sku)
+        .integer("sku_boost_mhz", d.known->boost_mhz)
+        .object("peak_tflops", peaks)
+        .string("peak_source", d.known->source);
+  } else {
+    json.null("sku").null("peak_tflops").null("peak_source");
+  }
+  json.object("versions", versions);
+  std::printf("%s\n", json.text().c_str());
+  return 0;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// What one rank measured; reduced over the ranks before rank 0 reports it.
+struct Measurement {
+  std::vector<double> window_ms;  // slowest rank's, once reduced
+  bench::StepSplit split;         // means over windows (and ranks)
+  double peak_bytes = 0, end_bytes = 0;  // largest rank's
+  double build_s = 0, warmup_s = 0;
+  double last_loss = 0;
+};
+
+// Trains and times the windows. The memory sampler runs until the warm-up ends (its readings
+// must not disturb the timed steps) and takes one more reading at the end.
+Measurement train_and_time(const Settings& s, Engine& engine, StepHooks* reducer,
+                           bench::DeviceMemoryPeak& memory) {
+  const EngineConfig config = engine_config(s);
   const size_t pixels = static_cast<size_t>(s.batch) * config.spec.in_channels * s.size * s.size;
   cuda::PinnedBuffer<float> images(pixels);
   cuda::PinnedBuffer<int32_t> labels(static_cast<size_t>(s.batch));
@@ -112,42 +334,212 @@ int run(const Settings& s) {
   for (int i = 0; i < s.batch; ++i) labels[i] = static_cast<int32_t>(rng.below(s.classes));
   const HostBatch batch{s.batch, config.spec.in_channels, s.size, s.size, images.get(),
                         labels.get()};
+  const double lr = config.optimizer.lr;
+  bench::StepEvents events(s.steps_per_window,
+                           static_cast<cudaStream_t>(engine.compute_stream()), reducer);
+  auto step = [&](int index) {
+    events.begin_step(index);
+    engine.train_step(batch, lr, &events);
+    events.end_step();
+  };
 
-  std::printf("device          %s\n", engine->device_name().c_str());
-  std::printf("model           resnet18, %s stem, %d classes, %zu parameters\n", to_string(s.stem),
-              s.classes, engine->layout().parameter_count());
-  std::printf("batch x image   %d x %dx%dx%d\n", s.batch, config.spec.in_channels, s.size, s.size);
-  std::printf("maths           %s, %s algorithms%s\n", s.strict ? "strict fp32" : "TF32",
-              s.heuristic ? "heuristic" : "timed-search", s.deterministic ? ", deterministic" : "");
-  std::printf("engine built in %.1f s\n", build_seconds);
+  Measurement m;
+  const auto warmup_start = std::chrono::steady_clock::now();
+  for (int i = 0; i < s.warmup; ++i) step(i % s.steps_per_window);
+  engine.take_metrics();
+  m.warmup_s = seconds_since(warmup_start);
+  memory.stop();
 
-  for (int i = 0; i < kWarmup; ++i) engine->train_step(batch, 1e-3, nullptr);
-  engine->take_metrics();
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < s.steps; ++i) engine->train_step(batch, 1e-3, nullptr);
-  const Metrics metrics = engine->take_metrics();
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (int w = 0; w < s.windows; ++w) {
+    for (int i = 0; i < s.steps_per_window; ++i) step(i);
+    m.window_ms.push_back(events.window_ms());
+    const bench::StepSplit split = events.split();
+    m.split.data += split.data / s.windows;
+    m.split.forward_backward += split.forward_backward / s.windows;
+    m.split.exposed_comm += split.exposed_comm / s.windows;
+    m.split.optimizer += split.optimizer / s.windows;
+    m.split.idle += split.idle / s.windows;
+    const Metrics metrics = engine.take_metrics();
+    m.last_loss = metrics.loss_sum / static_cast<double>(metrics.count);
+    // A diverged run computes on NaNs, whose speed says nothing about training.
+    if (!std::isfinite(m.last_loss))
+      fail("the training loss became ", m.last_loss, " in window ", w + 1,
+           ": the figures would not be those of training; check the optimizer settings");
+  }
+  memory.sample();
+  m.peak_bytes = static_cast<double>(memory.peak_bytes());
+  m.end_bytes = static_cast<double>(memory.latest_bytes());
+  return m;
+}
 
-  const double images_per_second = s.steps * static_cast<double>(s.batch) / seconds;
-  // Training is about three forward passes of arithmetic (forward, backward data, backward
-  // filter), two flops per multiply-add.
-  const double flops_per_image = 3.0 * 2.0 * forward_macs(describe(config.spec), s.size);
-  std::printf("step            %.2f ms\n", 1e3 * seconds / s.steps);
-  std::printf("throughput      %.0f images/s\n", images_per_second);
-  std::printf("arithmetic      %.1f TFLOP/s (%.2f GFLOP per image)\n",
-              images_per_second * flops_per_image / 1e12, flops_per_image / 1e9);
-  std::printf("mean loss       %.4f\n", metrics.loss_sum / static_cast<double>(metrics.count));
+// Rank 0's figures: the slowest rank's window times, the largest memory, the mean split.
+void reduce_over_ranks(dist::Comm& host, Measurement& m) {
+  if (host.size() == 1) return;
+  host.allreduce(m.window_ms.data(), m.window_ms.size(), dist::DataType::f64, dist::Reduction::max,
+                 "maximum of the window times");
+  double memory[2] = {m.peak_bytes, m.end_bytes};
+  host.allreduce(memory, 2, dist::DataType::f64, dist::Reduction::max, "maximum of the memory");
+  m.peak_bytes = memory[0];
+  m.end_bytes = memory[1];
+  double split[5] = {m.split.data, m.split.forward_backward, m.split.exposed_comm,
+                     m.split.optimizer, m.split.idle};
+  host.allreduce(split, 5, dist::DataType::f64, dist::Reduction::average, "mean of the split");
+  m.split = {split[0], split[1], split[2], split[3], split[4]};
+}
+
+void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int world, bool ddp,
+            const std::string& reducer_text, const Measurement& m) {
+  const EngineConfig config = engine_config(s);
+  const NetDesc net = describe(config.spec);
+  const double images_per_window = static_cast<double>(world) * s.batch * s.steps_per_window;
+  std::vector<double> total_rates;
+  for (const double ms : m.window_ms) total_rates.push_back(images_per_window / (ms / 1e3));
+  const double total = median(total_rates), per_gpu = total / world;
+  const double flops = bench::training_flops_per_image(net, s.size);
+  const double achieved_tflops = per_gpu * flops / 1e12;
+  const double peak = d.known != nullptr ? bench::peak_for(d.known->peak, s.precision) : 0.0;
+  const double mfu = peak > 0 ? achieved_tflops / peak : NAN;
+  const double gib = 1 << 30;
+  const bench::StepSplit& t = m.split;
+  const double step_ms = median(m.window_ms) / s.steps_per_window;
+  char mfu_text[32] = "unknown";
+  if (std::isfinite(mfu)) std::snprintf(mfu_text, sizeof mfu_text, "%.1f%%", 100.0 * mfu);
+
+  std::printf("resnet_ddp training throughput: CUDA engine, synthetic batches in pinned host memory\n");
+  std::printf("device           %s, %d SMs, cc %d.%d, max clock %d MHz\n",
+              engine.device_name().c_str(), d.sms, d.major, d.minor, d.clock_mhz);
+  std::printf("ranks            %d%s\n", world,
+              ddp ? (", gradients averaged: " + reducer_text).c_str()
+                  : " (one process, no gradient reducer)");
+  std::printf("model            resnet18 (torchvision), %s stem, %d classes, %zu parameters\n",
+              to_string(config.spec.stem), s.classes, engine.layout().parameter_count());
+  std::printf("batch            %d images of 3x%dx%d per GPU\n", s.batch, s.size, s.size);
+  std::printf("maths            %s, %s convolution algorithms%s\n", s.precision.c_str(),
+              s.timed_search ? "timed-search" : "heuristic",
+              s.deterministic ? ", deterministic" : "");
+  std::printf("optimizer        %s\n", optimizer_text(config.optimizer).c_str());
+  std::printf("steps            %d warm-up (%.1f s), then %d windows of %d timed by CUDA events\n",
+              s.warmup, m.warmup_s, s.windows, s.steps_per_window);
+  std::printf("engine built in  %.1f s (with the convolution algorithm search)\n", m.build_s);
+  std::printf("images/s per GPU %.0f (median window; windows %.0f..%.0f)\n", per_gpu,
+              *std::min_element(total_rates.begin(), total_rates.end()) / world,
+              *std::max_element(total_rates.begin(), total_rates.end()) / world);
+  std::printf("images/s total   %.0f\n", total);
+  std::printf("step             %.2f ms: data wait %.2f, forward+backward %.2f, exposed "
+              "communication %.2f, optimizer %.2f, GPU idle between steps %.2f\n",
+              step_ms, t.data, t.forward_backward, t.exposed_comm, t.optimizer, t.idle);
+  std::printf("FLOPs per image  %.3f G = %s\n", flops / 1e9, bench::kTrainingFlopsFormula);
+  std::printf("achieved         %.1f TFLOP/s per GPU\n", achieved_tflops);
+  std::printf("MFU              %s against %s\n", mfu_text, peak_text(d, s.precision).c_str());
+  std::printf("peak memory      %.2f GiB (%.2f GiB after the timed steps): cudaMemGetInfo in use "
+              "beyond the fresh CUDA context, sampled every ms while the engine was built and "
+              "warmed up, and after the windows\n",
+              m.peak_bytes / gib, m.end_bytes / gib);
+  std::printf("last loss        %.4f\n", m.last_loss);
+
+  JsonLine split;
+  split.number("data", t.data)
+      .number("forward_backward", t.forward_backward)
+      .number("comm_exposed", t.exposed_comm)
+      .number("optimizer", t.optimizer)
+      .number("idle", t.idle);
+  JsonLine json = config_json("throughput", s, config, engine.layout());
+  json.string("status", "ok")
+      .string("gpu", d.name)
+      .integer("world_size", world)
+      .boolean("ddp", ddp)
+      .string("conv_algorithms", s.timed_search ? "timed" : "heuristic")
+      .integer("warmup_steps", s.warmup)
+      .integer("windows", s.windows)
+      .integer("steps_per_window", s.steps_per_window)
+      .number("images_per_s_per_gpu", per_gpu)
+      .number("images_per_s_total", total)
+      .numbers("window_images_per_s_total", total_rates)
+      .number("step_ms", step_ms)
+      .object("split_ms", split)
+      .number("tflops_per_gpu", achieved_tflops)
+      .number("peak_tflops", peak > 0 ? peak : NAN)
+      .number("mfu", mfu)
+      .number("device_mem_peak_bytes", m.peak_bytes)
+      .number("device_mem_end_bytes", m.end_bytes)
+      .number("setup_s", m.build_s)
+      .number("warmup_s", m.warmup_s)
+      .number("last_loss", m.last_loss)
+      .object("versions", versions_json());
+  std::printf("%s\n", json.text().c_str());
+}
+
+int measure(const Settings& s, dist::DistributedContext& context) {
+  std::string reason;
+  const int device = dist::select_device(context.local_rank(),
+                                         cuda::cuda_device_count_or_zero(&reason));
+  dist::check_one_rank_per_gpu(context, device);
+  RDDP_CUDA_CHECK(cudaFree(nullptr));  // the context exists before the memory baseline
+  bench::DeviceMemoryPeak memory;
+  memory.start();
+
+  dist::Watchdog watchdog(kCommTimeout);
+  const auto host = dist::make_comm(DeviceKind::cpu, context, {&watchdog, 0, nullptr});
+  EngineConfig config = engine_config(s);
+  config.device_index = device;
+  const auto build_start = std::chrono::steady_clock::now();
+  const auto engine = make_engine(DeviceKind::cuda, config, 1);
+  const double build_s = seconds_since(build_start);
+
+  const bool ddp = s.ddp || context.world_size() > 1;
+  std::unique_ptr<dist::Comm> nccl;
+  std::unique_ptr<dist::Reducer> reducer;
+  if (ddp) {
+    nccl = dist::make_comm(DeviceKind::cuda, context, {&watchdog, device, engine->compute_stream()});
+    dist::ReducerOptions options;
+    options.bucket_mb = s.bucket_mb;
+    reducer = std::make_unique<dist::Reducer>(*nccl, *engine, options);
+  }
+
+  Measurement m = train_and_time(s, *engine, reducer.get(), memory);
+  m.build_s = build_s;
+  reduce_over_ranks(*host, m);
+  if (context.rank() == 0)
+    report(s, query_device(device), *engine, context.world_size(), ddp,
+           reducer ? reducer->describe() : std::string(), m);
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  Settings settings;
   try {
-    return run(parse(argc, argv));
+    settings = parse(argc, argv);
+    if (settings.mode == Mode::describe) return describe_model(settings);
+    if (settings.mode == Mode::device_info) return device_info();
   } catch (const Error& error) {
-    std::fprintf(stderr, "cuda_step_bench: %s\n", error.what());
+    std::fprintf(stderr, "%s: %s\n", kProgram, error.what());
+    return 2;
+  }
+  std::string reason;
+  if (cuda::cuda_device_count_or_zero(&reason) == 0) {
+    std::printf("SKIPPED: %s: no CUDA device answers (%s)\n", kProgram, reason.c_str());
+    return 0;
+  }
+  std::unique_ptr<dist::DistributedContext> context;
+  try {
+    context = std::make_unique<dist::DistributedContext>(&argc, &argv);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "%s %s: %s\n", dist::rank_prefix().c_str(), kProgram, error.what());
     return 1;
+  }
+  try {
+    return measure(settings, *context);
+  } catch (const dist::AllRanksError& error) {
+    std::fprintf(stderr, "%s %s: %s\n", context->prefix().c_str(), kProgram, error.what());
+    return 1;
+  } catch (const std::exception& error) {
+    if (context->world_size() == 1) {
+      std::fprintf(stderr, "%s %s: %s\n", context->prefix().c_str(), kProgram, error.what());
+      return 1;
+    }
+    // The other ranks may wait in a collective this rank will never join: end the job.
+    dist::fatal_abort(std::string(kProgram) + ": " + error.what());
   }
 }

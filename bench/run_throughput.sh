@@ -1,0 +1,317 @@
+#!/usr/bin/env bash
+# Training throughput on this machine's GPU, resnet_ddp against PyTorch, in one command:
+#
+#   bench/run_throughput.sh [--dry-run] [--skip-tests] [--budget SECONDS] [--results-dir DIR]
+#                           [--build-dir DIR]
+#
+# 1. Builds the benchmark and the GPU tests into build/ for the local GPU's architecture
+#    (nvidia-smi's compute capability; an existing build that includes it is kept).
+# 2. Runs the GPU tests (ctest -L gpu) and stops unless they pass: figures from a program that
+#    computes wrongly are worthless. --skip-tests leaves them out, for a rerun of the same build.
+# 3. Measures every configuration
+#      32x32 images, cifar stem, 10 classes, batch 128: 20 warm-up steps, 5 windows of 50
+#      224x224 images, imagenet stem, 1000 classes, batch 256: 10 warm-up steps, 5 windows of 20
+#    in tf32, fp32 and bf16 (resnet_ddp refuses bf16 for now: its rows say so), AdamW, with
+#    resnet_ddp (bench/cuda_step_bench), PyTorch eager and PyTorch torch.compile
+#    (bench/pytorch_ddp.py, with $RDDP_PYTHON or the first python3 whose torch sees the GPU); first
+#    resnet_ddp and eager for every configuration, then the compiled runs, which spend most of
+#    their time compiling, so that the main comparison comes first.
+# 4. Writes DIR/throughput-<gpu>-<date>.md (DIR: bench/results): GPU, driver, CUDA, cuDNN, NCCL
+#    and PyTorch versions, date, commit, the tables of bench/compare_throughput.py and the raw
+#    JSON lines; and beside it a .log with every run's own output.
+#
+# Time: each run has a limit (resnet_ddp and eager 150 s, compile 300 s) and the whole script
+# a budget (--budget, 480 s from its start, about 8 minutes): a run starts only while 30 s are
+# left and never outlives the budget; runs left out say so in the tables. On an H100 the
+# measurements take about 5 minutes, most of it torch.compile; the build and the GPU tests come
+# on top. Without a GPU it prints SKIPPED and exits 0. --dry-run prints the commands instead of
+# running them and checks, without a GPU, that both sides count the same model.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+
+dry_run=0 skip_tests=0 budget=480
+results_dir=$here/results build=$root/build
+while [ $# -gt 0 ]; do
+  case $1 in
+    --dry-run) dry_run=1 ;;
+    --skip-tests) skip_tests=1 ;;
+    --budget) budget=${2:?--budget needs a number of seconds}; shift ;;
+    --results-dir) results_dir=${2:?--results-dir needs a directory}; shift ;;
+    --build-dir) build=${2:?--build-dir needs a directory}; shift ;;
+    *) echo "run_throughput.sh: unknown argument '$1'; see the comment at the top of $0" >&2
+       exit 2 ;;
+  esac
+  shift
+done
+[[ $budget =~ ^[0-9]+$ ]] || { echo "run_throughput.sh: --budget needs whole seconds, got '$budget'" >&2; exit 2; }
+
+# Configurations: stem size batch classes warm-up windows steps-per-window. Small images make
+# short steps, so their windows hold more of them.
+configs=(
+  "cifar 32 128 10 20 5 50"
+  "imagenet 224 256 1000 10 5 20"
+)
+precisions=(tf32 fp32 bf16)
+limit_ours=150 limit_eager=150 limit_compile=300
+min_left=30
+
+left() { echo $((budget - SECONDS)); }
+say() { echo "== $*" >&2; }
+
+# --- the GPU -------------------------------------------------------------------------------
+gpu_name="" driver="" compute_cap="" arch=""
+if gpu_lines=$(nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>/dev/null) &&
+   [ -n "$gpu_lines" ]; then
+  # The first GPU, which the single-process runs use.
+  IFS=, read -r gpu_name driver compute_cap <<<"${gpu_lines%%$'\n'*}"
+  gpu_name=$(echo "$gpu_name" | xargs) driver=$(echo "$driver" | xargs)
+  compute_cap=$(echo "$compute_cap" | xargs) arch=${compute_cap//./}
+elif [ $dry_run = 1 ]; then
+  gpu_name="(no GPU here)" compute_cap=9.0 arch=90
+  say "no GPU answers nvidia-smi; the dry run assumes compute capability 9.0"
+else
+  echo "SKIPPED: run_throughput.sh: no GPU answers (nvidia-smi lists none or is missing)"
+  exit 0
+fi
+
+# A Python whose torch sees the GPU; else any with torch and torchvision, whose runs will say
+# why they measured nothing (and which still counts the model for the check below).
+python=""
+for candidate in ${RDDP_PYTHON:-} "$(command -v python3 || true)" /usr/bin/python3; do
+  if [ -z "$candidate" ] || [ ! -x "$candidate" ]; then continue; fi
+  if "$candidate" -c 'import sys, torch, torchvision; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+    python=$candidate
+    break
+  fi
+done
+[ -n "$python" ] || python=$("$root/scripts/find_python.sh" torch torchvision 2>/dev/null) || python=""
+[ -n "$python" ] || say "no Python with torch and torchvision: the PyTorch rows will say so"
+table_python=${python:-$(command -v python3)}
+
+# Prints a command, quoted so that it can be pasted.
+show() { printf '%q ' "$@"; echo; }
+# Runs a command (or, in a dry run, prints it) with a time limit of at most what the budget has
+# left; status 124 when the limit ends it.
+limited() {
+  local limit=$1; shift
+  local now_left; now_left=$(left)
+  [ "$limit" -le "$now_left" ] || limit=$now_left
+  # `timeout 0` would mean no limit at all.
+  [ "$limit" -ge 1 ] || { echo "run_throughput.sh: the budget is spent: $(show "$@")" >&2; return 124; }
+  if [ $dry_run = 1 ]; then
+    echo "timeout ${limit}s: $(show "$@")"
+    return 0
+  fi
+  timeout --signal=TERM --kill-after=15 "$limit" "$@"
+}
+
+# --- build --------------------------------------------------------------------------------
+cached_archs=$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
+configure=(cmake -S "$root" -B "$build")
+if [[ ";$cached_archs;" != *";$arch;"* ]]; then
+  configure+=("-DCMAKE_CUDA_ARCHITECTURES=$arch")
+fi
+say "build for compute capability $arch into $build"
+# Only what the measurement and the gpu-labelled tests run (nccl_comm_test exists when an
+# mpiexec was found).
+targets=(cuda_step_bench gpu_tests)
+build_ok=1
+limited "$(left)" "${configure[@]}" || build_ok=0
+if [ $build_ok = 1 ]; then
+  # Into a variable first: grep -q would stop reading early, and the build tool's broken pipe
+  # would fail the pipeline.
+  known_targets=$(cmake --build "$build" --target help 2>/dev/null || true)
+  if grep -qw nccl_comm_test <<<"$known_targets"; then targets+=(nccl_comm_test); fi
+fi
+if [ $build_ok = 0 ] ||
+   ! limited "$(left)" cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"; then
+  echo "run_throughput.sh: the build failed or ran past the budget (output above)" >&2
+  exit 1
+fi
+bench_program=$build/bench/cuda_step_bench
+
+# --- GPU tests ------------------------------------------------------------------------------
+tests_line="passed (ctest -L gpu)"
+if [ $skip_tests = 1 ]; then
+  tests_line="not run (--skip-tests)"
+  say "GPU tests skipped (--skip-tests)"
+else
+  say "GPU tests"
+  test_log=$(mktemp)
+  tests_ok=1
+  limited 300 ctest --test-dir "$build" -L gpu --output-on-failure 2>&1 | tee "$test_log" || tests_ok=0
+  if [ $tests_ok = 0 ]; then
+    echo "run_throughput.sh: the GPU tests failed or ran out of time; no measurement from a program that computes wrongly (output above)" >&2
+  elif [ $dry_run = 0 ] && grep -qE 'did not run|No tests were found' "$test_log"; then
+    echo "run_throughput.sh: nvidia-smi lists $gpu_name but the GPU tests did not run (output above): fix that first" >&2
+    tests_ok=0
+  fi
+  rm -f "$test_log"
+  [ $tests_ok = 1 ] || exit 1
+fi
+
+# --- the same model on both sides -----------------------------------------------------------
+# Counting needs no GPU; a mismatch means the two sides would train different networks.
+check_models() {
+  if [ ! -x "$bench_program" ] || [ -z "$python" ]; then
+    say "model check left out: no $bench_program or no PyTorch"
+    return 0
+  fi
+  local records config stem size batch classes
+  records=$(mktemp)
+  for config in "${configs[@]}"; do
+    read -r stem size batch classes _ <<<"$config"
+    local flags=(--stem "$stem" --size "$size" --batch "$batch" --classes "$classes")
+    "$bench_program" --describe "${flags[@]}" >>"$records"
+    "$python" "$here/pytorch_ddp.py" --describe "${flags[@]}" >>"$records"
+  done
+  "$table_python" "$here/compare_throughput.py" --check "$records" >&2 || { rm -f "$records"; return 1; }
+  rm -f "$records"
+}
+check_models || { echo "run_throughput.sh: resnet_ddp and PyTorch count different models; see above" >&2; exit 1; }
+
+# --- measurements ---------------------------------------------------------------------------
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+raw=$work/raw.jsonl log=$work/runs.log
+: >"$raw"
+: >"$log"
+
+json_escape() {
+  local text=${1//\\/\\\\}
+  text=${text//\"/\\\"}
+  printf '%s' "$text" | tr -d '\000-\037'
+}
+
+# A record for a run that measured nothing, so that its cell says why.
+status_record() {
+  local impl=$1 stem=$2 size=$3 batch=$4 classes=$5 precision=$6 status=$7
+  printf '{"record":"throughput","impl":"%s","status":"%s","gpu":"%s","world_size":1,"ddp":false,"stem":"%s","image_size":%s,"batch_per_gpu":%s,"classes":%s,"optimizer":"adamw","precision":"%s","memory_format":"nchw"}\n' \
+    "$impl" "$(json_escape "$status")" "$(json_escape "$gpu_name")" "$stem" "$size" "$batch" "$classes" "$precision" >>"$raw"
+}
+
+# measure IMPL LIMIT STEM SIZE BATCH CLASSES PRECISION WARMUP WINDOWS STEPS
+measure() {
+  local impl=$1 limit=$2 stem=$3 size=$4 batch=$5 classes=$6 precision=$7
+  local flags=(--stem "$stem" --size "$size" --batch "$batch" --classes "$classes"
+               --optimizer adamw --precision "$precision" --warmup "$8" --windows "$9"
+               --steps-per-window "${10}")
+  local command
+  case $impl in
+    resnet_ddp) command=("$bench_program" "${flags[@]}") ;;
+    pytorch-*)
+      if [ -z "$python" ]; then
+        status_record "$impl" "$stem" "$size" "$batch" "$classes" "$precision" "not run: no Python with torch and torchvision"
+        return 0
+      fi
+      command=("$python" "$here/pytorch_ddp.py" --mode "${impl#pytorch-}" "${flags[@]}") ;;
+  esac
+  if [ "$(left)" -lt $min_left ]; then
+    say "$impl $size px $precision: left out, the budget is spent"
+    status_record "$impl" "$stem" "$size" "$batch" "$classes" "$precision" "not run: time budget spent"
+    return 0
+  fi
+  say "$impl, ${size}x$size, batch $batch, $precision ($(left) s of the budget left)"
+  if [ $dry_run = 1 ]; then
+    limited "$limit" "${command[@]}"
+    return 0
+  fi
+  local out=$work/run.out err=$work/run.err rc=0
+  local started=$SECONDS
+  limited "$limit" "${command[@]}" >"$out" 2>"$err" || rc=$?
+  { echo "### $(show "${command[@]}")"; echo "(exit status $rc after $((SECONDS - started)) s)"
+    cat "$out" "$err"; echo; } >>"$log"
+  local record; record=$(grep -E '^\{"record": ?"throughput"' "$out" | tail -1 || true)
+  if [ $rc = 0 ] && [ -n "$record" ]; then
+    echo "$record" >>"$raw"
+    grep -E '^images/s per GPU' "$out" >&2 || true
+    return 0
+  fi
+  local why
+  if [ $rc = 124 ] || [ $rc = 137 ]; then
+    why="timed out after $limit s"
+  elif grep -q 'not implemented yet' "$err"; then
+    why="not implemented yet"
+  elif grep -q '^SKIPPED' "$out"; then
+    why=$(grep '^SKIPPED' "$out" | head -1)
+  else
+    why="failed (exit status $rc): $(grep -v '^\s*$' "$err" | tail -1 | cut -c1-160)"
+  fi
+  say "  $why"
+  status_record "$impl" "$stem" "$size" "$batch" "$classes" "$precision" "$why"
+}
+
+device_info=""
+if [ $dry_run = 1 ]; then
+  show "$bench_program" --device-info
+else
+  device_info=$(limited 60 "$bench_program" --device-info) || device_info=""
+  grep -E '^\{"record": ?"device"' <<<"$device_info" >>"$raw" || true
+fi
+
+for impls in "resnet_ddp pytorch-eager" "pytorch-compile"; do
+  for config in "${configs[@]}"; do
+    read -r stem size batch classes warmup windows steps <<<"$config"
+    for precision in "${precisions[@]}"; do
+      for impl in $impls; do
+        case $impl in
+          resnet_ddp) limit=$limit_ours ;;
+          pytorch-eager) limit=$limit_eager ;;
+          pytorch-compile) limit=$limit_compile ;;
+        esac
+        measure "$impl" "$limit" "$stem" "$size" "$batch" "$classes" "$precision" \
+          "$warmup" "$windows" "$steps"
+      done
+    done
+  done
+done
+[ $dry_run = 0 ] || exit 0
+
+# --- results --------------------------------------------------------------------------------
+mkdir -p "$results_dir"
+gpu_tag=$(echo "$gpu_name" | tr -c 'A-Za-z0-9\n' '-' | tr -s '-' | sed 's/^-//; s/-$//')
+stamp=$(date -u +%Y-%m-%d)
+[ ! -e "$results_dir/throughput-$gpu_tag-$stamp.md" ] || stamp=$(date -u +%Y-%m-%d-%H%M%S)
+results=$results_dir/throughput-$gpu_tag-$stamp.md
+commit=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)
+git -C "$root" diff --quiet HEAD 2>/dev/null || commit+=" (with uncommitted changes)"
+nvcc_version=$(grep -hs 'set(CMAKE_CUDA_COMPILER_VERSION ' "$build"/CMakeFiles/*/CMakeCUDACompiler.cmake |
+  head -1 | grep -oE '[0-9][0-9.]*' || echo unknown)
+torch_versions="no PyTorch"
+if [ -n "$python" ]; then
+  torch_versions=$("$python" -c 'import sys; sys.path.insert(0, sys.argv[1]); import pytorch_ddp
+print(", ".join(f"{name} {version}" for name, version in pytorch_ddp.versions().items()))' "$here" 2>/dev/null) ||
+    torch_versions="unknown"
+fi
+{
+  echo "# Training throughput on $gpu_name, $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo
+  echo "- GPU: $gpu_name, driver $driver, compute capability $compute_cap"
+  echo "- resnet_ddp: commit $commit, built with nvcc $nvcc_version"
+  echo "- PyTorch: $torch_versions"
+  echo "- host: $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)"
+  echo "- GPU tests: $tests_line"
+  echo "- synthetic data; resnet_ddp copies its batch from pinned host memory every step, PyTorch keeps it on the device;"
+  echo "  AdamW; one process, no DDP; timed convolution algorithms (cudnn.benchmark); steps per configuration:"
+  for config in "${configs[@]}"; do
+    read -r stem size batch classes warmup windows steps <<<"$config"
+    echo "  ${size}x$size: $warmup warm-up steps, then $windows windows of $steps, median window"
+  done
+  echo "- FLOPs per image: 3 x 2 x forward MACs of the convolutions and fc (both sides count the same)"
+  echo
+  echo "resnet_ddp's view of the device (\`cuda_step_bench --device-info\`):"
+  echo
+  echo '```'
+  echo "${device_info:-cuda_step_bench --device-info gave nothing}"
+  echo '```'
+  echo
+  "$table_python" "$here/compare_throughput.py" "$raw" || true
+  echo "### Raw records"
+  echo
+  echo '```'
+  cat "$raw"
+  echo '```'
+} >"$results"
+cp "$log" "${results%.md}.log"
+say "results: $results (every run's output: ${results%.md}.log)"
