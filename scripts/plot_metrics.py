@@ -8,6 +8,7 @@ Several files are overlaid (e.g. two precisions of the same recipe). Needs matpl
 """
 import argparse
 import json
+import os
 import sys
 
 
@@ -38,7 +39,7 @@ def main():
     parser.add_argument("-o", "--output", default="metrics.png", help="PNG to write (default metrics.png)")
     parser.add_argument("--labels", nargs="*", help="one label per file (default: the file names)")
     args = parser.parse_args()
-    labels = args.labels or args.logs
+    labels = args.labels or [os.path.basename(path) for path in args.logs]
     if len(labels) != len(args.logs):
         sys.exit("--labels needs one label per log file")
     try:

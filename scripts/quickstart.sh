@@ -43,7 +43,7 @@ if python=$("$root/scripts/find_python.sh" matplotlib 2>/dev/null); then
   plot="$run_dir/metrics.png"
 fi
 echo
-grep -h "final validation accuracy" "$run_dir/train.log" || true
+echo "quickstart done ($what)"
 echo "log      $run_dir/train.log"
 echo "metrics  $run_dir/metrics.jsonl"
 echo "plot     $plot"
