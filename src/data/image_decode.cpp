@@ -1,6 +1,13 @@
 // The one translation unit that compiles stb_image.
 #define STB_IMAGE_IMPLEMENTATION
 #define STBI_NO_STDIO          // we read files ourselves, for messages that name them
+// Only the formats resnet_ddp reads (has_decodable_extension): stb_image would otherwise
+// decode any file whose bytes are a GIF, PSD, TGA, HDR or PIC image, whatever its name says,
+// through decoders that no test of ours covers.
+#define STBI_ONLY_JPEG
+#define STBI_ONLY_PNG
+#define STBI_ONLY_BMP
+#define STBI_ONLY_PNM
 #include <stb_image.h>
 
 #include "resnet_ddp/data/image_decode.h"
