@@ -17,6 +17,7 @@
 #include <climits>
 #include <memory>
 
+#include "stb_image_guard.h"
 #include "resnet_ddp/data/file_io.h"
 #include "resnet_ddp/error.h"
 
@@ -51,6 +52,8 @@ Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::s
   if (channels != 1 && channels != 3)
     fail("cannot decode ", what, " to ", channels, " channels: only 1 (greyscale) or 3 (RGB)");
   if (size > size_t(INT_MAX)) fail(what, " is larger than 2 GiB, which stb_image cannot decode");
+  if (const char* hazard = stb_image_hazard(bytes, size))
+    fail("cannot decode image ", what, ": ", hazard, ". The file is damaged; replace or remove it");
   int width = 0, height = 0, stored_channels = 0;
   std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
       stbi_load_from_memory(bytes, int(size), &width, &height, &stored_channels, channels),
