@@ -1,6 +1,7 @@
 #include "stb_image_guard.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 
 namespace rddp::data {
@@ -16,6 +17,7 @@ class Reader {
   unsigned get8() { return at_ < size_ ? data_[at_++] : 0u; }
   unsigned peek(size_t offset) const { return at_ + offset < size_ ? data_[at_ + offset] : 0u; }
   size_t position() const { return at_; }
+  size_t remaining() const { return size_ - std::min(at_, size_); }
   void seek(size_t at) { at_ = at; }
   // Moves to the next 0xFF byte, or to the end.
   void skip_to_ff() {
@@ -75,10 +77,57 @@ const char* jpeg_hazard(Reader in) {
   return nullptr;
 }
 
+// stbi__pnm_info's parsing, step for step, with the overflow it lacks noticed.
+bool pnm_space(unsigned c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+void pnm_skip_whitespace(Reader& in, unsigned& c) {
+  for (;;) {
+    while (!in.at_eof() && pnm_space(c)) c = in.get8();
+    if (in.at_eof() || c != '#') break;
+    while (!in.at_eof() && c != '\n' && c != '\r') c = in.get8();
+  }
+}
+
+// False when the number overflows an int.
+bool pnm_integer(Reader& in, unsigned& c, long long& value) {
+  value = 0;
+  while (!in.at_eof() && c >= '0' && c <= '9') {
+    value = value * 10 + (c - '0');
+    if (value > INT_MAX) return false;
+    c = in.get8();
+  }
+  return true;
+}
+
+const char* pnm_hazard(Reader in) {
+  const unsigned p = in.get8(), t = in.get8();
+  if (p != 'P' || (t != '5' && t != '6')) return nullptr;
+  const unsigned long long channels = t == '6' ? 3 : 1;
+  unsigned c = in.get8();
+  long long width, height, max_value;
+  pnm_skip_whitespace(in, c);
+  bool fits = pnm_integer(in, c, width);
+  pnm_skip_whitespace(in, c);
+  fits = fits && pnm_integer(in, c, height);
+  pnm_skip_whitespace(in, c);
+  fits = fits && pnm_integer(in, c, max_value);
+  if (!fits) return "its PGM/PPM header holds a number larger than 2147483647";
+  if (max_value > 65535 || width == 0 || height == 0) return nullptr;  // refused there
+  // The pixels follow the one whitespace byte after the maximum value, which is read.
+  const unsigned long long sample_bytes = max_value > 255 ? 2 : 1;
+  const unsigned long long pixels = static_cast<unsigned long long>(width) * height;
+  if (pixels > in.remaining() / (channels * sample_bytes))
+    return "its PGM/PPM pixel data is shorter than its header says (a truncated file)";
+  return nullptr;
+}
+
 }  // namespace
 
 const char* stb_image_hazard(const uint8_t* bytes, size_t size) {
-  return jpeg_hazard(Reader(bytes, size));
+  if (const char* hazard = jpeg_hazard(Reader(bytes, size))) return hazard;
+  return pnm_hazard(Reader(bytes, size));
 }
 
 }  // namespace rddp::data
