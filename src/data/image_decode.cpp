@@ -8,6 +8,12 @@
 #define STBI_ONLY_PNG
 #define STBI_ONLY_BMP
 #define STBI_ONLY_PNM
+// stb_image 2.27 decodes with the Huffman tables a damaged JPEG names but never defines, as
+// they lie in memory just allocated; zeroed, such a table decodes nothing out of bounds.
+#define STBI_MALLOC(size) std::calloc(1, size)
+#define STBI_REALLOC(pointer, size) std::realloc(pointer, size)
+#define STBI_FREE(pointer) std::free(pointer)
+#include <cstdlib>
 #include <stb_image.h>
 
 #include "resnet_ddp/data/image_decode.h"
