@@ -54,12 +54,32 @@ bool has_undecodable_image_extension(const std::string& path) {
   return extension == ".tif" || extension == ".tiff" || extension == ".webp";
 }
 
-Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::string& what) {
-  if (channels != 1 && channels != 3)
-    fail("cannot decode ", what, " to ", channels, " channels: only 1 (greyscale) or 3 (RGB)");
+ImageHeader read_image_header(const uint8_t* bytes, size_t size, const std::string& what) {
   if (size > size_t(INT_MAX)) fail(what, " is larger than 2 GiB, which stb_image cannot decode");
   if (const char* hazard = stb_image_hazard(bytes, size))
     fail("cannot decode image ", what, ": ", hazard, ". The file is damaged; replace or remove it");
+  ImageHeader header;
+  if (!stbi_info_from_memory(bytes, int(size), &header.width, &header.height, &header.channels))
+    fail("cannot decode image ", what, ": ", stbi_failure_reason(),
+         ". The file is damaged or not an image of the format its name says; replace or "
+         "remove it");
+  // stb_image reads a PGM/PPM header without a size as a 0x0 image.
+  if (header.width <= 0 || header.height <= 0)
+    fail("cannot decode image ", what, ": its header says ", header.width, "x", header.height,
+         " pixels, which is no image; the file is damaged: replace or remove it");
+  if (int64_t(header.width) * header.height > kMaxImagePixels)
+    fail("image ", what, " is ", header.width, "x", header.height, " pixels, more than the ",
+         kMaxImagePixels, " that Pillow, and so torchvision, read (a decompression bomb, or a "
+         "damaged header); shrink the image, or remove it");
+  return header;
+}
+
+Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::string& what) {
+  if (channels != 1 && channels != 3)
+    fail("cannot decode ", what, " to ", channels, " channels: only 1 (greyscale) or 3 (RGB)");
+  // The header first: a damaged one must not make stb_image corrupt memory or allocate
+  // gigabytes.
+  const ImageHeader header = read_image_header(bytes, size, what);
   int width = 0, height = 0, stored_channels = 0;
   std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
       stbi_load_from_memory(bytes, int(size), &width, &height, &stored_channels, channels),
@@ -67,6 +87,10 @@ Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::s
   if (!pixels)
     fail("cannot decode image ", what, ": ", stbi_failure_reason(),
          ". The file is damaged or not an image of the format its name says; replace or "
+         "remove it");
+  if (width != header.width || height != header.height)
+    fail("cannot decode image ", what, ": its header says ", header.width, "x", header.height,
+         " pixels but it decodes to ", width, "x", height, "; the file is damaged: replace or "
          "remove it");
   Image image;
   image.height = height;
