@@ -1,6 +1,7 @@
 #include "resnet_ddp/train/checkpoint.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <system_error>
@@ -39,7 +40,10 @@ int64_t parse_step(const std::string& filename) {
     return -1;
   const std::string digits = filename.substr(prefix.size(), filename.size() - prefix.size() - suffix.size());
   if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
-  return std::stoll(digits);
+  // Too many digits for a step: some other file (std::stoll would throw).
+  int64_t step = -1;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+  return error == std::errc() && end == digits.data() + digits.size() ? step : -1;
 }
 
 int64_t metadata_int(const TensorFile& file, const std::string& key) {
