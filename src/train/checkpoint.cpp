@@ -133,6 +133,14 @@ ResumedCheckpoint load_latest_checkpoint(const std::string& dir, ModelState<floa
 
       OptimizerState loaded;
       loaded.step_count = metadata_int(file, "optimizer.step_count");
+      // Training resumes counting from these: values no run writes would start it at a
+      // negative step, or describe a job of no ranks.
+      if (position.epoch < 0 || position.step_in_epoch < 0 || position.global_step < 0 ||
+          position.world_size < 1 || position.batch_size < 1 || loaded.step_count < 0)
+        fail(path, ": its position in training cannot be: epoch ", position.epoch, ", step ",
+             position.step_in_epoch, " of it, global step ", position.global_step, ", ",
+             position.world_size, " rank(s) of batch ", position.batch_size, ", optimizer step ",
+             loaded.step_count, ". It was not written by resnet_ddp, or edited since");
       const std::vector<const char*> moments = moment_names(optimizer_config.kind);
       const bool keeps_moments = optimizer_config.kind == OptimizerKind::adamw || optimizer_config.momentum != 0;
       for (size_t which = 0; keeps_moments && which < moments.size(); ++which) {
