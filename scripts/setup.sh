@@ -4,6 +4,8 @@
 # when everything is there.
 #   scripts/setup.sh              build + test dependencies
 #   scripts/setup.sh --build-only only what the build needs (e.g. on a cluster login node)
+#   scripts/setup.sh --fuzz       the build plus clang's fuzzer and sanitizer runtimes
+#                                 (scripts/fuzz.sh)
 set -euo pipefail
 
 build_packages=(cmake make g++ zlib1g-dev libopenmpi-dev openmpi-bin doctest-dev libstb-dev)
@@ -14,8 +16,15 @@ build_packages=(cmake make g++ zlib1g-dev libopenmpi-dev openmpi-bin doctest-dev
 test_packages=(python3-torch python3-torchvision python3-numpy python3-pil python3-matplotlib
                dataset-fashion-mnist munge slurmctld slurmd slurm-client libpmix-dev)
 
+# libFuzzer and the sanitizer runtimes come with clang's compiler-rt; clang's OpenMP is libomp.
+fuzz_packages=(clang libclang-rt-dev libomp-dev)
+
 wanted=("${build_packages[@]}")
-[ "${1:-}" = "--build-only" ] || wanted+=("${test_packages[@]}")
+case "${1:-}" in
+  --build-only) ;;
+  --fuzz) wanted+=("${fuzz_packages[@]}") ;;
+  *) wanted+=("${test_packages[@]}") ;;
+esac
 
 say() { echo "setup.sh: $*" >&2; }
 

@@ -3,6 +3,7 @@
 // array of images or 0x00000801 for a 1-d ubyte array of labels, then one int32 per
 // dimension, then the bytes. Files may be gzip-compressed as distributed.
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -56,16 +57,20 @@ IdxArray read_idx(const std::string& path, uint32_t magic, size_t rank, const ch
   if (array.bytes.size() < array.header)
     fail(path, " is ", array.bytes.size(), " bytes, too short for an idx ", what,
          " header: the file is truncated; download it again");
+  // Three 32-bit dimensions can multiply past 64 bits, and wrap to the size of the data.
   size_t elements = 1;
+  bool overflow = false;
   for (size_t d = 0; d < rank; ++d) {
     array.dims.push_back(big_endian_u32(array.bytes.data() + 4 + 4 * d));
-    elements *= array.dims.back();
+    overflow |= __builtin_mul_overflow(elements, size_t(array.dims.back()), &elements);
   }
-  if (array.bytes.size() != array.header + elements) {
+  if (overflow || array.bytes.size() != array.header + elements) {
     std::string shape;
     for (uint32_t dim : array.dims) shape += (shape.empty() ? "" : "x") + std::to_string(dim);
     fail(path, " holds ", array.bytes.size() - array.header, " bytes of data but its header "
-         "says ", shape, " = ", elements, ": the file is truncated or damaged; download it again");
+         "says ", shape, overflow ? std::string(", more than any file holds") :
+                                    " = " + std::to_string(elements),
+         ": the file is truncated or damaged; download it again");
   }
   return array;
 }
@@ -79,6 +84,10 @@ ImageArray read_split(const std::string& dir, const std::string& prefix, const c
     fail(images.path, " holds ", images.dims[0], " images but ", labels.path, " holds ",
          labels.dims[0], " labels: the two files must come from the same download");
   if (images.dims[0] == 0) fail(images.path, " holds no images");
+  if (images.dims[1] == 0 || images.dims[2] == 0 || images.dims[1] > uint32_t(INT_MAX) ||
+      images.dims[2] > uint32_t(INT_MAX))
+    fail(images.path, " holds images of ", images.dims[1], "x", images.dims[2],
+         " pixels: the file is damaged; download it again");
   ImageArray array;
   array.height = int(images.dims[1]);
   array.width = int(images.dims[2]);

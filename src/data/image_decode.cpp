@@ -1,6 +1,19 @@
 // The one translation unit that compiles stb_image.
 #define STB_IMAGE_IMPLEMENTATION
 #define STBI_NO_STDIO          // we read files ourselves, for messages that name them
+// Only the formats resnet_ddp reads (has_decodable_extension): stb_image would otherwise
+// decode any file whose bytes are a GIF, PSD, TGA, HDR or PIC image, whatever its name says,
+// through decoders that no test of ours covers.
+#define STBI_ONLY_JPEG
+#define STBI_ONLY_PNG
+#define STBI_ONLY_BMP
+#define STBI_ONLY_PNM
+// stb_image 2.27 decodes with the Huffman tables a damaged JPEG names but never defines, as
+// they lie in memory just allocated; zeroed, such a table decodes nothing out of bounds.
+#define STBI_MALLOC(size) std::calloc(1, size)
+#define STBI_REALLOC(pointer, size) std::realloc(pointer, size)
+#define STBI_FREE(pointer) std::free(pointer)
+#include <cstdlib>
 #include <stb_image.h>
 
 #include "resnet_ddp/data/image_decode.h"
@@ -10,6 +23,7 @@
 #include <climits>
 #include <memory>
 
+#include "stb_image_guard.h"
 #include "resnet_ddp/data/file_io.h"
 #include "resnet_ddp/error.h"
 
@@ -40,10 +54,32 @@ bool has_undecodable_image_extension(const std::string& path) {
   return extension == ".tif" || extension == ".tiff" || extension == ".webp";
 }
 
+ImageHeader read_image_header(const uint8_t* bytes, size_t size, const std::string& what) {
+  if (size > size_t(INT_MAX)) fail(what, " is larger than 2 GiB, which stb_image cannot decode");
+  if (const char* hazard = stb_image_hazard(bytes, size))
+    fail("cannot decode image ", what, ": ", hazard, ". The file is damaged; replace or remove it");
+  ImageHeader header;
+  if (!stbi_info_from_memory(bytes, int(size), &header.width, &header.height, &header.channels))
+    fail("cannot decode image ", what, ": ", stbi_failure_reason(),
+         ". The file is damaged or not an image of the format its name says; replace or "
+         "remove it");
+  // stb_image reads a PGM/PPM header without a size as a 0x0 image.
+  if (header.width <= 0 || header.height <= 0)
+    fail("cannot decode image ", what, ": its header says ", header.width, "x", header.height,
+         " pixels, which is no image; the file is damaged: replace or remove it");
+  if (int64_t(header.width) * header.height > kMaxImagePixels)
+    fail("image ", what, " is ", header.width, "x", header.height, " pixels, more than the ",
+         kMaxImagePixels, " that Pillow, and so torchvision, read (a decompression bomb, or a "
+         "damaged header); shrink the image, or remove it");
+  return header;
+}
+
 Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::string& what) {
   if (channels != 1 && channels != 3)
     fail("cannot decode ", what, " to ", channels, " channels: only 1 (greyscale) or 3 (RGB)");
-  if (size > size_t(INT_MAX)) fail(what, " is larger than 2 GiB, which stb_image cannot decode");
+  // The header first: a damaged one must not make stb_image corrupt memory or allocate
+  // gigabytes.
+  const ImageHeader header = read_image_header(bytes, size, what);
   int width = 0, height = 0, stored_channels = 0;
   std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
       stbi_load_from_memory(bytes, int(size), &width, &height, &stored_channels, channels),
@@ -51,6 +87,10 @@ Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::s
   if (!pixels)
     fail("cannot decode image ", what, ": ", stbi_failure_reason(),
          ". The file is damaged or not an image of the format its name says; replace or "
+         "remove it");
+  if (width != header.width || height != header.height)
+    fail("cannot decode image ", what, ": its header says ", header.width, "x", header.height,
+         " pixels but it decodes to ", width, "x", height, "; the file is damaged: replace or "
          "remove it");
   Image image;
   image.height = height;

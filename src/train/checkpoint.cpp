@@ -1,6 +1,7 @@
 #include "resnet_ddp/train/checkpoint.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <system_error>
@@ -39,7 +40,10 @@ int64_t parse_step(const std::string& filename) {
     return -1;
   const std::string digits = filename.substr(prefix.size(), filename.size() - prefix.size() - suffix.size());
   if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
-  return std::stoll(digits);
+  // Too many digits for a step: some other file (std::stoll would throw).
+  int64_t step = -1;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+  return error == std::errc() && end == digits.data() + digits.size() ? step : -1;
 }
 
 int64_t metadata_int(const TensorFile& file, const std::string& key) {
@@ -129,6 +133,14 @@ ResumedCheckpoint load_latest_checkpoint(const std::string& dir, ModelState<floa
 
       OptimizerState loaded;
       loaded.step_count = metadata_int(file, "optimizer.step_count");
+      // Training resumes counting from these: values no run writes would start it at a
+      // negative step, or describe a job of no ranks.
+      if (position.epoch < 0 || position.step_in_epoch < 0 || position.global_step < 0 ||
+          position.world_size < 1 || position.batch_size < 1 || loaded.step_count < 0)
+        fail(path, ": its position in training cannot be: epoch ", position.epoch, ", step ",
+             position.step_in_epoch, " of it, global step ", position.global_step, ", ",
+             position.world_size, " rank(s) of batch ", position.batch_size, ", optimizer step ",
+             loaded.step_count, ". It was not written by resnet_ddp, or edited since");
       const std::vector<const char*> moments = moment_names(optimizer_config.kind);
       const bool keeps_moments = optimizer_config.kind == OptimizerKind::adamw || optimizer_config.momentum != 0;
       for (size_t which = 0; keeps_moments && which < moments.size(); ++which) {

@@ -1,0 +1,6 @@
+// libFuzzer harness: idx files (MNIST's layout), plain or gzip (fuzz_targets.h).
+#include "fuzz_targets.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  return rddp::fuzz::run_harness<rddp::fuzz::IdxTarget>(data, size);
+}

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the cifar, idx, image, tiny_imagenet and options harnesses from
+real files: a photograph (matplotlib's sample grace_hopper.jpg, Debian's python3-matplotlib),
+Fashion-MNIST (Debian's dataset-fashion-mnist) and command lines from the README and the job
+scripts. make_tensor_seeds writes the tensor_file seeds. Each seed is small, since libFuzzer
+mutates faster within small inputs; the output is the same on every run.
+
+    /usr/bin/python3 tests/fuzz/make_corpus.py [tests/fuzz/corpus]
+"""
+import gzip
+import io
+import os
+import sys
+
+import numpy as np
+from PIL import Image
+
+PHOTO = "/usr/share/matplotlib/mpl-data/sample_data/grace_hopper.jpg"
+FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
+FILE_SEPARATOR = b"\n--- next file ---\n"  # fuzz_targets.h's kFileSeparator
+TINY_IMAGENET_WNIDS = ["n01443537", "n01629819"]  # the classes of TinyImageNetTarget
+
+
+def write(directory, name, data):
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, name), "wb") as out:
+        out.write(data)
+
+
+def photo(width, height, mode="RGB"):
+    return Image.open(PHOTO).convert("RGB").resize((width, height), Image.BILINEAR).convert(mode)
+
+
+def cifar_seeds(directory):
+    # Two records each, from two crops of the photograph: CIFAR's planar R, G, B layout.
+    full = Image.open(PHOTO).convert("RGB")
+    crops = [full.crop((0, 0, 256, 256)), full.crop((150, 200, 450, 500))]
+    planes = [np.asarray(c.resize((32, 32), Image.BILINEAR)).transpose(2, 0, 1).tobytes()
+              for c in crops]
+    write(directory, "cifar10-2-records.bin", bytes([3]) + planes[0] + bytes([7]) + planes[1])
+    write(directory, "cifar100-2-records.bin",
+          bytes([14, 98]) + planes[0] + bytes([5, 41]) + planes[1])
+
+
+def idx_seeds(directory):
+    # The first images and labels of Fashion-MNIST's four files, headers rewritten for the count.
+    def head(name, count):
+        with gzip.open(os.path.join(FASHION_MNIST, name)) as f:
+            data = f.read()
+        if "images" in name:
+            rows, cols = 28, 28
+            header = bytes.fromhex("00000803") + count.to_bytes(4, "big") + \
+                rows.to_bytes(4, "big") + cols.to_bytes(4, "big")
+            return header + data[16:16 + count * rows * cols]
+        return bytes.fromhex("00000801") + count.to_bytes(4, "big") + data[8:8 + count]
+
+    parts = [head("train-images-idx3-ubyte.gz", 3), head("train-labels-idx1-ubyte.gz", 3),
+             head("t10k-images-idx3-ubyte.gz", 2), head("t10k-labels-idx1-ubyte.gz", 2)]
+    write(directory, "fashion-mnist-plain", FILE_SEPARATOR.join(parts))
+    write(directory, "fashion-mnist-gzip",
+          FILE_SEPARATOR.join(gzip.compress(p, compresslevel=9, mtime=0) for p in parts))
+
+
+def image_seeds(directory):
+    def save(name, image, **options):
+        buffer = io.BytesIO()
+        image.save(buffer, **options)
+        write(directory, name, buffer.getvalue())
+
+    rgb = photo(24, 20)
+    save("baseline.jpg", rgb, format="JPEG", quality=75)
+    save("progressive.jpg", rgb, format="JPEG", quality=75, progressive=True)
+    save("subsampling-444.jpg", rgb, format="JPEG", quality=90, subsampling=0)
+    save("grey.jpg", photo(24, 20, "L"), format="JPEG", quality=75)
+    save("rgb.png", rgb, format="PNG")
+    save("grey.png", photo(24, 20, "L"), format="PNG")
+    save("palette.png", rgb.convert("P", palette=Image.ADAPTIVE, colors=16), format="PNG")
+    save("rgba.png", photo(24, 20, "RGBA"), format="PNG")
+    save("grey-16bit.png", photo(16, 12, "L").convert("I;16"), format="PNG")
+    save("rgb.bmp", photo(16, 12), format="BMP")
+    save("palette.bmp", photo(16, 12).convert("P", palette=Image.ADAPTIVE, colors=16),
+         format="BMP")
+    save("rgb.ppm", photo(16, 12), format="PPM")
+    save("grey.pgm", photo(16, 12, "L"), format="PPM")
+
+
+def tiny_imagenet_seeds(directory):
+    # val_annotations.txt's layout: file, wnid, then the bounding box x0 y0 x1 y1.
+    boxes = [(0, 32, 44, 62), (52, 55, 57, 59), (4, 0, 60, 55), (3, 3, 63, 63), (9, 27, 63, 48)]
+    lines = [f"val_{i}.JPEG\t{TINY_IMAGENET_WNIDS[i % 2]}\t" + "\t".join(map(str, box))
+             for i, box in enumerate(boxes)]
+    write(directory, "val_annotations.txt", ("\n".join(lines) + "\n").encode())
+
+
+def options_seeds(directory):
+    # Command lines of the README, scripts/quickstart.sh, the job scripts and tests/cli.
+    lines = {
+        "readme": ["--data", "/data/imagenet"],
+        "readme-eval": ["--data", "/data/imagenet", "--init", "resnet18.rddp", "--eval"],
+        "quickstart-cpu": ["--data", "/usr/share/datasets/fashion-mnist", "--device", "cpu",
+                           "--epochs", "1", "--batch-size", "64", "--limit-train", "4096",
+                           "--limit-val", "1000", "--print-every", "16", "--log-json",
+                           "runs/quickstart/metrics.jsonl", "--save-weights",
+                           "runs/quickstart/weights.rddp"],
+        "job-requeue": ["--data", "/data/imagenet", "--checkpoint-dir",
+                        "checkpoints/train-1234", "--resume"],
+        "resume-sgd": ["--dataset", "synthetic", "--device", "cpu", "--batch-size", "8",
+                       "--limit-train", "64", "--limit-val", "16", "--epochs", "2",
+                       "--lr-schedule", "cosine", "--warmup-epochs", "0.5", "--optimizer",
+                       "sgd", "--nesterov", "--lr", "0.05", "--max-steps", "16",
+                       "--checkpoint-dir", "ck-sgd", "--resume"],
+        "step-schedule": ["--data=/data/cifar", "--lr-schedule=step", "--lr-step-epochs=30,60,80",
+                          "--lr-gamma", "0.1", "--seed", "3", "--val-split", "0.1",
+                          "--augment", "crop-flip", "--stem", "cifar", "--bucket-mb", "25",
+                          "--comm-timeout", "600", "--precision", "fp32", "--deterministic",
+                          "--conv-algorithms", "heuristic"],
+        "help": ["--help"],
+    }
+    for name, arguments in lines.items():
+        write(directory, name, b"\0".join(a.encode() for a in arguments))
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "corpus")
+    cifar_seeds(os.path.join(root, "cifar"))
+    idx_seeds(os.path.join(root, "idx"))
+    image_seeds(os.path.join(root, "image"))
+    tiny_imagenet_seeds(os.path.join(root, "tiny_imagenet"))
+    options_seeds(os.path.join(root, "options"))
+
+
+if __name__ == "__main__":
+    main()
