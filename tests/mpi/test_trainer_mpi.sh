@@ -13,6 +13,17 @@ checks=0
 fail() { echo "FAILED: $1"; sed 's/^/  | /' "$work/out"; exit 1; }
 ok() { checks=$((checks + 1)); echo "ok $checks: $1"; }
 
+# signal_rank_1 SIGNAL ARGUMENT: once the job in the background has printed its second step,
+# sends SIGNAL to its rank 1, found among the processes whose command line holds ARGUMENT.
+signal_rank_1() {
+  for _ in $(seq 600); do grep -q "step 2/4" "$work/out" && break; sleep 0.1; done
+  local pid
+  pid=$(pgrep -f -- "$2" | while read -r candidate; do
+    tr '\0' '\n' </proc/$candidate/environ 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && echo "$candidate"; done | head -1)
+  [ -n "$pid" ] || fail "rank 1's process not found"
+  kill "-$1" "$pid"
+}
+
 train=("$bin" --dataset synthetic --device cpu --batch-size 8 --limit-train 64 --limit-val 16 --print-every 1)
 
 "${mpiexec[@]}" -n 2 "${train[@]}" --epochs 1 --save-weights "$work/w-{rank}.rddp" >"$work/out" 2>&1 ||
@@ -25,11 +36,7 @@ ok "2 ranks: world size 2 reported once, bit-identical weights on both ranks"
 # Preemption: SIGUSR1 to rank 1 only; all ranks agree at the next step, rank 0 checkpoints.
 "${mpiexec[@]}" -n 2 "${train[@]}" --epochs 3 --checkpoint-dir "$work/ck" >"$work/out" 2>&1 &
 job=$!
-for _ in $(seq 600); do grep -q "step 2/4" "$work/out" && break; sleep 0.1; done
-rank1=$(pgrep -f -- "--checkpoint-dir $work/ck" | while read -r pid; do
-  tr '\0' '\n' </proc/$pid/environ 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && echo "$pid"; done | head -1)
-[ -n "$rank1" ] || fail "rank 1's process not found"
-kill -USR1 "$rank1"
+signal_rank_1 USR1 "--checkpoint-dir $work/ck"
 wait "$job"
 status=$?
 [ "$status" = 75 ] || fail "a preempted job must end with 75, got $status"
@@ -46,11 +53,7 @@ ok "the requeued job resumes from the checkpoint and finishes"
 start=$(date +%s)
 timeout -k 5 90 "${mpiexec[@]}" -n 2 "${train[@]}" --epochs 50 --comm-timeout 20 >"$work/out" 2>&1 &
 job=$!
-for _ in $(seq 600); do grep -q "step 2/4" "$work/out" && break; sleep 0.1; done
-victim=$(pgrep -f -- "--epochs 50 --comm-timeout 20" | while read -r pid; do
-  tr '\0' '\n' </proc/$pid/environ 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && echo "$pid"; done | head -1)
-[ -n "$victim" ] || fail "rank 1's process not found"
-kill -KILL "$victim"
+signal_rank_1 KILL "--epochs 50 --comm-timeout 20"
 wait "$job"
 status=$?
 elapsed=$(($(date +%s) - start))
