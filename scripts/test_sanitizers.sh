@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Builds the library and the CPU and MPI test programs with AddressSanitizer and
+# UndefinedBehaviorSanitizer (gcc) in their own build directory, and runs the cpu and mpi
+# tests there: any sanitizer report fails the test it occurs in. Exits non-zero on any failure.
+#   scripts/test_sanitizers.sh              labels cpu and mpi, but the two long training runs
+#   scripts/test_sanitizers.sh -L 'cpu|mpi' every test of both labels (ctest arguments replace
+#                                           the default selection)
+# cli.test_resume and mpi.trainer_np2 train ResNet-18 for dozens of steps, which under the
+# sanitizers takes longer than their 10-minute limits on two cores; cli.test_bad_input still
+# runs the whole program, training included, for a step.
+# Environment: RDDP_ASAN_BUILD_DIR (default build-asan), RDDP_CUDA_ARCHS (default 90).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${RDDP_ASAN_BUILD_DIR:-$root/build-asan}
+jobs=$(nproc 2>/dev/null || echo 2)
+
+"$root/scripts/setup.sh" --build-only
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+
+# -O1 keeps the tests' arithmetic fast enough while the reports still point at the right lines.
+# Two checks stay recoverable only so that tests/sanitizers/ubsan.supp can name benign reports
+# in third-party headers; halt_on_error below still stops at any other.
+sanitize="-fsanitize=address,undefined -fno-sanitize-recover=all"
+sanitize+=" -fsanitize-recover=shift-base,nonnull-attribute -fno-omit-frame-pointer"
+mkdir -p "$build"
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_CXX_FLAGS="$sanitize" \
+  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" -DRDDP_BUILD_BENCH=OFF \
+  -DCMAKE_CUDA_ARCHITECTURES="${RDDP_CUDA_ARCHS:-90}" >"$build/configure.log" 2>&1 ||
+  { cat "$build/configure.log"; exit 1; }
+# Only the programs of the cpu and mpi tests: the GPU tests take long to build, and the
+# sanitizers see none of the device code they exercise.
+targets=(unit_tests resnet_ddp)
+for source in "$root"/tests/mpi/*.cpp; do targets+=("$(basename "$source" .cpp)"); done
+cmake --build "$build" -j "$jobs" --target "${targets[@]}"
+
+# halt_on_error: the first report ends the program, so it fails its test. protect_shadow_gap=0
+# lets the CUDA runtime, which the library links, map the memory it wants (its device probe
+# fails otherwise). The suppressions name third-party code only; see the files.
+supp="$root/tests/sanitizers"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1:protect_shadow_gap=0:fast_unwind_on_malloc=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1:suppressions=$supp/ubsan.supp}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$supp/lsan.supp:print_suppressions=0}
+
+cd "$build"
+[ $# -gt 0 ] || set -- -L "cpu|mpi" -E "^(cli[.]test_resume|mpi[.]trainer_np2)$"
+status=0
+ctest --output-on-failure -j "$jobs" "$@" || status=$?
+grep -h '^SKIPPED' Testing/Temporary/LastTest.log 2>/dev/null | sort -u || true
+exit $status
