@@ -115,10 +115,12 @@ const char* pnm_hazard(Reader in) {
   fits = fits && pnm_integer(in, c, max_value);
   if (!fits) return "its PGM/PPM header holds a number larger than 2147483647";
   if (max_value > 65535 || width == 0 || height == 0) return nullptr;  // refused there
+  if (max_value > 255)
+    return "it is a 16-bit PGM/PPM (maximum value above 255), which this build's stb_image "
+           "decodes with its bytes swapped; convert it to 8 bits or to PNG";
   // The pixels follow the one whitespace byte after the maximum value, which is read.
-  const unsigned long long sample_bytes = max_value > 255 ? 2 : 1;
   const unsigned long long pixels = static_cast<unsigned long long>(width) * height;
-  if (pixels > in.remaining() / (channels * sample_bytes))
+  if (pixels > in.remaining() / channels)
     return "its PGM/PPM pixel data is shorter than its header says (a truncated file)";
   return nullptr;
 }

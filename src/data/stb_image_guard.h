@@ -5,7 +5,9 @@
 //    its tables, corrupting memory (JPEG allows 256);
 //  - a PGM/PPM header number beyond INT_MAX overflows a signed int (undefined behaviour);
 //  - PGM/PPM pixel data shorter than the header says leaves the image's memory as malloc
-//    returned it, so that a truncated file decodes to whatever the heap held.
+//    returned it, so that a truncated file decodes to whatever the heap held;
+//  - 16-bit PGM/PPM samples are read in the wrong byte order, and converting their channels
+//    (to RGB or to greyscale) reads past the end of the converted buffer.
 #include <cstddef>
 #include <cstdint>
 

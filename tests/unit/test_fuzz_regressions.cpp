@@ -207,7 +207,7 @@ TEST_CASE("a JPEG Huffman table of more than 256 codes is refused before stb_ima
   CHECK(decode(commented, 3).pixels == decode(jpeg, 3).pixels);
 }
 
-TEST_CASE("PGM/PPM headers: no size, numbers beyond int, pixels cut short") {
+TEST_CASE("PGM/PPM headers: no size, numbers beyond int, pixels cut short, 16 bits") {
   CHECK(error_of("P5").find("0x0 pixels") != std::string::npos);
   CHECK(error_of("P6\n5222222222222 4\n255\n").find("larger than 2147483647") !=
         std::string::npos);
@@ -215,6 +215,10 @@ TEST_CASE("PGM/PPM headers: no size, numbers beyond int, pixels cut short") {
   std::string pixels;
   for (int i = 0; i < 12; ++i) pixels.push_back(static_cast<char>(20 * i));
   CHECK(error_of(header + pixels.substr(0, 11)).find("truncated") != std::string::npos);
+  // 16-bit samples, big-endian as the format says: 5000 is 0x13 0x88.
+  std::string wide;
+  for (int i = 0; i < 12; ++i) wide += "\x13\x88";
+  CHECK(error_of("P5\n4 3\n65535\n" + wide).find("16-bit PGM/PPM") != std::string::npos);
   const data::Image grey = decode(header + pixels, 1);
   CHECK(grey.width == 4);
   CHECK(grey.height == 3);
