@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "resnet_ddp/data/pack.h"
 #include "resnet_ddp/data/sampler.h"
 #include "resnet_ddp/data/split.h"
 #include "resnet_ddp/data/worker_count.h"
@@ -24,6 +25,7 @@ Splits read(DatasetKind kind, const DataConfig& config) {
     case DatasetKind::image_folder: return open_image_folder(config.path, channels);
     case DatasetKind::tiny_imagenet: return open_tiny_imagenet(config.path, channels);
     case DatasetKind::synthetic: return make_synthetic(config.synthetic);
+    case DatasetKind::packed: return open_packed(config.path);
     case DatasetKind::automatic: break;
   }
   RDDP_ASSERT(false);
@@ -43,7 +45,8 @@ std::string default_normalization(DatasetKind kind, const std::string& path, int
     case DatasetKind::cifar100: return "cifar100";
     case DatasetKind::idx: return lower.find("fashion") != std::string::npos ? "fashion-mnist" : "mnist";
     case DatasetKind::image_folder:
-    case DatasetKind::tiny_imagenet: return channels == 3 ? "imagenet" : "none";
+    case DatasetKind::tiny_imagenet:
+    case DatasetKind::packed: return channels == 3 ? "imagenet" : "none";
     case DatasetKind::synthetic:
     case DatasetKind::automatic: break;
   }

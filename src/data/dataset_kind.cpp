@@ -15,7 +15,7 @@ constexpr KindName kKindNames[] = {
     {DatasetKind::automatic, "auto"},         {DatasetKind::cifar10, "cifar10"},
     {DatasetKind::cifar100, "cifar100"},      {DatasetKind::idx, "idx"},
     {DatasetKind::image_folder, "imagefolder"}, {DatasetKind::tiny_imagenet, "tiny-imagenet"},
-    {DatasetKind::synthetic, "synthetic"},
+    {DatasetKind::synthetic, "synthetic"},     {DatasetKind::packed, "packed"},
 };
 
 bool holds_file(const std::string& dir, const char* name) {
@@ -42,6 +42,8 @@ DatasetKind parse_dataset_kind(const std::string& text) {
 DatasetKind detect_dataset_kind(const std::string& dir) {
   if (dir.empty()) fail("no data directory given: name one, or choose the synthetic format");
   if (!is_directory(dir)) fail("data directory ", dir, " does not exist or is not a directory");
+  // First: a pack is often written next to the folder it was made from.
+  if (holds_file(dir, "train.rddp-pack")) return DatasetKind::packed;
   const std::string cifar10 = join_path(dir, "cifar-10-batches-bin");
   const std::string cifar100 = join_path(dir, "cifar-100-binary");
   const std::string raw = join_path(dir, "raw");
@@ -57,12 +59,13 @@ DatasetKind detect_dataset_kind(const std::string& dir) {
   if (holds_file(dir, "wnids.txt") && is_regular_file(join_path(dir, "val/val_annotations.txt")))
     return DatasetKind::tiny_imagenet;
   if (is_directory(join_path(dir, "train"))) return DatasetKind::image_folder;
-  fail("cannot tell which data set ", dir, " holds: looked for data_batch_1.bin (CIFAR-10, also "
+  fail("cannot tell which data set ", dir, " holds: looked for train.rddp-pack (packed by "
+       "resnet_ddp_pack), data_batch_1.bin (CIFAR-10, also "
        "in cifar-10-batches-bin/), train.bin and test.bin (CIFAR-100, also in cifar-100-binary/), "
        "train-images-idx3-ubyte[.gz] (idx, also in raw/), wnids.txt with "
        "val/val_annotations.txt (Tiny-ImageNet) and a train/ folder (image folder). Point to "
        "the folder that holds them, or name the format (cifar10, cifar100, idx, imagefolder, "
-       "tiny-imagenet, synthetic); data/README.md shows each layout");
+       "tiny-imagenet, packed, synthetic); data/README.md shows each layout");
 }
 
 }  // namespace rddp::data

@@ -156,13 +156,18 @@ void flip_horizontal(Image& image) {
       std::swap_ranges(image.at(y, left), image.at(y, left) + channels, image.at(y, right));
 }
 
-Image resize_shorter_side(const Image& image, int size) {
-  const bool portrait = image.width <= image.height;
-  const int shorter = portrait ? image.width : image.height;
-  const int longer = portrait ? image.height : image.width;
+void shorter_side_dims(int height, int width, int size, int& out_height, int& out_width) {
+  const bool portrait = width <= height;
+  const int shorter = portrait ? width : height;
+  const int longer = portrait ? height : width;
   const int new_longer = int(double(size) * longer / shorter);
-  const int new_width = portrait ? size : new_longer;
-  const int new_height = portrait ? new_longer : size;
+  out_width = portrait ? size : new_longer;
+  out_height = portrait ? new_longer : size;
+}
+
+Image resize_shorter_side(const Image& image, int size) {
+  int new_height = 0, new_width = 0;
+  shorter_side_dims(image.height, image.width, size, new_height, new_width);
   if (new_width == image.width && new_height == image.height) return image;
   return resize_bilinear(image, new_height, new_width);
 }

@@ -13,6 +13,7 @@ enum class DatasetKind {
   image_folder,   // torchvision ImageFolder: train/<class>/..., val/<class>/...
   tiny_imagenet,  // Tiny-ImageNet-200 as distributed: wnids.txt, train/, val/val_annotations.txt
   synthetic,      // deterministic random images; needs no files
+  packed,         // train.rddp-pack (and val.rddp-pack) written by resnet_ddp_pack
 };
 
 const char* to_string(DatasetKind kind);

@@ -66,6 +66,8 @@ void flip_horizontal(Image& image);
 // torchvision Resize(size) with an int: the shorter side becomes `size`, the longer keeps the
 // aspect ratio (rounded down); unchanged when it already has that size.
 Image resize_shorter_side(const Image& image, int size);
+// The height and width resize_shorter_side gives a height x width image.
+void shorter_side_dims(int height, int width, int size, int& out_height, int& out_width);
 
 // The seed of one sample's random draws.
 uint64_t augment_seed(uint64_t seed, uint64_t epoch, uint64_t sample_index);
