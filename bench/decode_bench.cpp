@@ -2,9 +2,14 @@
 // transform (RandomResizedCrop(224) + flip), in images per second of one core's time. The
 // files are read into memory first, so the figures leave the disk out; the time is the
 // thread's CPU time, so other work on a shared machine does not count against it.
+// Then the same images packed as resnet_ddp_pack packs them (shorter side 256): reading one
+// from the memory-mapped pack (copy + CRC check), and that plus the same transform. The pack
+// is written to the system's temporary directory and read back while the page cache holds
+// it, so these figures too leave the disk out.
 //
 //   decode_bench DIR [SECONDS]      (DIR: *.jpg files, e.g. from bench/make_jpegs.py)
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -15,6 +20,7 @@
 
 #include "resnet_ddp/data/file_io.h"
 #include "resnet_ddp/data/image_decode.h"
+#include "resnet_ddp/data/pack.h"
 #include "resnet_ddp/data/transform.h"
 #include "resnet_ddp/error.h"
 
@@ -34,8 +40,8 @@ struct Result {
 
 // Runs `work` over the files again and again for at least `seconds` of CPU time, after one
 // warm-up pass.
-template <typename Work>
-Result measure(const std::vector<std::vector<uint8_t>>& files, double seconds, Work work) {
+template <typename Item, typename Work>
+Result measure(const std::vector<Item>& files, double seconds, Work work) {
   for (const auto& file : files) work(file, 0);
   size_t images = 0;
   double pixels = 0;
@@ -88,6 +94,44 @@ int main(int argc, char** argv) {
                 decode.images_per_second, decode.megapixels_per_second);
     std::printf("  decode + RandomResizedCrop(224) + flip   %8.1f images/s\n",
                 augment.images_per_second);
+
+    // The same images, packed at shorter side 256 as resnet_ddp_pack does by default.
+    const std::string pack_path = (std::filesystem::temp_directory_path() /
+                                   ("decode_bench." + std::to_string(getpid()) + ".rddp-pack"))
+                                      .string();
+    PackInfo info;
+    info.short_side = kDefaultPackSize;
+    info.classes = {"all"};
+    {
+      PackWriter writer(pack_path, info);
+      for (const auto& file : files)
+        writer.add(resize_shorter_side(decode_image(file.data(), file.size(), 3, "benchmark image"),
+                                       kDefaultPackSize), 0);
+      writer.finish();
+    }
+    const double pack_bytes = double(std::filesystem::file_size(pack_path));
+    std::vector<size_t> indices(files.size());
+    for (size_t i = 0; i < files.size(); ++i) indices[i] = i;
+    Result read{}, packed_augment{};
+    {
+      const PackedDataset pack(pack_path, "benchmark pack");
+      read = measure(indices, seconds, [&](size_t index, uint64_t) {
+        const Image image = pack.get(index).image;
+        return double(image.height) * image.width;
+      });
+      packed_augment = measure(indices, seconds, [&](size_t index, uint64_t round) {
+        const Image image = pack.get(index).image;
+        const Image out = apply_transform(train, image, 0, round, index);
+        return double(image.height) * image.width + (out.pixels.empty() ? 1 : 0);
+      });
+    }
+    std::filesystem::remove(pack_path);
+    std::printf("packed at shorter side %d, %.0f KiB per image, memory-mapped, one thread:\n",
+                kDefaultPackSize, pack_bytes / double(files.size()) / 1024);
+    std::printf("  packed read (copy + CRC check)           %8.1f images/s  %7.1f MP/s\n",
+                read.images_per_second, read.megapixels_per_second);
+    std::printf("  packed + RandomResizedCrop(224) + flip   %8.1f images/s\n",
+                packed_augment.images_per_second);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "decode_bench: %s\n", e.what());

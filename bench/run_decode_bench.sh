@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # JPEG decoding per core, stb_image (resnet_ddp) against Pillow (torchvision), on the same
-# ImageNet-like files:  bench/run_decode_bench.sh [BUILD_DIR] [SECONDS] [RUNS]
+# ImageNet-like files, and reading the same images from a resnet_ddp_pack pack instead:
+#   bench/run_decode_bench.sh [BUILD_DIR] [SECONDS] [RUNS]
 # The JPEGs are made once, under BUILD_DIR/bench_jpegs. The two run in turn RUNS times (3)
 # and the table keeps each one's best, which on a shared machine is the least disturbed.
 set -euo pipefail
@@ -28,7 +29,7 @@ for ((run = 0; run < runs; ++run)); do
   stb+=$("$build/bench/decode_bench" "$jpegs" "$seconds")$'\n'
   pillow+=$("$python" "$here/pillow_decode.py" "$jpegs" "$seconds")$'\n'
 done
-echo "$stb" | head -3
+echo "$stb" | head -6
 echo "$pillow" | head -3
 # The best images/s of the lines that contain $2.
 best() {
@@ -40,4 +41,8 @@ echo
 printf "%-40s %10s %10s\n" "images/s on one core, best of $runs" "stb_image" "Pillow"
 for row in "decode   " "decode + RandomResizedCrop(224) + flip"; do
   printf "%-40s %10s %10s\n" "$row" "$(best "$stb" "$row")" "$(best "$pillow" "$row")"
+done
+# Pillow has no packed rows: torchvision reads image files.
+for row in "packed read" "packed + RandomResizedCrop(224) + flip"; do
+  printf "%-40s %10s %10s\n" "$row" "$(best "$stb" "$row")" "-"
 done
