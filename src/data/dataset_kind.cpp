@@ -59,11 +59,11 @@ DatasetKind detect_dataset_kind(const std::string& dir) {
   if (holds_file(dir, "wnids.txt") && is_regular_file(join_path(dir, "val/val_annotations.txt")))
     return DatasetKind::tiny_imagenet;
   if (is_directory(join_path(dir, "train"))) return DatasetKind::image_folder;
-  fail("cannot tell which data set ", dir, " holds: looked for train.rddp-pack (packed by "
-       "resnet_ddp_pack), data_batch_1.bin (CIFAR-10, also "
+  fail("cannot tell which data set ", dir, " holds: looked for data_batch_1.bin (CIFAR-10, also "
        "in cifar-10-batches-bin/), train.bin and test.bin (CIFAR-100, also in cifar-100-binary/), "
        "train-images-idx3-ubyte[.gz] (idx, also in raw/), wnids.txt with "
-       "val/val_annotations.txt (Tiny-ImageNet) and a train/ folder (image folder). Point to "
+       "val/val_annotations.txt (Tiny-ImageNet), a train/ folder (image folder) and "
+       "train.rddp-pack (packed by resnet_ddp_pack). Point to "
        "the folder that holds them, or name the format (cifar10, cifar100, idx, imagefolder, "
        "tiny-imagenet, packed, synthetic); data/README.md shows each layout");
 }
