@@ -28,6 +28,7 @@
 
 #include "resnet_ddp/data/dataset.h"
 #include "resnet_ddp/data/image_decode.h"
+#include "resnet_ddp/data/pack.h"
 #include "resnet_ddp/data/readers.h"
 #include "resnet_ddp/engine.h"
 #include "resnet_ddp/error.h"
@@ -398,6 +399,75 @@ class TensorFileTarget {
 
   ScratchDir scratch_;
   fs::path path_;
+};
+
+// A pack file (resnet_ddp_pack's train.rddp-pack) with every CRC it holds set right, or the
+// input unchanged where it is too damaged to find them: so that mutations reach the checks
+// behind the CRCs. The layout is docs/file_format.md's.
+inline std::string with_pack_crcs_repaired(std::string bytes) {
+  auto crc_of = [&](size_t begin, size_t length) {
+    return uint32_t(crc32(0, reinterpret_cast<const Bytef*>(bytes.data() + begin), uInt(length)));
+  };
+  auto u32_at = [&](size_t at) {
+    uint32_t value;
+    std::memcpy(&value, bytes.data() + at, 4);
+    return value;
+  };
+  auto put_u32 = [&](size_t at, uint32_t value) { std::memcpy(bytes.data() + at, &value, 4); };
+  size_t at = 36;  // after class_count
+  if (bytes.size() < at) return bytes;
+  for (uint32_t k = 0, count = u32_at(32); k < count && k < (1u << 20); ++k) {
+    if (bytes.size() - at < 4) return bytes;
+    const uint32_t length = u32_at(at);
+    if (bytes.size() - at - 4 < length) return bytes;
+    at += 4 + length;
+  }
+  if (bytes.size() - at < 4) return bytes;
+  put_u32(at, crc_of(0, at));
+  const size_t pixels_begin = at + 4;
+  if (bytes.size() - pixels_begin < 28) return bytes;
+  const size_t trailer = bytes.size() - 28;
+  put_u32(trailer + 16, crc_of(trailer, 16));
+  uint64_t index_offset, count;
+  std::memcpy(&index_offset, bytes.data() + trailer, 8);
+  std::memcpy(&count, bytes.data() + trailer + 8, 8);
+  if (index_offset < pixels_begin || index_offset > trailer || count > (trailer - index_offset) / 24 ||
+      index_offset + count * 24 + 4 != trailer)
+    return bytes;
+  const uint32_t channels = u32_at(16);
+  for (uint64_t i = 0; i < count; ++i) {
+    const size_t record = size_t(index_offset + i * 24);
+    uint64_t offset;
+    std::memcpy(&offset, bytes.data() + record, 8);
+    const uint64_t length = uint64_t(u32_at(record + 8)) * u32_at(record + 12) * channels;
+    if (offset <= index_offset && length <= index_offset - offset && length < (1ull << 32))
+      put_u32(record + 20, crc_of(size_t(offset), size_t(length)));
+  }
+  put_u32(trailer - 4, crc_of(size_t(index_offset), size_t(count * 24)));
+  return bytes;
+}
+
+// A packed data set: the input is train.rddp-pack, opened as --data DIR opens it and read
+// image by image; once as it is and once with its CRCs repaired.
+class PackTarget {
+ public:
+  static constexpr const char* kName = "pack";
+
+  explicit PackTarget(const std::string& base) : scratch_(base, kName) {}
+
+  int run(const uint8_t* data, size_t size) const {
+    const std::string input(reinterpret_cast<const char*>(data), size);
+    const std::string repaired = with_pack_crcs_repaired(input);
+    return open_and_read(input) + (repaired == input ? 0 : open_and_read(repaired));
+  }
+
+ private:
+  int open_and_read(const std::string& bytes) const {
+    write_file(scratch_.path() / "train.rddp-pack", bytes.data(), bytes.size());
+    return count_accepted([&] { check_splits(data::open_packed(scratch_.path()), true); });
+  }
+
+  ScratchDir scratch_;
 };
 
 // The command line: the input is the arguments after the program name, separated by NUL

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the seed corpora of the cifar, idx, image, tiny_imagenet and options harnesses from
-real files: a photograph (matplotlib's sample grace_hopper.jpg, Debian's python3-matplotlib),
+"""Writes the seed corpora of the cifar, idx, image, tiny_imagenet, options and pack harnesses
+from real files: a photograph (matplotlib's sample grace_hopper.jpg, Debian's python3-matplotlib),
 Fashion-MNIST (Debian's dataset-fashion-mnist) and command lines from the README and the job
 scripts. make_tensor_seeds writes the tensor_file seeds. Each seed is small, since libFuzzer
 mutates faster within small inputs; the output is the same on every run.
@@ -10,7 +10,9 @@ mutates faster within small inputs; the output is the same on every run.
 import gzip
 import io
 import os
+import struct
 import sys
+import zlib
 
 import numpy as np
 from PIL import Image
@@ -92,6 +94,35 @@ def tiny_imagenet_seeds(directory):
     write(directory, "val_annotations.txt", ("\n".join(lines) + "\n").encode())
 
 
+def pack(images, labels, classes, channels, short_side, fixed=(0, 0)):
+    """A pack file as docs/file_format.md describes it, written independently of the C++
+    writer, so that the two agree through the reader."""
+    header = b"RDDPPACK" + struct.pack("<7I", 1, 0, channels, short_side, fixed[0], fixed[1],
+                                       len(classes))
+    for name in classes:
+        header += struct.pack("<I", len(name)) + name.encode()
+    header += struct.pack("<I", zlib.crc32(header))
+    pixels, index = b"", b""
+    for image, label in zip(images, labels):
+        data = np.asarray(image, dtype=np.uint8).tobytes()
+        height, width = np.asarray(image).shape[:2]
+        index += struct.pack("<QIIiI", len(header) + len(pixels), height, width, label,
+                             zlib.crc32(data))
+        pixels += data
+    index += struct.pack("<I", zlib.crc32(index))
+    trailer = struct.pack("<QQ", len(header) + len(pixels), len(images))
+    trailer += struct.pack("<I", zlib.crc32(trailer)) + b"RDDPEND\0"
+    return header + pixels + index + trailer
+
+
+def pack_seeds(directory):
+    # Shorter side 4: an image folder's pack (sizes differ) and a Tiny-ImageNet-like one (fixed).
+    write(directory, "rgb.rddp-pack",
+          pack([photo(6, 4), photo(4, 5), photo(4, 4)], [1, 0, 1], ["ant", "bee"], 3, 4))
+    write(directory, "grey-fixed.rddp-pack",
+          pack([photo(4, 4, "L"), photo(4, 4, "L")], [0, 2], ["a", "b", "c"], 1, 4, (4, 4)))
+
+
 def options_seeds(directory):
     # Command lines of the README, scripts/quickstart.sh, the job scripts and tests/cli.
     lines = {
@@ -127,6 +158,7 @@ def main():
     image_seeds(os.path.join(root, "image"))
     tiny_imagenet_seeds(os.path.join(root, "tiny_imagenet"))
     options_seeds(os.path.join(root, "options"))
+    pack_seeds(os.path.join(root, "pack"))
 
 
 if __name__ == "__main__":

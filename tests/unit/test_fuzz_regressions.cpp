@@ -115,12 +115,14 @@ TEST_CASE("fuzz inputs: Tiny-ImageNet val_annotations.txt") {
 }
 TEST_CASE("fuzz inputs: weights and checkpoints") { replay_all<fuzz::TensorFileTarget>(); }
 TEST_CASE("fuzz inputs: command line") { replay_all<fuzz::OptionsTarget>(); }
+TEST_CASE("fuzz inputs: packed data sets") { replay_all<fuzz::PackTarget>(); }
 
 TEST_CASE("every folder of fuzz inputs belongs to a target replayed here") {
   const std::set<std::string> targets = {
       fuzz::CifarTarget::kName,        fuzz::IdxTarget::kName,
       fuzz::ImageTarget::kName,        fuzz::TinyImageNetTarget::kName,
-      fuzz::TensorFileTarget::kName,   fuzz::OptionsTarget::kName};
+      fuzz::TensorFileTarget::kName,   fuzz::OptionsTarget::kName,
+      fuzz::PackTarget::kName};
   for (const char* kind : {"corpus", "regressions"}) {
     if (!fs::is_directory(kFuzzDir / kind)) continue;
     for (const fs::directory_entry& entry : fs::directory_iterator(kFuzzDir / kind)) {
