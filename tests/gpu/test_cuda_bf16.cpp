@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -339,4 +340,40 @@ TEST_CASE("the bfloat16 weight copies follow the optimizer and load_state") {
   fresh->save_state(initial, unused);
   gpu->load_state(initial, nullptr);
   CHECK(std::fabs(eval_loss(*gpu) - before) <= loss_tolerance(before));
+}
+
+TEST_CASE("convert rounds float to the nearest bfloat16 and widens bfloat16 exactly") {
+  cuda::Stream stream;
+  Rng rng(3);
+  // Random values of many magnitudes, plus the special cases of rounding.
+  std::vector<float> values;
+  for (int i = 0; i < 5000; ++i)
+    values.push_back(static_cast<float>(rng.normal() * std::ldexp(1.0, i % 40 - 20)));
+  for (float v : {0.0f, -0.0f, 1.0f + 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f, 1.0f + 3 * 0x1p-8f,
+                  3.4e38f, -3.4e38f, 1e-40f, INFINITY, -INFINITY, NAN})
+    values.push_back(v);
+  const size_t count = values.size();
+  DeviceBuffer<float> d_values(count), d_back(count);
+  DeviceBuffer<__nv_bfloat16> d_bf16(count);
+  cuda::copy_to_device(d_values.get(), values.data(), count, stream.get());
+  RDDP_CUDA_CHECK(cudaMemsetAsync(d_bf16.get(), 0xff, d_bf16.bytes(), stream.get()));
+  RDDP_CUDA_CHECK(cudaMemsetAsync(d_back.get(), 0xff, d_back.bytes(), stream.get()));
+  cuda::convert(static_cast<int64_t>(count), d_values.get(), d_bf16.get(), stream.get());
+  cuda::convert(static_cast<int64_t>(count), d_bf16.get(), d_back.get(), stream.get());
+  const auto bf16 = cuda::download(d_bf16.get(), count, stream.get());
+  const auto back = cuda::download(d_back.get(), count, stream.get());
+  size_t bad = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const __nv_bfloat16 want = __float2bfloat16_rn(values[i]);
+    const float widened = static_cast<float>(want);
+    // NaN payloads may differ between the host's and the device's conversions: NaN is enough.
+    const bool nan = std::isnan(values[i]);
+    const bool same_bf16 = nan ? std::isnan(static_cast<float>(bf16[i]))
+                               : std::memcmp(&bf16[i], &want, sizeof(want)) == 0;
+    const bool same_back =
+        nan ? std::isnan(back[i]) : std::memcmp(&back[i], &widened, sizeof(widened)) == 0;
+    if ((!same_bf16 || !same_back) && bad++ < 5)
+      FAIL_CHECK("convert(" << values[i] << ") = " << back[i] << ", expected " << widened);
+  }
+  CHECK(bad == 0);
 }
