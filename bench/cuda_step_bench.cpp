@@ -124,11 +124,7 @@ Settings parse(int argc, char** argv) {
     }
   }
   if (s.stem != "auto") parse_stem(s.stem);  // refuses an unknown stem now
-  if (s.precision == "bf16")
-    fail("--precision bf16: not implemented yet: the CUDA engine computes in float32, with TF32 "
-         "tensor cores (--precision tf32) or strictly (--precision fp32); bf16 mixed precision is "
-         "a later change");
-  if (s.precision != "tf32" && s.precision != "fp32")
+  if (s.precision != "tf32" && s.precision != "fp32" && s.precision != "bf16")
     fail("--precision must be tf32, fp32 or bf16, got '", s.precision, "'");
   return s;
 }
@@ -151,7 +147,9 @@ EngineConfig engine_config(const Settings& s) {
     config.optimizer.weight_decay = 1e-4;
     config.optimizer.momentum = 0.9;
   }
-  config.allow_tf32 = s.precision == "tf32";
+  config.precision = s.precision == "bf16"   ? Precision::bf16
+                     : s.precision == "fp32" ? Precision::fp32
+                                             : Precision::tf32;
   config.deterministic = s.deterministic;
   config.conv_timed_search = s.timed_search;
   return config;

@@ -11,7 +11,7 @@
 # 3. Measures every configuration
 #      32x32 images, cifar stem, 10 classes, batch 128: 20 warm-up steps, 5 windows of 50
 #      224x224 images, imagenet stem, 1000 classes, batch 256: 10 warm-up steps, 5 windows of 20
-#    in tf32, fp32 and bf16 (resnet_ddp refuses bf16 for now: its rows say so), AdamW, with
+#    in tf32, fp32 and bf16 (autocast's mixed precision on both sides), AdamW, with
 #    resnet_ddp (bench/cuda_step_bench), PyTorch eager and PyTorch torch.compile
 #    (bench/pytorch_ddp.py, with $RDDP_PYTHON or the first python3 whose torch sees the GPU); first
 #    resnet_ddp and eager for every configuration, then the compiled runs, which spend most of

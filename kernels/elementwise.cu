@@ -1,5 +1,8 @@
-// ReLU, the residual addition and the bias broadcast: elementwise, memory-bound, one grid-stride
-// loop each. The expressions are those of src/cpu/elementwise.cpp, so results match bit for bit.
+// ReLU, the residual addition, the bias broadcast and type conversions: elementwise,
+// memory-bound, one grid-stride loop each. The expressions are those of src/cpu/elementwise.cpp,
+// so float results match bit for bit. They compute in float whatever T is: for bfloat16 that is
+// what PyTorch's bfloat16 kernels do (load, compute in float, round once on the store).
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -27,27 +30,28 @@ __device__ int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * bloc
 template <typename T>
 __global__ void relu_forward_kernel(int64_t count, const T* x, T* y) {
   for (int64_t i = first_index(); i < count; i += grid_stride()) {
-    const T v = x[i];
-    y[i] = v < T(0) ? T(0) : v;
+    const float v = static_cast<float>(x[i]);
+    y[i] = static_cast<T>(v < 0.0f ? 0.0f : v);
   }
 }
 
 template <typename T>
 __global__ void relu_backward_kernel(int64_t count, const T* y, const T* dy, T* dx) {
   for (int64_t i = first_index(); i < count; i += grid_stride())
-    dx[i] = y[i] <= T(0) ? T(0) : dy[i];
+    dx[i] = static_cast<float>(y[i]) <= 0.0f ? static_cast<T>(0.0f) : dy[i];
 }
 
 template <typename T>
 __global__ void add_kernel(int64_t count, const T* x, const T* y, T* z) {
-  for (int64_t i = first_index(); i < count; i += grid_stride()) z[i] = x[i] + y[i];
+  for (int64_t i = first_index(); i < count; i += grid_stride())
+    z[i] = static_cast<T>(static_cast<float>(x[i]) + static_cast<float>(y[i]));
 }
 
 template <typename T>
 __global__ void add_relu_kernel(int64_t count, const T* x, const T* y, T* z) {
   for (int64_t i = first_index(); i < count; i += grid_stride()) {
-    const T sum = x[i] + y[i];
-    z[i] = sum < T(0) ? T(0) : sum;
+    const float sum = static_cast<float>(x[i]) + static_cast<float>(y[i]);
+    z[i] = static_cast<T>(sum < 0.0f ? 0.0f : sum);
   }
 }
 
@@ -56,7 +60,20 @@ __global__ void broadcast_rows_kernel(int64_t count, int cols, const T* row, T* 
   for (int64_t i = first_index(); i < count; i += grid_stride()) out[i] = row[i % cols];
 }
 
+template <typename From, typename To>
+__global__ void convert_kernel(int64_t count, const From* from, To* to) {
+  for (int64_t i = first_index(); i < count; i += grid_stride())
+    to[i] = static_cast<To>(static_cast<float>(from[i]));
+}
+
 }  // namespace
+
+template <typename From, typename To>
+void convert(int64_t count, const From* from, To* to, cudaStream_t stream) {
+  if (count <= 0) return;
+  convert_kernel<From, To><<<blocks_for(count), kThreads, 0, stream>>>(count, from, to);
+  RDDP_CUDA_CHECK_LAUNCH("convert_kernel");
+}
 
 template <typename T>
 void relu_forward(int64_t count, const T* x, T* y, cudaStream_t stream) {
@@ -99,5 +116,13 @@ template void relu_backward<float>(int64_t, const float*, const float*, float*, 
 template void add<float>(int64_t, const float*, const float*, float*, cudaStream_t);
 template void add_relu<float>(int64_t, const float*, const float*, float*, cudaStream_t);
 template void broadcast_rows<float>(int, int, const float*, float*, cudaStream_t);
+
+using bf16 = __nv_bfloat16;
+template void relu_forward<bf16>(int64_t, const bf16*, bf16*, cudaStream_t);
+template void relu_backward<bf16>(int64_t, const bf16*, const bf16*, bf16*, cudaStream_t);
+template void add<bf16>(int64_t, const bf16*, const bf16*, bf16*, cudaStream_t);
+template void add_relu<bf16>(int64_t, const bf16*, const bf16*, bf16*, cudaStream_t);
+template void convert<float, bf16>(int64_t, const float*, bf16*, cudaStream_t);
+template void convert<bf16, float>(int64_t, const bf16*, float*, cudaStream_t);
 
 }  // namespace rddp::cuda

@@ -1,6 +1,7 @@
 // Global average pooling: one warp per (n, c) plane sums in double, like the CPU twin in
 // src/cpu/pooling.cpp, so both round the same exact-to-double sum to the same float (their
 // orders differ, which double precision makes immaterial for planes of any realistic size).
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -9,6 +10,8 @@
 #include "resnet_ddp/cuda/layer_kernels.h"
 #include "resnet_ddp/error.h"
 
+// Values pass through float on the way in and out (exact for float; for bfloat16 the double
+// result is rounded to float, then to bfloat16, which cuda_bf16.h converts from float only).
 namespace rddp::cuda {
 namespace {
 
@@ -27,9 +30,10 @@ __global__ void global_avgpool_forward_kernel(int64_t planes, int spatial, const
        plane < planes; plane += static_cast<int64_t>(gridDim.x) * kPlanesPerBlock) {
     const T* x_p = x + plane * spatial;
     double sum = 0.0;
-    for (int i = lane; i < spatial; i += kWarp) sum += static_cast<double>(x_p[i]);
+    for (int i = lane; i < spatial; i += kWarp)
+      sum += static_cast<double>(static_cast<float>(x_p[i]));
     for (int mask = kWarp / 2; mask > 0; mask /= 2) sum += __shfl_xor_sync(kFullMask, sum, mask);
-    if (lane == 0) y[plane] = static_cast<T>(sum / spatial);
+    if (lane == 0) y[plane] = static_cast<T>(static_cast<float>(sum / spatial));
   }
 }
 
@@ -38,7 +42,8 @@ __global__ void global_avgpool_backward_kernel(int64_t count, int spatial, const
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += stride)
-    dx[i] = static_cast<T>(static_cast<double>(dy[i / spatial]) / spatial);
+    dx[i] = static_cast<T>(
+        static_cast<float>(static_cast<double>(static_cast<float>(dy[i / spatial])) / spatial));
 }
 
 void check_global(int batch, int channels, int spatial) {
@@ -76,5 +81,9 @@ void global_avgpool_backward(int batch, int channels, int spatial, const T* dy, 
 
 template void global_avgpool_forward<float>(int, int, int, const float*, float*, cudaStream_t);
 template void global_avgpool_backward<float>(int, int, int, const float*, float*, cudaStream_t);
+template void global_avgpool_forward<__nv_bfloat16>(int, int, int, const __nv_bfloat16*,
+                                                    __nv_bfloat16*, cudaStream_t);
+template void global_avgpool_backward<__nv_bfloat16>(int, int, int, const __nv_bfloat16*,
+                                                     __nv_bfloat16*, cudaStream_t);
 
 }  // namespace rddp::cuda

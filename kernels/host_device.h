@@ -19,5 +19,8 @@ RDDP_HD float log_of(float x) { return ::logf(x); }
 RDDP_HD double log_of(double x) { return ::log(x); }
 RDDP_HD float sqrt_of(float x) { return ::sqrtf(x); }
 RDDP_HD double sqrt_of(double x) { return ::sqrt(x); }
+// Neither Inf nor NaN.
+RDDP_HD bool is_finite(float x) { return isfinite(x); }
+RDDP_HD bool is_finite(double x) { return isfinite(x); }
 
 }  // namespace rddp::hd

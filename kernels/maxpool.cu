@@ -1,6 +1,7 @@
 // Max pooling with PyTorch's choice of maximum, and its backward as a gather: each input sums
 // the gradients of the outputs that chose it, in output order, with no atomics, so the result is
 // deterministic and equal to the CPU twin's scatter (src/cpu/pooling.cpp) bit for bit.
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -43,18 +44,19 @@ __global__ void maxpool_forward_kernel(Window s, int64_t outputs, const T* x, T*
     const int h_begin = max(h0, 0), h_end = min(h0 + s.kernel, s.in_h);
     const int w_begin = max(w0, 0), w_end = min(w0 + s.kernel, s.in_w);
     int32_t best_index = h_begin * s.in_w + w_begin;
-    T best = -static_cast<T>(INFINITY);
+    // Compared in float: exact for float and bfloat16 values alike.
+    float best = -INFINITY;
     for (int ih = h_begin; ih < h_end; ++ih) {
       for (int iw = w_begin; iw < w_end; ++iw) {
         const int32_t index = ih * s.in_w + iw;
-        const T value = x_p[index];
+        const float value = static_cast<float>(x_p[index]);
         if (value > best || isnan(value)) {
           best = value;
           best_index = index;
         }
       }
     }
-    y[out] = best;
+    y[out] = static_cast<T>(best);
     argmax[out] = best_index;
   }
 }
@@ -77,13 +79,14 @@ __global__ void maxpool_backward_kernel(Window s, int64_t inputs, const T* dy,
     const int oh_end = min((ih + s.pad) / s.stride, s.out_h - 1);
     const int ow_end = min((iw + s.pad) / s.stride, s.out_w - 1);
     const int64_t base = plane * out_plane;
-    T sum = T(0);
+    // Summed in float (for bfloat16: rounded once, at the end).
+    float sum = 0.0f;
     for (int oh = oh_begin; oh <= oh_end; ++oh)
       for (int ow = ow_begin; ow <= ow_end; ++ow) {
         const int64_t out = base + static_cast<int64_t>(oh) * s.out_w + ow;
-        if (argmax[out] == index) sum += dy[out];
+        if (argmax[out] == index) sum += static_cast<float>(dy[out]);
       }
-    dx[in] = sum;
+    dx[in] = static_cast<T>(sum);
   }
 }
 
@@ -133,5 +136,9 @@ template void maxpool_forward<float>(const cpu::PoolShape&, const float*, float*
                                      cudaStream_t);
 template void maxpool_backward<float>(const cpu::PoolShape&, const float*, const int32_t*, float*,
                                       cudaStream_t);
+template void maxpool_forward<__nv_bfloat16>(const cpu::PoolShape&, const __nv_bfloat16*,
+                                             __nv_bfloat16*, int32_t*, cudaStream_t);
+template void maxpool_backward<__nv_bfloat16>(const cpu::PoolShape&, const __nv_bfloat16*,
+                                              const int32_t*, __nv_bfloat16*, cudaStream_t);
 
 }  // namespace rddp::cuda

@@ -41,12 +41,22 @@ __device__ Scalars read_scalars(const Scalars* from_device, const Scalars& by_va
   return from_device != nullptr ? *from_device : by_value;
 }
 
+// Rounds four updated parameters into their bfloat16 copy.
+__device__ Vec<__nv_bfloat16> to_bf16(const Vec<float>& p) {
+  Vec<__nv_bfloat16> out;
+#pragma unroll
+  for (int k = 0; k < kVector; ++k) out.v[k] = __float2bfloat16_rn(p.v[k]);
+  return out;
+}
+
 // Elements [0, vector_elements) go four at a time, the rest one at a time; vector_elements is
-// 0 when the pointers are not all aligned for vector access.
+// 0 when the pointers are not all aligned for vector access. params_bf16, when not null,
+// receives each updated parameter rounded to bfloat16 (see kernels.h).
 template <typename Grad>
 __global__ void __launch_bounds__(kThreads)
     adamw_kernel(float* __restrict__ params, const Grad* __restrict__ grads,
-                 float* __restrict__ exp_avg, float* __restrict__ exp_avg_sq, size_t elements,
+                 float* __restrict__ exp_avg, float* __restrict__ exp_avg_sq,
+                 __nv_bfloat16* __restrict__ params_bf16, size_t elements,
                  size_t vector_elements, const adamw::Scalars<float>* device_scalars,
                  adamw::Scalars<float> value_scalars) {
   const adamw::Scalars<float> s = read_scalars(device_scalars, value_scalars);
@@ -60,15 +70,19 @@ __global__ void __launch_bounds__(kThreads)
     store_vec(params, i, p);
     store_vec(exp_avg, i, m);
     store_vec(exp_avg_sq, i, v);
+    if (params_bf16 != nullptr) store_vec(params_bf16, i, to_bf16(p));
   }
-  for (size_t i = vector_elements + first; i < elements; i += stride)
+  for (size_t i = vector_elements + first; i < elements; i += stride) {
     adamw::update(params[i], grads[i], exp_avg[i], exp_avg_sq[i], s);
+    if (params_bf16 != nullptr) params_bf16[i] = __float2bfloat16_rn(params[i]);
+  }
 }
 
 template <typename Grad>
 __global__ void __launch_bounds__(kThreads)
     sgd_kernel(float* __restrict__ params, const Grad* __restrict__ grads,
-               float* __restrict__ momentum_buffer, size_t elements, size_t vector_elements,
+               float* __restrict__ momentum_buffer, __nv_bfloat16* __restrict__ params_bf16,
+               size_t elements, size_t vector_elements,
                const sgd::Scalars<float>* device_scalars, sgd::Scalars<float> value_scalars) {
   const sgd::Scalars<float> s = read_scalars(device_scalars, value_scalars);
   const bool has_buffer = s.momentum != 0.0f;
@@ -82,10 +96,12 @@ __global__ void __launch_bounds__(kThreads)
     for (int k = 0; k < kVector; ++k) sgd::update(p.v[k], g.v[k], buf.v[k], s);
     store_vec(params, i, p);
     if (has_buffer) store_vec(momentum_buffer, i, buf);
+    if (params_bf16 != nullptr) store_vec(params_bf16, i, to_bf16(p));
   }
   for (size_t i = vector_elements + first; i < elements; i += stride) {
     float unused = 0.0f;
     sgd::update(params[i], grads[i], has_buffer ? momentum_buffer[i] : unused, s);
+    if (params_bf16 != nullptr) params_bf16[i] = __float2bfloat16_rn(params[i]);
   }
 }
 
@@ -95,7 +111,7 @@ bool vector_aligned(const void* pointer) {
 
 // The part of the buffer the vector loop covers: all of it but a tail of fewer than four
 // elements, or none of it when a pointer is misaligned. A Grad vector is 16 bytes for float and
-// 8 for bf16, so 16-byte alignment of every pointer covers both.
+// 8 for bf16, so 16-byte alignment of every pointer covers both (and the bfloat16 copy's).
 size_t vector_part(size_t elements, std::initializer_list<const void*> pointers) {
   for (const void* pointer : pointers)
     if (pointer != nullptr && !vector_aligned(pointer)) return 0;
@@ -111,11 +127,13 @@ unsigned grid_for(size_t elements) {
 template <typename Grad>
 void launch_adamw(float* params, const Grad* grads, float* exp_avg, float* exp_avg_sq,
                   size_t elements, const adamw::Scalars<float>* device_scalars,
-                  const adamw::Scalars<float>& value_scalars, cudaStream_t stream) {
+                  const adamw::Scalars<float>& value_scalars, cudaStream_t stream,
+                  __nv_bfloat16* params_bf16) {
   if (elements == 0) return;
-  const size_t vector_elements = vector_part(elements, {params, grads, exp_avg, exp_avg_sq});
+  const size_t vector_elements =
+      vector_part(elements, {params, grads, exp_avg, exp_avg_sq, params_bf16});
   adamw_kernel<Grad><<<grid_for(elements), kThreads, 0, stream>>>(
-      params, grads, exp_avg, exp_avg_sq, elements, vector_elements, device_scalars,
+      params, grads, exp_avg, exp_avg_sq, params_bf16, elements, vector_elements, device_scalars,
       value_scalars);
   RDDP_CUDA_CHECK_LAUNCH("adamw_kernel");
 }
@@ -123,11 +141,13 @@ void launch_adamw(float* params, const Grad* grads, float* exp_avg, float* exp_a
 template <typename Grad>
 void launch_sgd(float* params, const Grad* grads, float* momentum_buffer, size_t elements,
                 const sgd::Scalars<float>* device_scalars, const sgd::Scalars<float>& value_scalars,
-                cudaStream_t stream) {
+                cudaStream_t stream, __nv_bfloat16* params_bf16) {
   if (elements == 0) return;
-  const size_t vector_elements = vector_part(elements, {params, grads, momentum_buffer});
+  const size_t vector_elements =
+      vector_part(elements, {params, grads, momentum_buffer, params_bf16});
   sgd_kernel<Grad><<<grid_for(elements), kThreads, 0, stream>>>(
-      params, grads, momentum_buffer, elements, vector_elements, device_scalars, value_scalars);
+      params, grads, momentum_buffer, params_bf16, elements, vector_elements, device_scalars,
+      value_scalars);
   RDDP_CUDA_CHECK_LAUNCH("sgd_kernel");
 }
 
@@ -135,41 +155,46 @@ void launch_sgd(float* params, const Grad* grads, float* momentum_buffer, size_t
 
 template <typename Grad>
 void adamw_step(float* params, const Grad* grads, float* exp_avg, float* exp_avg_sq,
-                size_t elements, const adamw::Scalars<float>& scalars, cudaStream_t stream) {
-  launch_adamw(params, grads, exp_avg, exp_avg_sq, elements, nullptr, scalars, stream);
+                size_t elements, const adamw::Scalars<float>& scalars, cudaStream_t stream,
+                __nv_bfloat16* params_bf16) {
+  launch_adamw(params, grads, exp_avg, exp_avg_sq, elements, nullptr, scalars, stream,
+               params_bf16);
 }
 
 template <typename Grad>
 void adamw_step(float* params, const Grad* grads, float* exp_avg, float* exp_avg_sq,
                 size_t elements, const adamw::Scalars<float>* device_scalars,
-                cudaStream_t stream) {
+                cudaStream_t stream, __nv_bfloat16* params_bf16) {
   RDDP_ASSERT(device_scalars != nullptr);
-  launch_adamw(params, grads, exp_avg, exp_avg_sq, elements, device_scalars, {}, stream);
+  launch_adamw(params, grads, exp_avg, exp_avg_sq, elements, device_scalars, {}, stream,
+               params_bf16);
 }
 
 template <typename Grad>
 void sgd_step(float* params, const Grad* grads, float* momentum_buffer, size_t elements,
-              const sgd::Scalars<float>& scalars, cudaStream_t stream) {
+              const sgd::Scalars<float>& scalars, cudaStream_t stream,
+              __nv_bfloat16* params_bf16) {
   RDDP_ASSERT(momentum_buffer != nullptr || scalars.momentum == 0.0f);
-  launch_sgd(params, grads, momentum_buffer, elements, nullptr, scalars, stream);
+  launch_sgd(params, grads, momentum_buffer, elements, nullptr, scalars, stream, params_bf16);
 }
 
 template <typename Grad>
 void sgd_step(float* params, const Grad* grads, float* momentum_buffer, size_t elements,
-              const sgd::Scalars<float>* device_scalars, cudaStream_t stream) {
+              const sgd::Scalars<float>* device_scalars, cudaStream_t stream,
+              __nv_bfloat16* params_bf16) {
   RDDP_ASSERT(device_scalars != nullptr);
-  launch_sgd(params, grads, momentum_buffer, elements, device_scalars, {}, stream);
+  launch_sgd(params, grads, momentum_buffer, elements, device_scalars, {}, stream, params_bf16);
 }
 
 #define RDDP_INSTANTIATE_OPTIMIZERS(Grad)                                                     \
   template void adamw_step<Grad>(float*, const Grad*, float*, float*, size_t,                \
-                                 const adamw::Scalars<float>&, cudaStream_t);                \
+                                 const adamw::Scalars<float>&, cudaStream_t, __nv_bfloat16*); \
   template void adamw_step<Grad>(float*, const Grad*, float*, float*, size_t,                \
-                                 const adamw::Scalars<float>*, cudaStream_t);                \
+                                 const adamw::Scalars<float>*, cudaStream_t, __nv_bfloat16*); \
   template void sgd_step<Grad>(float*, const Grad*, float*, size_t,                          \
-                               const sgd::Scalars<float>&, cudaStream_t);                    \
+                               const sgd::Scalars<float>&, cudaStream_t, __nv_bfloat16*);    \
   template void sgd_step<Grad>(float*, const Grad*, float*, size_t,                          \
-                               const sgd::Scalars<float>*, cudaStream_t);
+                               const sgd::Scalars<float>*, cudaStream_t, __nv_bfloat16*);
 RDDP_INSTANTIATE_OPTIMIZERS(float)
 RDDP_INSTANTIATE_OPTIMIZERS(__nv_bfloat16)
 #undef RDDP_INSTANTIATE_OPTIMIZERS

@@ -6,6 +6,15 @@ namespace rddp {
 
 const char* to_string(DeviceKind kind) { return kind == DeviceKind::cpu ? "cpu" : "cuda"; }
 
+const char* to_string(Precision precision) {
+  switch (precision) {
+    case Precision::tf32: return "tf32";
+    case Precision::fp32: return "fp32";
+    case Precision::bf16: return "bf16";
+  }
+  return "?";
+}
+
 void check_batch_fits(const EngineConfig& config, const HostBatch& batch) {
   if (batch.channels != config.spec.in_channels || batch.height != config.height || batch.width != config.width)
     fail("batch of ", batch.channels, "x", batch.height, "x", batch.width, " images does not match the engine's ",

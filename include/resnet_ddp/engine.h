@@ -15,6 +15,18 @@ namespace rddp {
 enum class DeviceKind { cpu, cuda };
 const char* to_string(DeviceKind kind);
 
+// How the CUDA engine computes (the CPU engine computes in float32 and refuses bf16):
+//   tf32: float32 storage, TF32 tensor cores in convolutions and matrix products (PyTorch's
+//         default for cuDNN convolutions);
+//   fp32: strict float32;
+//   bf16: mixed precision as torch.autocast(dtype=torch.bfloat16): convolutions and the fc on
+//         bfloat16 activations and weight copies with float accumulation, BatchNorm on bfloat16
+//         activations with float parameters and statistics, logits, loss, every gradient handed
+//         to the reducer and the optimizer, and the optimizer state in float32. The flat float
+//         buffers (params, grads, moments) are the same as in float32 training.
+enum class Precision { tf32, fp32, bf16 };
+const char* to_string(Precision precision);
+
 // One batch as the loader delivers it, in host memory (pinned when a GPU is used).
 struct HostBatch {
   int size = 0;  // images in this batch; the last batch of an epoch may be smaller
@@ -61,9 +73,8 @@ struct EngineConfig {
   int height = 0, width = 0;
   OptimizerConfig optimizer;
   double label_smoothing = 0.0;
-  // CUDA: allow TF32 tensor-core maths for convolutions and matrix products (PyTorch's
-  // default for cuDNN convolutions); false gives strict float32.
-  bool allow_tf32 = true;
+  // CUDA: see Precision.
+  Precision precision = Precision::tf32;
   int device_index = 0;  // CUDA device of this rank
   // CUDA: only cuDNN algorithms that give the same bits on every run
   // (torch.backends.cudnn.deterministic).

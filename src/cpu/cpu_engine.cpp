@@ -12,10 +12,19 @@ namespace rddp {
 
 namespace {
 
+// tf32 and fp32 both mean float32 here (the CPU has no TF32); bf16 is refused rather than
+// silently trained in float32, which would not be what the user measured or asked for.
+const EngineConfig& checked_precision(const EngineConfig& config) {
+  if (config.precision == Precision::bf16)
+    fail("--precision bf16 needs the CUDA engine: the CPU engine computes in float32; use ",
+         "--device cuda on a GPU, or --precision fp32 on the CPU");
+  return config;
+}
+
 class CpuEngine final : public Engine {
  public:
   CpuEngine(const EngineConfig& config, uint64_t init_seed)
-      : config_(config),
+      : config_(checked_precision(config)),
         state_(config.spec),
         executor_(state_, config.max_batch, config.height, config.width),
         optimizer_(config.optimizer, state_.layout.parameter_elements()),

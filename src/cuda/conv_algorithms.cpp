@@ -25,13 +25,20 @@ namespace {
 // for strict float32 (kernels without tensor cores), default math otherwise, which on Ampere and
 // later lets cuDNN use TF32 tensor cores for float data, as PyTorch's allow_tf32 does.
 // (CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION is not TF32: it converts float data to half.)
+// bfloat16 data asks for CUDNN_TENSOR_OP_MATH, as PyTorch does for its half and bfloat16
+// convolutions: tensor-core kernels, bfloat16 products accumulated in float.
+cudnnMathType_t search_math(const MathPolicy& policy) {
+  if (policy.data_type != CUDNN_DATA_FLOAT) return CUDNN_TENSOR_OP_MATH;
+  return policy.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+}
+
 struct Descriptors {
   Descriptors(const ConvShape& s, const MathPolicy& policy)
-      : x(make_activation_descriptor(s.batch, s.in_channels, s.in_h, s.in_w)),
-        y(make_activation_descriptor(s.batch, s.out_channels, s.out_h(), s.out_w())),
-        w(make_filter_descriptor(s.out_channels, s.in_channels, s.kernel)),
-        conv(make_convolution_descriptor(
-            s.stride, s.pad, policy.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH)) {}
+      : x(make_activation_descriptor(s.batch, s.in_channels, s.in_h, s.in_w, policy.data_type)),
+        y(make_activation_descriptor(s.batch, s.out_channels, s.out_h(), s.out_w(),
+                                     policy.data_type)),
+        w(make_filter_descriptor(s.out_channels, s.in_channels, s.kernel, policy.data_type)),
+        conv(make_convolution_descriptor(s.stride, s.pad, search_math(policy))) {}
   std::unique_ptr<TensorDescriptor> x, y;
   std::unique_ptr<FilterDescriptor> w;
   std::unique_ptr<ConvolutionDescriptor> conv;
@@ -154,8 +161,10 @@ ConvAlgorithm select(cudnnHandle_t handle, const ConvShape& shape, ConvDirection
       continue;
     }
     // Strict float32 admits only FMA kernels (PyTorch asserts the same of its choice), and
-    // nothing may convert float data to half behind our back.
-    if ((!policy.allow_tf32 && candidate.mathType != CUDNN_FMA_MATH) ||
+    // nothing may convert float data to half behind our back. bfloat16 data admits tensor-core
+    // and FMA kernels alike: both accumulate in float.
+    const bool strict_float = policy.data_type == CUDNN_DATA_FLOAT && !policy.allow_tf32;
+    if ((strict_float && candidate.mathType != CUDNN_FMA_MATH) ||
         candidate.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) {
       ++tensor_core;
       continue;

@@ -68,4 +68,52 @@ void linear_backward_bias(cublasHandle_t handle, int batch, int out_features, co
                                 ones, 1, &zero, db, 1));
 }
 
+// ---- bfloat16 inputs, float accumulation
+//
+// cublasGemmEx with computeType CUBLAS_COMPUTE_32F and scaleType CUDA_R_32F (alpha and beta are
+// float) accepts A and B of CUDA_R_16BF with C of CUDA_R_16BF or CUDA_R_32F: both rows of the
+// cuBLAS GemmEx type table that need compute capability 8.0 or later. A and B must share a type,
+// which is why the engine rounds d(loss)/d(logits) to bfloat16 for the two products that read
+// it (autocast's backward does the same: the gradient of a bfloat16 matmul is bfloat16). The
+// bias gradient keeps the float dlogits and cublasSgemv. Tensor cores are used for these types
+// whatever the handle's math mode; CUBLAS_GEMM_DEFAULT lets cuBLAS choose the kernel.
+
+namespace {
+
+void gemm_bf16(cublasHandle_t handle, cublasOperation_t op_a, cublasOperation_t op_b, int m,
+               int n, int k, const __nv_bfloat16* a, int lda, const __nv_bfloat16* b, int ldb,
+               float beta, void* c, cudaDataType_t c_type, int ldc) {
+  const float alpha = 1.0f;
+  RDDP_CUBLAS_CHECK(cublasGemmEx(handle, op_a, op_b, m, n, k, &alpha, a, CUDA_R_16BF, lda, b,
+                                 CUDA_R_16BF, ldb, &beta, c, c_type, ldc, CUBLAS_COMPUTE_32F,
+                                 CUBLAS_GEMM_DEFAULT));
+}
+
+}  // namespace
+
+void linear_forward(cublasHandle_t handle, int batch, int in_features, int out_features,
+                    const __nv_bfloat16* x, const __nv_bfloat16* w, const float* b, float* y) {
+  check_linear(batch, in_features, out_features);
+  cudaStream_t stream = nullptr;
+  RDDP_CUBLAS_CHECK(cublasGetStream(handle, &stream));
+  // As the float version: the float bias first, the product added onto it (beta 1) in float.
+  broadcast_rows(batch, out_features, b, y, stream);
+  gemm_bf16(handle, CUBLAS_OP_T, CUBLAS_OP_N, out_features, batch, in_features, w, in_features,
+            x, in_features, 1.0f, y, CUDA_R_32F, out_features);
+}
+
+void linear_backward_data(cublasHandle_t handle, int batch, int in_features, int out_features,
+                          const __nv_bfloat16* dy, const __nv_bfloat16* w, __nv_bfloat16* dx) {
+  check_linear(batch, in_features, out_features);
+  gemm_bf16(handle, CUBLAS_OP_N, CUBLAS_OP_N, in_features, batch, out_features, w, in_features,
+            dy, out_features, 0.0f, dx, CUDA_R_16BF, in_features);
+}
+
+void linear_backward_weight(cublasHandle_t handle, int batch, int in_features, int out_features,
+                            const __nv_bfloat16* x, const __nv_bfloat16* dy, float* dw) {
+  check_linear(batch, in_features, out_features);
+  gemm_bf16(handle, CUBLAS_OP_N, CUBLAS_OP_T, in_features, out_features, batch, x, in_features,
+            dy, out_features, 0.0f, dw, CUDA_R_32F, in_features);
+}
+
 }  // namespace rddp::cuda

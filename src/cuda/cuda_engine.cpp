@@ -51,16 +51,28 @@ bool has_second_moment(const OptimizerConfig& optimizer) {
   return optimizer.kind == OptimizerKind::adamw;
 }
 
+cuda::MathPolicy math_policy(Precision precision, const CudaEngineOptions& options) {
+  cuda::MathPolicy policy;
+  policy.allow_tf32 = precision == Precision::tf32;
+  policy.deterministic = options.deterministic;
+  policy.search = options.conv_search;
+  policy.data_type = precision == Precision::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+  return policy;
+}
+
 // The model and optimizer state on the device: one allocation per flat buffer, laid out by the
 // ParamLayout, so that a gradient bucket is a slice of `grads` and the optimizer one launch.
+// Under bf16 a bfloat16 copy of the parameters joins them (same layout; see DeviceModel); the
+// float buffers are the same in every precision, so the reducer and checkpoints never notice.
 struct DeviceState {
   DeviceState(const ModelState<float>& initial, const OptimizerConfig& optimizer,
-              cudaStream_t stream)
+              Precision precision, cudaStream_t stream)
       : params(initial.layout.parameter_elements()),
         grads(initial.layout.parameter_elements()),
         running(initial.layout.running_stat_elements()),
         first_moment(has_first_moment(optimizer) ? params.size() : 0),
-        second_moment(has_second_moment(optimizer) ? params.size() : 0) {
+        second_moment(has_second_moment(optimizer) ? params.size() : 0),
+        params_bf16(precision == Precision::bf16 ? params.size() : 0) {
     cuda::copy_to_device(params.get(), initial.params.data(), params.size(), stream);
     cuda::copy_to_device(running.get(), initial.running.data(), running.size(), stream);
     // Gradient padding must read zero forever (the optimizer runs over it); moments start at 0.
@@ -71,6 +83,7 @@ struct DeviceState {
   }
 
   DeviceBuffer<float> params, grads, running, first_moment, second_moment;
+  DeviceBuffer<__nv_bfloat16> params_bf16;  // empty unless bf16
 };
 
 class CudaEngine final : public Engine {
@@ -81,23 +94,22 @@ class CudaEngine final : public Engine {
         net_(describe(config.spec)),
         layout_(net_),
         counters_(layout_.batch_counter_elements(), 0),
-        state_(initial_state(config.spec, init_seed), config.optimizer, context_.stream()),
+        state_(initial_state(config.spec, init_seed), config.optimizer, config.precision,
+               context_.stream()),
         dlogits_(static_cast<size_t>(config.max_batch) * config.spec.num_classes),
         xent_rows_(static_cast<size_t>(config.max_batch)),
         step_metrics_(1),
         metric_sums_(1),
         upload_(config.max_batch, config.spec.in_channels, config.height, config.width),
-        executor_(net_, layout_, cuda::DeviceModel{state_.params.get(), state_.grads.get(),
-                                                   state_.running.get()},
-                  config.max_batch, config.height, config.width, context_,
-                  cuda::MathPolicy{config.allow_tf32, options.deterministic,
-                                   options.conv_search}) {
+        executor_(net_, layout_, device_model(), config.max_batch, config.height, config.width,
+                  context_, math_policy(config.precision, options)) {
     if (config_.optimizer.kind == OptimizerKind::adamw)
       adamw_scalars_.emplace();
     else
       sgd_scalars_.emplace();
     // The timed algorithm search ran backward-filter candidates into the gradient buffer;
-    // gradients start at zero, as on the CPU.
+    // gradients start at zero, as on the CPU. (The bfloat16 copy was made before the search,
+    // which reads it, in device_model().)
     RDDP_CUDA_CHECK(
         cudaMemsetAsync(state_.grads.get(), 0, state_.grads.bytes(), context_.stream()));
     reset_metric_sums();
@@ -112,7 +124,12 @@ class CudaEngine final : public Engine {
   DeviceKind device() const override { return DeviceKind::cuda; }
   std::string device_name() const override { return device_name_; }
   const ParamLayout& layout() const override { return layout_; }
-  float* params() override { return state_.params.get(); }
+  float* params() override {
+    // The caller may write the parameters through this pointer (the reducer broadcasts rank 0's
+    // into it), behind the bfloat16 copy's back: the next step refreshes the copy first.
+    params_bf16_stale_ = true;
+    return state_.params.get();
+  }
   float* grads() override { return state_.grads.get(); }
   float* running_stats() override { return state_.running.get(); }
   void* compute_stream() override { return context_.stream(); }
@@ -124,6 +141,7 @@ class CudaEngine final : public Engine {
     cudaStream_t stream = context_.stream();
     const cuda::BatchUpload::Slot slot = upload_.upload(batch, stream);
     if (hooks) hooks->before_forward();
+    refresh_params_bf16();
     const float* logits = executor_.forward(slot.images, batch.size, /*training=*/true);
     loss(logits, slot.labels, batch.size, dlogits_.get());
     if (hooks)
@@ -145,6 +163,7 @@ class CudaEngine final : public Engine {
     executor_.check_batch(batch.size, /*training=*/false);
     cudaStream_t stream = context_.stream();
     const cuda::BatchUpload::Slot slot = upload_.upload(batch, stream);
+    refresh_params_bf16();
     const float* logits = executor_.forward(slot.images, batch.size, /*training=*/false);
     // The training criterion, label smoothing included, as the CPU engine reports it.
     loss(logits, slot.labels, batch.size, nullptr);
@@ -190,6 +209,8 @@ class CudaEngine final : public Engine {
     if (optimizer != nullptr) check_optimizer_state(*optimizer);
     cudaStream_t stream = context_.stream();
     cuda::copy_to_device(state_.params.get(), model.params.data(), state_.params.size(), stream);
+    params_bf16_stale_ = true;
+    refresh_params_bf16();
     cuda::copy_to_device(state_.running.get(), model.running.data(), state_.running.size(), stream);
     counters_ = model.counters;
     if (optimizer != nullptr) {
@@ -254,12 +275,39 @@ class CudaEngine final : public Engine {
           adamw::scalars<float>(lr, o.weight_decay, o.beta1, o.beta2, o.eps, step_count_), stream);
       cuda::adamw_step<float>(state_.params.get(), state_.grads.get(), state_.first_moment.get(),
                               state_.second_moment.get(), elements, adamw_scalars_->device(),
-                              stream);
+                              stream, params_bf16());
     } else {
       sgd_scalars_->set(sgd::scalars<float>(lr, o.weight_decay, o.momentum, o.nesterov), stream);
       cuda::sgd_step<float>(state_.params.get(), state_.grads.get(), state_.first_moment.get(),
-                            elements, sgd_scalars_->device(), stream);
+                            elements, sgd_scalars_->device(), stream, params_bf16());
     }
+  }
+
+  // The bfloat16 copy of the parameters, or null when the engine computes in float32.
+  __nv_bfloat16* params_bf16() const {
+    return state_.params_bf16.size() > 0 ? state_.params_bf16.get() : nullptr;
+  }
+
+  // Under bf16, the executor's view of the model, with a bfloat16 copy of the parameters made
+  // now: the executor's timed search runs on it.
+  cuda::DeviceModel device_model() {
+    cuda::DeviceModel model{state_.params.get(), state_.grads.get(), state_.running.get(),
+                            params_bf16()};
+    params_bf16_stale_ = true;
+    refresh_params_bf16();
+    return model;
+  }
+
+  // The optimizer kernel rewrites the copy with every update; this covers the other writers of
+  // the float parameters (load_state, and whoever was handed params()), with one conversion
+  // launch on the compute stream, ordered after their writes: load_state's copies wait for the
+  // device, and the reducer makes the compute stream wait for its broadcast of rank 0's.
+  void refresh_params_bf16() {
+    if (!params_bf16_stale_) return;
+    params_bf16_stale_ = false;
+    if (params_bf16() == nullptr) return;
+    cuda::convert(static_cast<int64_t>(state_.params.size()), state_.params.get(), params_bf16(),
+                  context_.stream());
   }
 
   void reset_metric_sums() {
@@ -273,6 +321,7 @@ class CudaEngine final : public Engine {
   ParamLayout layout_;
   std::vector<int64_t> counters_;  // BatchNorm num_batches_tracked, by layout offset
   int64_t step_count_ = 0;
+  bool params_bf16_stale_ = false;  // the float parameters may have changed since the last copy
   cuda::ComputeContext context_;
   DeviceState state_;
   DeviceBuffer<float> dlogits_;

@@ -13,19 +13,29 @@ namespace rddp::cuda {
 //
 // About the saved statistics: what cuDNN calls resultSaveInvVariance is 1 / sqrt(var + eps),
 // the inverse standard deviation, which is what its backward expects back.
+//
+// About bfloat16: the legacy cudnnBatchNormalization* functions take x, y, dy and dx in the
+// activations' type and every per-channel tensor (scale, bias, running and saved statistics,
+// scale and bias gradients) in the type cudnnDeriveBNTensorDescriptor derives, which cudnn_ops.h
+// documents as "(typeOf(x) == double) ? double : float": float for bfloat16 activations, the
+// layout of autocast's BatchNorm (16-bit activations, float parameters and statistics). cuDNN
+// computes the statistics in float. bfloat16 activations need compute capability 8.0 or later
+// (TensorFlow's cuDNN FusedBatchNorm enables bfloat16 on the same condition); on an older GPU the
+// call fails with CUDNN_STATUS_NOT_SUPPORTED, which RDDP_CUDNN_CHECK reports.
 
-BatchNormLayer::BatchNormLayer(int channels, int height, int width)
-    : channels_(channels), height_(height), width_(width) {
+BatchNormLayer::BatchNormLayer(int channels, int height, int width, cudnnDataType_t data_type)
+    : channels_(channels), height_(height), width_(width), data_type_(data_type) {
   if (channels < 1 || height < 1 || width < 1)
     fail("batchnorm: ", channels, " channels of ", height, "x", width,
          " is empty; every dimension must be >= 1");
-  const auto one_image = make_activation_descriptor(1, channels, height, width);
+  const auto one_image = make_activation_descriptor(1, channels, height, width, data_type);
   parameters_ = std::make_unique<TensorDescriptor>();
   RDDP_CUDNN_CHECK(
       cudnnDeriveBNTensorDescriptor(parameters_->get(), one_image->get(), CUDNN_BATCHNORM_SPATIAL));
 }
 
 void BatchNormLayer::prepare(int batch, TensorDescriptorCache& descriptors) {
+  RDDP_ASSERT(descriptors.type() == data_type_);
   if (!prepared(batch)) batches_[batch] = &descriptors.get(batch, channels_, height_, width_);
 }
 
@@ -43,10 +53,16 @@ const TensorDescriptor& BatchNormLayer::at(int batch) const {
   return *found->second;
 }
 
-void BatchNormLayer::forward_train(cudnnHandle_t handle, int batch, const ActivationType* x,
-                                   const float* gamma, const float* beta, float* running_mean,
-                                   float* running_var, ActivationType* y, float* save_mean,
-                                   float* save_invstd) const {
+void BatchNormLayer::check_type(cudnnDataType_t type) const {
+  if (type != data_type_)
+    fail("internal error: a batchnorm of ", to_string(data_type_), " data was given ",
+         to_string(type), " buffers; please report this");
+}
+
+void BatchNormLayer::forward_train_untyped(cudnnHandle_t handle, int batch, const void* x,
+                                           const float* gamma, const float* beta,
+                                           float* running_mean, float* running_var, void* y,
+                                           float* save_mean, float* save_invstd) const {
   check_trainable(batch);
   const TensorDescriptor& data = at(batch);
   const float one = 1.0f, zero = 0.0f;
@@ -56,10 +72,10 @@ void BatchNormLayer::forward_train(cudnnHandle_t handle, int batch, const Activa
       save_invstd));
 }
 
-void BatchNormLayer::forward_eval(cudnnHandle_t handle, int batch, const ActivationType* x,
-                                  const float* gamma, const float* beta,
-                                  const float* running_mean, const float* running_var,
-                                  ActivationType* y) const {
+void BatchNormLayer::forward_eval_untyped(cudnnHandle_t handle, int batch, const void* x,
+                                          const float* gamma, const float* beta,
+                                          const float* running_mean, const float* running_var,
+                                          void* y) const {
   const TensorDescriptor& data = at(batch);
   const float one = 1.0f, zero = 0.0f;
   RDDP_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
@@ -67,10 +83,10 @@ void BatchNormLayer::forward_eval(cudnnHandle_t handle, int batch, const Activat
       parameters_->get(), gamma, beta, running_mean, running_var, kEpsilon));
 }
 
-void BatchNormLayer::backward(cudnnHandle_t handle, int batch, const ActivationType* x,
-                              const ActivationType* dy, const float* gamma,
-                              const float* save_mean, const float* save_invstd,
-                              ActivationType* dx, float* dgamma, float* dbeta) const {
+void BatchNormLayer::backward_untyped(cudnnHandle_t handle, int batch, const void* x,
+                                      const void* dy, const float* gamma, const float* save_mean,
+                                      const float* save_invstd, void* dx, float* dgamma,
+                                      float* dbeta) const {
   const TensorDescriptor& data = at(batch);
   const float one = 1.0f, zero = 0.0f;
   // Data and parameter gradients both overwrite (beta 0), as the CPU twin does.

@@ -15,11 +15,12 @@ void check_workspace(const CudnnCall& call, const ConvAlgorithm& algorithm) {
 
 }  // namespace
 
-ConvLayer::ConvLayer(const ConvShape& geometry, bool needs_input_grad)
+ConvLayer::ConvLayer(const ConvShape& geometry, bool needs_input_grad, cudnnDataType_t data_type)
     : geometry_(geometry),
       needs_input_grad_(needs_input_grad),
-      filter_(
-          make_filter_descriptor(geometry.out_channels, geometry.in_channels, geometry.kernel)) {
+      data_type_(data_type),
+      filter_(make_filter_descriptor(geometry.out_channels, geometry.in_channels, geometry.kernel,
+                                     data_type)) {
   if (geometry.in_channels < 1 || geometry.out_channels < 1 || geometry.kernel < 1 ||
       geometry.stride < 1 || geometry.pad < 0 || geometry.in_h < 1 || geometry.in_w < 1 ||
       geometry.in_h + 2 * geometry.pad < geometry.kernel ||
@@ -38,6 +39,7 @@ ConvShape ConvLayer::shape(int batch) const {
 size_t ConvLayer::prepare(int batch, cudnnHandle_t handle, ConvAlgorithmCache& algorithms,
                           TensorDescriptorCache& descriptors, const ConvSearchBuffers* buffers,
                           size_t workspace_limit) {
+  RDDP_ASSERT(descriptors.type() == data_type_ && algorithms.policy().data_type == data_type_);
   auto found = batches_.find(batch);
   if (found == batches_.end()) {
     const ConvShape s = shape(batch);
@@ -65,8 +67,16 @@ const ConvLayer::Prepared& ConvLayer::at(int batch) const {
   return found->second;
 }
 
-void ConvLayer::forward(const CudnnCall& call, int batch, const ActivationType* x, const float* w,
-                        ActivationType* y) const {
+void ConvLayer::check_type(cudnnDataType_t type) const {
+  if (type != data_type_)
+    fail("internal error: a convolution of ", to_string(data_type_), " data was given ",
+         to_string(type), " buffers; please report this");
+}
+
+// alpha and beta are float for float and bfloat16 data alike: cuDNN takes them as float for
+// every data type but double.
+void ConvLayer::forward_untyped(const CudnnCall& call, int batch, const void* x, const void* w,
+                                void* y) const {
   const Prepared& p = at(batch);
   check_workspace(call, *p.forward);
   const float one = 1.0f, zero = 0.0f;
@@ -76,8 +86,8 @@ void ConvLayer::forward(const CudnnCall& call, int batch, const ActivationType* 
       call.workspace_bytes, &zero, p.y->get(), y));
 }
 
-void ConvLayer::backward_data(const CudnnCall& call, int batch, const ActivationType* dy,
-                              const float* w, ActivationType* dx, float beta) const {
+void ConvLayer::backward_data_untyped(const CudnnCall& call, int batch, const void* dy,
+                                      const void* w, void* dx, float beta) const {
   const Prepared& p = at(batch);
   RDDP_ASSERT(p.backward_data != nullptr);
   check_workspace(call, *p.backward_data);
@@ -88,8 +98,8 @@ void ConvLayer::backward_data(const CudnnCall& call, int batch, const Activation
       call.workspace_bytes, &beta, p.x->get(), dx));
 }
 
-void ConvLayer::backward_filter(const CudnnCall& call, int batch, const ActivationType* x,
-                                const ActivationType* dy, float* dw) const {
+void ConvLayer::backward_filter_untyped(const CudnnCall& call, int batch, const void* x,
+                                        const void* dy, void* dw) const {
   const Prepared& p = at(batch);
   check_workspace(call, *p.backward_filter);
   const float one = 1.0f, zero = 0.0f;

@@ -19,20 +19,28 @@ ConvolutionDescriptor::ConvolutionDescriptor() {
 }
 ConvolutionDescriptor::~ConvolutionDescriptor() { cudnnDestroyConvolutionDescriptor(descriptor_); }
 
+const char* to_string(cudnnDataType_t type) {
+  switch (type) {
+    case CUDNN_DATA_FLOAT: return "float32";
+    case CUDNN_DATA_BFLOAT16: return "bfloat16";
+    case CUDNN_DATA_HALF: return "float16";
+    default: return "another type";
+  }
+}
+
 std::unique_ptr<TensorDescriptor> make_activation_descriptor(int batch, int channels, int height,
-                                                             int width) {
+                                                             int width, cudnnDataType_t type) {
   auto descriptor = std::make_unique<TensorDescriptor>();
-  RDDP_CUDNN_CHECK(cudnnSetTensor4dDescriptor(descriptor->get(), kActivationFormat,
-                                              kActivationDataType, batch, channels, height, width));
+  RDDP_CUDNN_CHECK(cudnnSetTensor4dDescriptor(descriptor->get(), kActivationFormat, type, batch,
+                                              channels, height, width));
   return descriptor;
 }
 
 std::unique_ptr<FilterDescriptor> make_filter_descriptor(int out_channels, int in_channels,
-                                                         int kernel) {
+                                                         int kernel, cudnnDataType_t type) {
   auto descriptor = std::make_unique<FilterDescriptor>();
-  RDDP_CUDNN_CHECK(cudnnSetFilter4dDescriptor(descriptor->get(), kActivationDataType,
-                                              kActivationFormat, out_channels, in_channels, kernel,
-                                              kernel));
+  RDDP_CUDNN_CHECK(cudnnSetFilter4dDescriptor(descriptor->get(), type, kActivationFormat,
+                                              out_channels, in_channels, kernel, kernel));
   return descriptor;
 }
 
@@ -49,7 +57,7 @@ std::unique_ptr<ConvolutionDescriptor> make_convolution_descriptor(int stride, i
 const TensorDescriptor& TensorDescriptorCache::get(int batch, int channels, int height,
                                                    int width) {
   auto& slot = descriptors_[{batch, channels, height, width}];
-  if (!slot) slot = make_activation_descriptor(batch, channels, height, width);
+  if (!slot) slot = make_activation_descriptor(batch, channels, height, width, type_);
   return *slot;
 }
 

@@ -1,6 +1,7 @@
 #include "resnet_ddp/cuda/executor.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "resnet_ddp/cuda/check.h"
@@ -23,11 +24,13 @@ constexpr size_t kMaxConvWorkspaceBytes = size_t{1} << 30;
 // there; this floor leaves them room even when every searched algorithm needed none.
 constexpr size_t kMinConvWorkspaceBytes = size_t{64} << 20;
 
-// An activation and its gradient, [batch, channels, height, width], sized for max_batch.
+// An activation and its gradient, [batch, channels, height, width], sized for max_batch, stored
+// as T (float, or bfloat16 under mixed precision).
+template <typename T>
 struct Activation {
   int channels = 0, height = 0, width = 0;
-  ActivationType* value = nullptr;
-  ActivationType* grad = nullptr;  // null where no layer needs it
+  T* value = nullptr;
+  T* grad = nullptr;  // null where no layer needs it
 
   void plan(DeviceArena& arena, int max_batch, int c, int h, int w, bool needs_grad) {
     channels = c;
@@ -39,45 +42,51 @@ struct Activation {
   size_t count(int batch) const { return static_cast<size_t>(batch) * channels * height * width; }
 };
 
+template <typename T>
 struct Conv {
   const TensorInfo* weight = nullptr;
-  Activation* input = nullptr;  // null: the network's input
-  Activation output;
+  Activation<T>* input = nullptr;  // null: the network's input
+  Activation<T> output;
   std::unique_ptr<ConvLayer> layer;
 };
 
+template <typename T>
 struct BatchNorm {
   const TensorInfo *weight = nullptr, *bias = nullptr;
   const TensorInfo *running_mean = nullptr, *running_var = nullptr;
-  Activation* input = nullptr;
-  Activation* output = nullptr;
+  Activation<T>* input = nullptr;
+  Activation<T>* output = nullptr;
   float* save_mean = nullptr;
   float* save_invstd = nullptr;
   std::unique_ptr<BatchNormLayer> layer;
 };
 
+template <typename T>
 struct Block {
-  Activation* input = nullptr;
-  Conv conv1, conv2;
-  BatchNorm bn1, bn2;
-  Activation hidden;  // relu(bn1(conv1(input))), ReLU in place
+  Activation<T>* input = nullptr;
+  Conv<T> conv1, conv2;
+  BatchNorm<T> bn1, bn2;
+  Activation<T> hidden;  // relu(bn1(conv1(input))), ReLU in place
   bool has_downsample = false;
-  Conv downsample_conv;
-  BatchNorm downsample_bn;
-  Activation identity;  // downsample_bn's output
+  Conv<T> downsample_conv;
+  BatchNorm<T> downsample_bn;
+  Activation<T> identity;  // downsample_bn's output
   // relu(bn2 + identity): bn2 writes here, then the sum and the ReLU are done in place. (bn2's
   // own output is not needed by any backward, unlike the CPU executor keeps it.)
-  Activation output;
+  Activation<T> output;
 };
 
-}  // namespace
+template <typename T>
+struct Plan {
+  static constexpr bool kMixed = !std::is_same_v<T, float>;
 
-namespace detail {
-
-struct ExecutorPlan {
-  ExecutorPlan(const ParamLayout& param_layout, const DeviceModel& device_model,
-               ComputeContext& compute, const MathPolicy& policy)
-      : layout(param_layout), model(device_model), context(compute), algorithms(policy) {}
+  Plan(const ParamLayout& param_layout, const DeviceModel& device_model, ComputeContext& compute,
+       const MathPolicy& policy)
+      : layout(param_layout),
+        model(device_model),
+        context(compute),
+        algorithms(policy),
+        descriptors(policy.data_type) {}
 
   const ParamLayout& layout;
   DeviceModel model;
@@ -88,31 +97,39 @@ struct ExecutorPlan {
   DeviceBuffer<std::byte> workspace;
 
   int in_channels = 0, height = 0, width = 0;
-  const float* input = nullptr;  // the caller's, for the current step
-  Conv stem_conv;
-  BatchNorm stem_bn;
-  Activation stem_out;  // ReLU in place
+  // The input of the current step: the caller's float batch, or under mixed precision its
+  // bfloat16 copy in input_copy.
+  const T* input = nullptr;
+  T* input_copy = nullptr;  // mixed precision only: [max_batch, in_channels, height, width]
+  Conv<T> stem_conv;
+  BatchNorm<T> stem_bn;
+  Activation<T> stem_out;  // ReLU in place
   bool stem_maxpool = false;
   cpu::PoolShape pool_shape;
-  Activation pooled;
+  Activation<T> pooled;
   int32_t* pool_argmax = nullptr;
-  std::vector<Block> blocks;
-  Activation features;  // [batch, channels] after global average pooling
+  std::vector<Block<T>> blocks;
+  Activation<T> features;  // [batch, channels] after global average pooling
   const TensorInfo *fc_weight = nullptr, *fc_bias = nullptr;
   int fc_in = 0, fc_out = 0;
   float* logits = nullptr;
   float* ones = nullptr;  // max_batch ones, for the fc bias gradient
+  // Mixed precision only: d(loss)/d(logits) rounded to bfloat16 for the fc's two GEMMs (see
+  // cublas_linear.h), and one convolution's weight gradient as cuDNN writes it, in the filter's
+  // type, before it is widened into the float gradient (sized for the largest convolution).
+  T* dlogits_copy = nullptr;
+  T* weight_grad_copy = nullptr;
   int batch = 0;
   bool has_training_forward = false;
 
   // Every convolution and BatchNorm, listed once the plan is complete (set-up and checks walk
   // them; a step does not rebuild the lists).
-  std::vector<Conv*> convs;
-  std::vector<BatchNorm*> batchnorms;
+  std::vector<Conv<T>*> convs;
+  std::vector<BatchNorm<T>*> batchnorms;
   void list_layers() {
     convs = {&stem_conv};
     batchnorms = {&stem_bn};
-    for (Block& block : blocks) {
+    for (Block<T>& block : blocks) {
       convs.insert(convs.end(), {&block.conv1, &block.conv2});
       batchnorms.insert(batchnorms.end(), {&block.bn1, &block.bn2});
       if (block.has_downsample) {
@@ -125,55 +142,65 @@ struct ExecutorPlan {
   cudaStream_t stream() const { return context.stream(); }
   CudnnCall cudnn_call() const { return {context.cudnn(), workspace.get(), workspace.bytes()}; }
   const float* param(const TensorInfo* info) const { return model.params + info->offset; }
+  // What convolutions and the fc multiply by: the float parameter, or its bfloat16 copy.
+  const T* weight(const TensorInfo* info) const {
+    if constexpr (kMixed)
+      return model.params_bf16 + info->offset;
+    else
+      return model.params + info->offset;
+  }
   float* grad(const TensorInfo* info) const { return model.grads + info->offset; }
   float* running(const TensorInfo* info) const { return model.running + info->offset; }
-  const ActivationType* conv_input(const Conv& conv) const {
+  const T* conv_input(const Conv<T>& conv) const {
     return conv.input != nullptr ? conv.input->value : input;
   }
 };
 
-}  // namespace detail
-
-namespace {
-
-using Plan = detail::ExecutorPlan;
-
-void plan_conv(Plan& plan, Conv& conv, const ConvDesc& desc, Activation* input, int in_h, int in_w,
-               int max_batch) {
+template <typename T>
+void plan_conv(Plan<T>& plan, Conv<T>& conv, const ConvDesc& desc, Activation<T>* input, int in_h,
+               int in_w, int max_batch) {
   conv.weight = &plan.layout.at(desc.name + ".weight");
   conv.input = input;
   const ConvShape geometry{1, desc.in_channels, in_h, in_w, desc.out_channels,
                            desc.kernel, desc.stride, desc.pad};
   // The stem convolution reads the network's input, whose gradient nobody needs.
-  conv.layer = std::make_unique<ConvLayer>(geometry, /*needs_input_grad=*/input != nullptr);
+  conv.layer = std::make_unique<ConvLayer>(geometry, /*needs_input_grad=*/input != nullptr,
+                                           data_type_of<T>());
   conv.output.plan(plan.arena, max_batch, desc.out_channels, geometry.out_h(), geometry.out_w(),
                    /*needs_grad=*/true);
 }
 
-void plan_batchnorm(Plan& plan, BatchNorm& bn, const BatchNormDesc& desc, Activation* input,
-                    Activation* output) {
+template <typename T>
+void plan_batchnorm(Plan<T>& plan, BatchNorm<T>& bn, const BatchNormDesc& desc,
+                    Activation<T>* input, Activation<T>* output) {
   bn.weight = &plan.layout.at(desc.name + ".weight");
   bn.bias = &plan.layout.at(desc.name + ".bias");
   bn.running_mean = &plan.layout.at(desc.name + ".running_mean");
   bn.running_var = &plan.layout.at(desc.name + ".running_var");
   bn.input = input;
   bn.output = output;
-  bn.layer = std::make_unique<BatchNormLayer>(desc.channels, input->height, input->width);
+  bn.layer = std::make_unique<BatchNormLayer>(desc.channels, input->height, input->width,
+                                              data_type_of<T>());
   plan.arena.request(&bn.save_mean, static_cast<size_t>(desc.channels));
   plan.arena.request(&bn.save_invstd, static_cast<size_t>(desc.channels));
 }
 
 // The buffers a timed search of `conv` runs on: the layer's own activations and the model's
-// weight and gradient, so that the search costs no memory beyond its workspace.
-ConvSearchBuffers search_buffers(const Plan& plan, const Conv& conv, const float* network_input,
+// weight and gradient (under mixed precision the weight's bfloat16 copy and the bfloat16 weight
+// gradient scratch), so that the search costs no memory beyond its workspace.
+template <typename T>
+ConvSearchBuffers search_buffers(const Plan<T>& plan, const Conv<T>& conv, const T* network_input,
                                  const DeviceBuffer<std::byte>& workspace) {
   ConvSearchBuffers buffers;
   buffers.x = conv.input != nullptr ? conv.input->value : network_input;
-  buffers.w = plan.param(conv.weight);
+  buffers.w = plan.weight(conv.weight);
   buffers.dy = conv.output.grad;
   buffers.y = conv.output.value;
   buffers.dx = conv.input != nullptr ? conv.input->grad : nullptr;
-  buffers.dw = plan.grad(conv.weight);
+  if constexpr (Plan<T>::kMixed)
+    buffers.dw = plan.weight_grad_copy;
+  else
+    buffers.dw = plan.grad(conv.weight);
   buffers.workspace = workspace.get();
   buffers.workspace_bytes = workspace.bytes();
   return buffers;
@@ -185,25 +212,38 @@ size_t search_workspace_limit() {
   return std::min(kMaxConvWorkspaceBytes, free_bytes / 2);
 }
 
-void conv_forward(const Plan& plan, const Conv& conv, int batch) {
-  conv.layer->forward(plan.cudnn_call(), batch, plan.conv_input(conv), plan.param(conv.weight),
+template <typename T>
+void conv_forward(const Plan<T>& plan, const Conv<T>& conv, int batch) {
+  conv.layer->forward(plan.cudnn_call(), batch, plan.conv_input(conv), plan.weight(conv.weight),
                       conv.output.value);
 }
 
 // The weight's gradient, reported, then (unless `input_grad` is null) the input's gradient,
 // accumulated onto what is there when `accumulate`.
-void conv_backward(const Plan& plan, const Conv& conv, int batch, ActivationType* input_grad,
+template <typename T>
+void conv_backward(const Plan<T>& plan, const Conv<T>& conv, int batch, T* input_grad,
                    bool accumulate, const GradReadyFn& ready) {
   const CudnnCall call = plan.cudnn_call();
-  conv.layer->backward_filter(call, batch, plan.conv_input(conv), conv.output.grad,
-                              plan.grad(conv.weight));
+  if constexpr (Plan<T>::kMixed) {
+    // cuDNN writes dw in the filter's type (bfloat16), accumulated in float inside; it is then
+    // widened into the float gradient, exactly (autocast's weight gradient is likewise bfloat16,
+    // converted to float by the backward of the weight's cast). One launch, before grad_ready.
+    conv.layer->backward_filter(call, batch, plan.conv_input(conv), conv.output.grad,
+                                plan.weight_grad_copy);
+    convert(static_cast<int64_t>(conv.weight->numel), plan.weight_grad_copy,
+            plan.grad(conv.weight), plan.stream());
+  } else {
+    conv.layer->backward_filter(call, batch, plan.conv_input(conv), conv.output.grad,
+                                plan.grad(conv.weight));
+  }
   if (ready) ready(*conv.weight);
   if (input_grad != nullptr)
-    conv.layer->backward_data(call, batch, conv.output.grad, plan.param(conv.weight), input_grad,
+    conv.layer->backward_data(call, batch, conv.output.grad, plan.weight(conv.weight), input_grad,
                               accumulate ? 1.0f : 0.0f);
 }
 
-void batchnorm_forward(const Plan& plan, const BatchNorm& bn, int batch, bool training) {
+template <typename T>
+void batchnorm_forward(const Plan<T>& plan, const BatchNorm<T>& bn, int batch, bool training) {
   cudnnHandle_t handle = plan.context.cudnn();
   if (training)
     bn.layer->forward_train(handle, batch, bn.input->value, plan.param(bn.weight),
@@ -218,8 +258,9 @@ void batchnorm_forward(const Plan& plan, const BatchNorm& bn, int batch, bool tr
 
 // From `output_grad` (d loss / d bn output) to the input's gradient, writing and reporting the
 // gradients of weight and bias.
-void batchnorm_backward(const Plan& plan, const BatchNorm& bn, int batch,
-                        const ActivationType* output_grad, const GradReadyFn& ready) {
+template <typename T>
+void batchnorm_backward(const Plan<T>& plan, const BatchNorm<T>& bn, int batch,
+                        const T* output_grad, const GradReadyFn& ready) {
   bn.layer->backward(plan.context.cudnn(), batch, bn.input->value, output_grad,
                      plan.param(bn.weight), bn.save_mean, bn.save_invstd, bn.input->grad,
                      plan.grad(bn.weight), plan.grad(bn.bias));
@@ -229,25 +270,25 @@ void batchnorm_backward(const Plan& plan, const BatchNorm& bn, int batch,
   }
 }
 
-}  // namespace
-
-Executor::Executor(const NetDesc& net, const ParamLayout& layout, const DeviceModel& model,
-                   int max_batch, int height, int width, ComputeContext& context,
-                   const MathPolicy& policy)
-    : max_batch_(max_batch), plan_(std::make_unique<Plan>(layout, model, context, policy)) {
-  if (max_batch < 1) fail("batch size must be >= 1, got ", max_batch);
-  if (height < 1 || width < 1) fail("input images must be at least 1x1, got ", height, "x", width);
-  Plan& plan = *plan_;
+// Plans the network into `plan`, allocates every buffer and chooses every algorithm for
+// max_batch (see Executor's constructor).
+template <typename T>
+void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int width,
+           const MathPolicy& policy) {
+  const ParamLayout& layout = plan.layout;
+  ComputeContext& context = plan.context;
   plan.in_channels = net.stem_conv.in_channels;
   plan.height = height;
   plan.width = width;
+  const size_t input_elements = static_cast<size_t>(max_batch) * plan.in_channels * height * width;
+  if constexpr (Plan<T>::kMixed) plan.arena.request(&plan.input_copy, input_elements);
 
-  plan_conv(plan, plan.stem_conv, net.stem_conv, nullptr, height, width, max_batch);
-  const Activation& stem_conv_out = plan.stem_conv.output;
+  plan_conv<T>(plan, plan.stem_conv, net.stem_conv, nullptr, height, width, max_batch);
+  const Activation<T>& stem_conv_out = plan.stem_conv.output;
   plan.stem_out.plan(plan.arena, max_batch, stem_conv_out.channels, stem_conv_out.height,
                      stem_conv_out.width, true);
   plan_batchnorm(plan, plan.stem_bn, net.stem_bn, &plan.stem_conv.output, &plan.stem_out);
-  Activation* current = &plan.stem_out;
+  Activation<T>* current = &plan.stem_out;
   plan.stem_maxpool = net.stem_maxpool;
   if (net.stem_maxpool) {
     plan.pool_shape = {max_batch, current->channels, current->height, current->width, 3, 2, 1};
@@ -261,21 +302,21 @@ Executor::Executor(const NetDesc& net, const ParamLayout& layout, const DeviceMo
   plan.blocks.resize(net.blocks.size());
   for (size_t i = 0; i < net.blocks.size(); ++i) {
     const BasicBlockDesc& desc = net.blocks[i];
-    Block& block = plan.blocks[i];
+    Block<T>& block = plan.blocks[i];
     block.input = current;
     plan_conv(plan, block.conv1, desc.conv1, current, current->height, current->width, max_batch);
-    const Activation& c1 = block.conv1.output;
+    const Activation<T>& c1 = block.conv1.output;
     block.hidden.plan(plan.arena, max_batch, c1.channels, c1.height, c1.width, true);
     plan_batchnorm(plan, block.bn1, desc.bn1, &block.conv1.output, &block.hidden);
     plan_conv(plan, block.conv2, desc.conv2, &block.hidden, c1.height, c1.width, max_batch);
-    const Activation& c2 = block.conv2.output;
+    const Activation<T>& c2 = block.conv2.output;
     block.output.plan(plan.arena, max_batch, c2.channels, c2.height, c2.width, true);
     plan_batchnorm(plan, block.bn2, desc.bn2, &block.conv2.output, &block.output);
     block.has_downsample = desc.has_downsample;
     if (desc.has_downsample) {
       plan_conv(plan, block.downsample_conv, desc.downsample_conv, current, current->height,
                 current->width, max_batch);
-      const Activation& d = block.downsample_conv.output;
+      const Activation<T>& d = block.downsample_conv.output;
       // Its backward reads the block output's gradient directly: no gradient buffer of its own.
       block.identity.plan(plan.arena, max_batch, d.channels, d.height, d.width, false);
       plan_batchnorm(plan, block.downsample_bn, desc.downsample_bn, &block.downsample_conv.output,
@@ -292,29 +333,38 @@ Executor::Executor(const NetDesc& net, const ParamLayout& layout, const DeviceMo
   plan.arena.request(&plan.logits, static_cast<size_t>(max_batch) * plan.fc_out);
   plan.arena.request(&plan.ones, static_cast<size_t>(max_batch));
   plan.list_layers();
+  if constexpr (Plan<T>::kMixed) {
+    plan.arena.request(&plan.dlogits_copy, static_cast<size_t>(max_batch) * plan.fc_out);
+    size_t largest_weight = 0;
+    for (const Conv<T>* conv : plan.convs)
+      largest_weight = std::max(largest_weight, conv->weight->numel);
+    plan.arena.request(&plan.weight_grad_copy, largest_weight);
+  }
   plan.arena.allocate(context.stream());
   const std::vector<float> ones(static_cast<size_t>(max_batch), 1.0f);
   copy_to_device(plan.ones, ones.data(), ones.size(), context.stream());
 
   // PyTorch's flag for matrix products is torch.backends.cuda.matmul.allow_tf32 (off by default
-  // since 1.12); here one setting governs convolutions and GEMMs alike.
+  // since 1.12); here one setting governs convolutions and GEMMs alike. Under mixed precision the
+  // fc's GEMMs are bfloat16 cublasGemmEx calls, which use tensor cores whatever the mode, and the
+  // only float product left is the bias gradient's gemv, kept strict.
+  const bool tf32_gemm = policy.allow_tf32 && !Plan<T>::kMixed;
   RDDP_CUBLAS_CHECK(cublasSetMathMode(
-      context.cublas(), policy.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+      context.cublas(), tf32_gemm ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
 
   // Choose every algorithm for max_batch now, on the real buffers; the workspace then gets the
   // size the choices need. The network's input is not ours, so a stand-in holds its place.
-  for (const BatchNorm* bn : plan.batchnorms) bn->layer->prepare(max_batch, plan.descriptors);
+  for (const BatchNorm<T>* bn : plan.batchnorms) bn->layer->prepare(max_batch, plan.descriptors);
   const size_t limit = search_workspace_limit();
   size_t needed = 0;
   {
     const bool timed = policy.search == ConvAlgorithmSearch::timed;
     DeviceBuffer<std::byte> search_workspace(timed ? limit : 0);
-    DeviceBuffer<float> stand_in_input(
-        timed ? static_cast<size_t>(max_batch) * plan.in_channels * height * width : 0);
+    DeviceBuffer<T> stand_in_input(timed ? input_elements : 0);
     if (timed)
       RDDP_CUDA_CHECK(cudaMemsetAsync(stand_in_input.get(), 0, stand_in_input.bytes(),
                                       context.stream()));
-    for (Conv* conv : plan.convs) {
+    for (Conv<T>* conv : plan.convs) {
       const ConvSearchBuffers buffers =
           search_buffers(plan, *conv, stand_in_input.get(), search_workspace);
       needed = std::max(needed, conv->layer->prepare(max_batch, context.cudnn(), plan.algorithms,
@@ -326,39 +376,40 @@ Executor::Executor(const NetDesc& net, const ParamLayout& layout, const DeviceMo
   plan.workspace = DeviceBuffer<std::byte>(std::max(needed, kMinConvWorkspaceBytes));
 }
 
-Executor::~Executor() = default;
-
-size_t Executor::workspace_bytes() const { return plan_->workspace.bytes(); }
-size_t Executor::activation_bytes() const { return plan_->arena.bytes(); }
-const ConvAlgorithmCache& Executor::algorithms() const { return plan_->algorithms; }
-
-void Executor::check_batch(int batch, bool training) const {
-  if (batch < 1 || batch > max_batch_)
-    fail("batch of ", batch, " images does not fit an executor built for 1..", max_batch_);
+template <typename T>
+void check_batch_of(const Plan<T>& plan, int max_batch, int batch, bool training) {
+  if (batch < 1 || batch > max_batch)
+    fail("batch of ", batch, " images does not fit an executor built for 1..", max_batch);
   if (training)
-    for (const BatchNorm* bn : plan_->batchnorms) bn->layer->check_trainable(batch);
+    for (const BatchNorm<T>* bn : plan.batchnorms) bn->layer->check_trainable(batch);
 }
 
-const float* Executor::forward(const float* input, int batch, bool training) {
-  check_batch(batch, training);
-  Plan& plan = *plan_;
+template <typename T>
+const float* forward_of(Plan<T>& plan, const float* input, int batch, bool training) {
   if (!plan.stem_conv.layer->prepared(batch)) {
     const size_t workspace = plan.workspace.bytes();
-    for (Conv* conv : plan.convs) {
+    for (Conv<T>* conv : plan.convs) {
       const size_t needed = conv->layer->prepare(batch, plan.context.cudnn(), plan.algorithms,
                                                  plan.descriptors, nullptr, workspace);
       RDDP_ASSERT(needed <= workspace);
     }
-    for (const BatchNorm* bn : plan.batchnorms) bn->layer->prepare(batch, plan.descriptors);
+    for (const BatchNorm<T>* bn : plan.batchnorms) bn->layer->prepare(batch, plan.descriptors);
   }
-  plan.input = input;
+  cudaStream_t stream = plan.stream();
+  if constexpr (Plan<T>::kMixed) {
+    // autocast casts the float input of the first convolution to bfloat16: one launch here.
+    convert(static_cast<int64_t>(batch) * plan.in_channels * plan.height * plan.width, input,
+            plan.input_copy, stream);
+    plan.input = plan.input_copy;
+  } else {
+    plan.input = input;
+  }
   plan.batch = batch;
   plan.has_training_forward = training;
-  cudaStream_t stream = plan.stream();
 
   conv_forward(plan, plan.stem_conv, batch);
   batchnorm_forward(plan, plan.stem_bn, batch, training);
-  Activation& stem_out = plan.stem_out;
+  Activation<T>& stem_out = plan.stem_out;
   relu_forward(stem_out.count(batch), stem_out.value, stem_out.value, stream);
   if (plan.stem_maxpool) {
     cpu::PoolShape shape = plan.pool_shape;
@@ -366,13 +417,13 @@ const float* Executor::forward(const float* input, int batch, bool training) {
     maxpool_forward(shape, stem_out.value, plan.pooled.value, plan.pool_argmax, stream);
   }
 
-  for (Block& block : plan.blocks) {
+  for (Block<T>& block : plan.blocks) {
     conv_forward(plan, block.conv1, batch);
     batchnorm_forward(plan, block.bn1, batch, training);
     relu_forward(block.hidden.count(batch), block.hidden.value, block.hidden.value, stream);
     conv_forward(plan, block.conv2, batch);
     batchnorm_forward(plan, block.bn2, batch, training);
-    const ActivationType* identity = block.input->value;
+    const T* identity = block.input->value;
     if (block.has_downsample) {
       conv_forward(plan, block.downsample_conv, batch);
       batchnorm_forward(plan, block.downsample_bn, batch, training);
@@ -381,16 +432,16 @@ const float* Executor::forward(const float* input, int batch, bool training) {
     add_relu(block.output.count(batch), block.output.value, identity, block.output.value, stream);
   }
 
-  const Activation& last = plan.blocks.back().output;
+  const Activation<T>& last = plan.blocks.back().output;
   global_avgpool_forward(batch, last.channels, last.height * last.width, last.value,
                          plan.features.value, stream);
   linear_forward(plan.context.cublas(), batch, plan.fc_in, plan.fc_out, plan.features.value,
-                 plan.param(plan.fc_weight), plan.param(plan.fc_bias), plan.logits);
+                 plan.weight(plan.fc_weight), plan.param(plan.fc_bias), plan.logits);
   return plan.logits;
 }
 
-void Executor::backward(const float* dlogits, const GradReadyFn& ready) {
-  Plan& plan = *plan_;
+template <typename T>
+void backward_of(Plan<T>& plan, const float* dlogits, const GradReadyFn& ready) {
   if (!plan.has_training_forward)
     fail("backward needs a training-mode forward first (evaluation mode keeps no batch ",
          "statistics)");
@@ -398,23 +449,32 @@ void Executor::backward(const float* dlogits, const GradReadyFn& ready) {
   cudaStream_t stream = plan.stream();
   cublasHandle_t cublas = plan.context.cublas();
 
-  linear_backward_weight(cublas, batch, plan.fc_in, plan.fc_out, plan.features.value, dlogits,
+  // The fc's products read dlogits in the activations' type (cublas_linear.h says why); the
+  // bias gradient sums the float dlogits.
+  const T* fc_dlogits = nullptr;
+  if constexpr (Plan<T>::kMixed) {
+    convert(static_cast<int64_t>(batch) * plan.fc_out, dlogits, plan.dlogits_copy, stream);
+    fc_dlogits = plan.dlogits_copy;
+  } else {
+    fc_dlogits = dlogits;
+  }
+  linear_backward_weight(cublas, batch, plan.fc_in, plan.fc_out, plan.features.value, fc_dlogits,
                          plan.grad(plan.fc_weight));
   linear_backward_bias(cublas, batch, plan.fc_out, dlogits, plan.ones, plan.grad(plan.fc_bias));
   if (ready) {
     ready(*plan.fc_weight);
     ready(*plan.fc_bias);
   }
-  linear_backward_data(cublas, batch, plan.fc_in, plan.fc_out, dlogits,
-                       plan.param(plan.fc_weight), plan.features.grad);
-  Activation& last = plan.blocks.back().output;
+  linear_backward_data(cublas, batch, plan.fc_in, plan.fc_out, fc_dlogits,
+                       plan.weight(plan.fc_weight), plan.features.grad);
+  Activation<T>& last = plan.blocks.back().output;
   global_avgpool_backward(batch, last.channels, last.height * last.width, plan.features.grad,
                           last.grad, stream);
 
   for (auto it = plan.blocks.rbegin(); it != plan.blocks.rend(); ++it) {
-    Block& block = *it;
+    Block<T>& block = *it;
     // d(loss)/d(bn2 + identity), through the block's ReLU; both branches receive it.
-    ActivationType* sum_grad = block.output.grad;
+    T* sum_grad = block.output.grad;
     relu_backward(block.output.count(batch), block.output.value, sum_grad, sum_grad, stream);
 
     batchnorm_backward(plan, block.bn2, batch, sum_grad, ready);
@@ -423,7 +483,7 @@ void Executor::backward(const float* dlogits, const GradReadyFn& ready) {
                   block.hidden.grad, stream);
     batchnorm_backward(plan, block.bn1, batch, block.hidden.grad, ready);
     // conv1 writes the block input's gradient; the identity branch adds its share on top.
-    ActivationType* input_grad = block.input->grad;
+    T* input_grad = block.input->grad;
     conv_backward(plan, block.conv1, batch, input_grad, false, ready);
     if (block.has_downsample) {
       batchnorm_backward(plan, block.downsample_bn, batch, sum_grad, ready);
@@ -433,7 +493,7 @@ void Executor::backward(const float* dlogits, const GradReadyFn& ready) {
     }
   }
 
-  Activation& stem_out = plan.stem_out;
+  Activation<T>& stem_out = plan.stem_out;
   if (plan.stem_maxpool) {
     cpu::PoolShape shape = plan.pool_shape;
     shape.batch = batch;
@@ -441,7 +501,102 @@ void Executor::backward(const float* dlogits, const GradReadyFn& ready) {
   }
   relu_backward(stem_out.count(batch), stem_out.value, stem_out.grad, stem_out.grad, stream);
   batchnorm_backward(plan, plan.stem_bn, batch, stem_out.grad, ready);
-  conv_backward(plan, plan.stem_conv, batch, nullptr, false, ready);
+  conv_backward<T>(plan, plan.stem_conv, batch, nullptr, false, ready);
+}
+
+}  // namespace
+
+namespace detail {
+
+// The executor's work for one activation type; Executor forwards to it.
+class ExecutorImpl {
+ public:
+  virtual ~ExecutorImpl() = default;
+  virtual void check_batch(int batch, bool training) const = 0;
+  virtual const float* forward(const float* input, int batch, bool training) = 0;
+  virtual void backward(const float* dlogits, const GradReadyFn& ready) = 0;
+  virtual size_t workspace_bytes() const = 0;
+  virtual size_t activation_bytes() const = 0;
+  virtual const ConvAlgorithmCache& algorithms() const = 0;
+};
+
+}  // namespace detail
+
+namespace {
+
+template <typename T>
+class TypedExecutor final : public detail::ExecutorImpl {
+ public:
+  TypedExecutor(const NetDesc& net, const ParamLayout& layout, const DeviceModel& model,
+                int max_batch, int height, int width, ComputeContext& context,
+                const MathPolicy& policy)
+      : max_batch_(max_batch), plan_(layout, model, context, policy) {
+    build(plan_, net, max_batch, height, width, policy);
+  }
+  void check_batch(int batch, bool training) const override {
+    check_batch_of(plan_, max_batch_, batch, training);
+  }
+  const float* forward(const float* input, int batch, bool training) override {
+    check_batch(batch, training);
+    return forward_of(plan_, input, batch, training);
+  }
+  void backward(const float* dlogits, const GradReadyFn& ready) override {
+    backward_of(plan_, dlogits, ready);
+  }
+  size_t workspace_bytes() const override { return plan_.workspace.bytes(); }
+  size_t activation_bytes() const override { return plan_.arena.bytes(); }
+  const ConvAlgorithmCache& algorithms() const override { return plan_.algorithms; }
+
+ private:
+  int max_batch_;
+  Plan<T> plan_;
+};
+
+std::unique_ptr<detail::ExecutorImpl> make_impl(const NetDesc& net, const ParamLayout& layout,
+                                                const DeviceModel& model, int max_batch,
+                                                int height, int width, ComputeContext& context,
+                                                const MathPolicy& policy) {
+  switch (policy.data_type) {
+    case CUDNN_DATA_FLOAT:
+      return std::make_unique<TypedExecutor<float>>(net, layout, model, max_batch, height, width,
+                                                    context, policy);
+    case CUDNN_DATA_BFLOAT16:
+      if (model.params_bf16 == nullptr)
+        fail("internal error: a bfloat16 executor needs the bfloat16 copy of the parameters; ",
+             "please report this");
+      return std::make_unique<TypedExecutor<__nv_bfloat16>>(net, layout, model, max_batch,
+                                                            height, width, context, policy);
+    default:
+      fail("the CUDA executor stores activations in float32 or bfloat16, not ",
+           to_string(policy.data_type));
+  }
+}
+
+}  // namespace
+
+Executor::Executor(const NetDesc& net, const ParamLayout& layout, const DeviceModel& model,
+                   int max_batch, int height, int width, ComputeContext& context,
+                   const MathPolicy& policy)
+    : max_batch_(max_batch) {
+  if (max_batch < 1) fail("batch size must be >= 1, got ", max_batch);
+  if (height < 1 || width < 1) fail("input images must be at least 1x1, got ", height, "x", width);
+  impl_ = make_impl(net, layout, model, max_batch, height, width, context, policy);
+}
+
+Executor::~Executor() = default;
+
+size_t Executor::workspace_bytes() const { return impl_->workspace_bytes(); }
+size_t Executor::activation_bytes() const { return impl_->activation_bytes(); }
+const ConvAlgorithmCache& Executor::algorithms() const { return impl_->algorithms(); }
+
+void Executor::check_batch(int batch, bool training) const { impl_->check_batch(batch, training); }
+
+const float* Executor::forward(const float* input, int batch, bool training) {
+  return impl_->forward(input, batch, training);
+}
+
+void Executor::backward(const float* dlogits, const GradReadyFn& ready) {
+  impl_->backward(dlogits, ready);
 }
 
 }  // namespace rddp::cuda

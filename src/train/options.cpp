@@ -31,8 +31,6 @@ const char* to_string(LrSchedule schedule) {
   return "?";
 }
 
-const char* to_string(Precision precision) { return precision == Precision::tf32 ? "tf32" : "fp32"; }
-
 namespace {
 
 // ---- Value parsers: each names the flag and the accepted range when it refuses.
@@ -123,9 +121,12 @@ const std::vector<Flag>& flags() {
          o.device = parse_choice<DeviceChoice>(f, v, {{"auto", DeviceChoice::automatic},
                                                      {"cpu", DeviceChoice::cpu}, {"cuda", DeviceChoice::cuda}});
        }},
-      {"--precision", "KIND", "tf32 (default: TF32 tensor cores, as PyTorch's cuDNN) or fp32 (strict)",
+      {"--precision", "KIND",
+       "tf32 (default: TF32 tensor cores, as PyTorch's cuDNN), fp32 (strict) or bf16 (GPU: mixed "
+       "precision as torch.autocast(bfloat16), float32 master weights)",
        [](TrainOptions& o, auto& f, auto& v) {
-         o.precision = parse_choice<Precision>(f, v, {{"tf32", Precision::tf32}, {"fp32", Precision::fp32}});
+         o.precision = parse_choice<Precision>(
+             f, v, {{"tf32", Precision::tf32}, {"fp32", Precision::fp32}, {"bf16", Precision::bf16}});
        }},
       {"--deterministic", nullptr, "GPU: only cuDNN algorithms that give the same bits every run (slower)",
        [](TrainOptions& o, auto&, auto&) { o.deterministic = true; }},

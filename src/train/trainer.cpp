@@ -180,7 +180,7 @@ void Trainer::make_engine_and_state() {
   engine_config_.height = engine_config_.width = image_size;
   engine_config_.optimizer = options_.optimizer;
   engine_config_.label_smoothing = options_.label_smoothing;
-  engine_config_.allow_tf32 = options_.precision == Precision::tf32;
+  engine_config_.precision = options_.precision;
   engine_config_.deterministic = options_.deterministic;
   engine_config_.conv_timed_search = options_.conv_timed_search;
   engine_config_.device_index = group_.prepare_device(device_);

@@ -54,7 +54,7 @@ EngineConfig config_for(Stem stem, int max_batch) {
   config.max_batch = max_batch;
   config.height = config.width = stem == Stem::cifar ? 32 : 64;
   config.label_smoothing = 0.1;
-  config.allow_tf32 = false;
+  config.precision = Precision::fp32;
   return config;
 }
 
@@ -375,7 +375,7 @@ TEST_CASE("the CUDA engine learns: the loss on a learnable synthetic task falls"
   // and the fastest algorithms, as training runs.
   EngineConfig config = config_for(Stem::cifar, 16);
   config.spec.num_classes = 4;
-  config.allow_tf32 = true;
+  config.precision = Precision::tf32;
   config.label_smoothing = 0.0;  // so that the loss can fall towards 0
   Batch data{16, 3, 32, 32, std::vector<float>(16 * 3 * 32 * 32), std::vector<int32_t>(16)};
   Rng rng(77);

@@ -386,3 +386,49 @@ TEST_CASE("a captured adamw step follows the schedule through its device scalars
   check_buffer(exp_avg.download(), twin.first_moment(), "exp_avg");
   check_buffer(exp_avg_sq.download(), twin.second_moment(), "exp_avg_sq");
 }
+
+TEST_CASE("the optimizer kernels round every updated parameter into the bfloat16 copy") {
+  Stream stream;
+  OptimizerConfig adamw;
+  OptimizerConfig sgd;
+  sgd.kind = OptimizerKind::sgd;
+  sgd.momentum = 0.9;
+  // 1001 aligned: vector loop and tail; offset 1: one element at a time.
+  const size_t cases[][2] = {{1001, 0}, {1001, 1}, {1 << 20, 0}};
+  for (const OptimizerConfig& config : {adamw, sgd}) {
+    for (const auto& c : cases) {
+      const size_t elements = c[0], offset = c[1];
+      CAPTURE(elements);
+      CAPTURE(offset);
+      Rng rng(derive_seed(elements + offset, "bf16 copy"));
+      DeviceArray<float> params(elements, offset), first(elements, offset),
+          second(elements, offset), grads(elements, offset);
+      DeviceArray<__nv_bfloat16> copy(elements, offset);
+      params.upload(normal_floats(rng, elements, 1.0));
+      grads.upload(normal_floats(rng, elements, 0.1));
+      RDDP_CUDA_CHECK(cudaMemset(first.get(), 0, elements * sizeof(float)));
+      RDDP_CUDA_CHECK(cudaMemset(second.get(), 0, elements * sizeof(float)));
+      copy.poison();
+      if (config.kind == OptimizerKind::adamw)
+        cuda::adamw_step(params.get(), grads.get(), first.get(), second.get(), elements,
+                         adamw::scalars<float>(1e-2, config.weight_decay, config.beta1,
+                                               config.beta2, config.eps, 1),
+                         stream, copy.get());
+      else
+        cuda::sgd_step(params.get(), grads.get(), first.get(), elements,
+                       sgd::scalars<float>(1e-2, 0.0, config.momentum, false), stream,
+                       copy.get());
+      stream.sync();
+      const std::vector<float> updated = params.download();
+      const std::vector<__nv_bfloat16> got = copy.download();
+      size_t bad = 0;
+      for (size_t i = 0; i < elements; ++i) {
+        const __nv_bfloat16 want = __float2bfloat16_rn(updated[i]);
+        if (std::memcmp(&got[i], &want, sizeof(want)) != 0 && bad++ < 5)
+          FAIL_CHECK("copy[" << i << "] = " << static_cast<float>(got[i]) << ", expected "
+                             << static_cast<float>(want) << " (parameter " << updated[i] << ")");
+      }
+      CHECK(bad == 0);
+    }
+  }
+}

@@ -31,6 +31,15 @@ TEST_CASE("the CPU engine is built whatever the machine") {
   CHECK(engine->layout().parameter_count() > 0);
 }
 
+TEST_CASE("the CPU engine refuses bf16 rather than training in float32 unasked") {
+  EngineConfig config = small_config();
+  config.precision = Precision::bf16;
+  CHECK_THROWS_WITH_AS(make_engine(DeviceKind::cpu, config, 1),
+                       doctest::Contains("--precision bf16 needs the CUDA engine"), Error);
+  config.precision = Precision::fp32;
+  CHECK(make_engine(DeviceKind::cpu, config, 1)->device() == DeviceKind::cpu);
+}
+
 TEST_CASE("without a CUDA device the probe says why and the CUDA engine is refused") {
   std::string reason;
   const int devices = cuda::cuda_device_count_or_zero(&reason);

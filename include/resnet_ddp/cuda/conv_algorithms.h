@@ -32,6 +32,9 @@ struct MathPolicy {
   // torch.backends.cudnn.deterministic = True.
   bool deterministic = false;
   ConvAlgorithmSearch search = ConvAlgorithmSearch::timed;
+  // What activations and filters are stored in: CUDNN_DATA_FLOAT, or CUDNN_DATA_BFLOAT16 for
+  // mixed precision (float compute either way; allow_tf32 then only concerns what stays float).
+  cudnnDataType_t data_type = CUDNN_DATA_FLOAT;
 };
 
 struct ConvAlgorithm {
@@ -44,15 +47,16 @@ struct ConvAlgorithm {
   std::unique_ptr<ConvolutionDescriptor> descriptor;
 };
 
-// Device buffers a timed search runs the candidates on. Inputs are only read; the output of
-// the direction searched is overwritten with whatever the last candidate left there.
+// Device buffers a timed search runs the candidates on, all of the policy's data type. Inputs
+// are only read; the output of the direction searched is overwritten with whatever the last
+// candidate left there.
 struct ConvSearchBuffers {
-  const float* x = nullptr;   // [batch, in_channels, in_h, in_w]
-  const float* w = nullptr;   // [out_channels, in_channels, kernel, kernel]
-  const float* dy = nullptr;  // [batch, out_channels, out_h, out_w]
-  float* y = nullptr;         // forward's output
-  float* dx = nullptr;        // backward data's output
-  float* dw = nullptr;        // backward filter's output
+  const void* x = nullptr;   // [batch, in_channels, in_h, in_w]
+  const void* w = nullptr;   // [out_channels, in_channels, kernel, kernel]
+  const void* dy = nullptr;  // [batch, out_channels, out_h, out_w]
+  void* y = nullptr;         // forward's output
+  void* dx = nullptr;        // backward data's output
+  void* dw = nullptr;        // backward filter's output
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
 };

@@ -4,6 +4,7 @@
 // handle's stream and overwrites its output. The handle's math mode decides TF32 or strict
 // float32 (see Executor).
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 
 namespace rddp::cuda {
 
@@ -19,5 +20,16 @@ void linear_backward_weight(cublasHandle_t handle, int batch, int in_features, i
 // ones, the column sum being a product with it.
 void linear_backward_bias(cublasHandle_t handle, int batch, int out_features, const float* dy,
                           const float* ones, float* db);
+
+// The same under bfloat16 mixed precision (autocast's linear): bfloat16 inputs and weights,
+// products accumulated in float (cublasGemmEx, CUBLAS_COMPUTE_32F). The logits and the weight
+// gradient come out in float: finer than autocast, which rounds both to bfloat16 first; the
+// input gradient comes out in bfloat16, the activations' type.
+void linear_forward(cublasHandle_t handle, int batch, int in_features, int out_features,
+                    const __nv_bfloat16* x, const __nv_bfloat16* w, const float* b, float* y);
+void linear_backward_data(cublasHandle_t handle, int batch, int in_features, int out_features,
+                          const __nv_bfloat16* dy, const __nv_bfloat16* w, __nv_bfloat16* dx);
+void linear_backward_weight(cublasHandle_t handle, int batch, int in_features, int out_features,
+                            const __nv_bfloat16* x, const __nv_bfloat16* dy, float* dw);
 
 }  // namespace rddp::cuda

@@ -15,9 +15,13 @@ class BatchNormLayer {
   static constexpr double kMomentum = 0.1;  // cuDNN's exponentialAverageFactor
   static constexpr double kEpsilon = 1e-5;
 
-  BatchNormLayer(int channels, int height, int width);
+  // `data_type` is what x, y and their gradients are stored in (float or bfloat16); gamma,
+  // beta, the running and the saved statistics are float either way.
+  BatchNormLayer(int channels, int height, int width,
+                 cudnnDataType_t data_type = CUDNN_DATA_FLOAT);
 
   // The activation descriptor for `batch` images; preparing a batch size again does nothing.
+  // The cache's data type must be the layer's.
   void prepare(int batch, TensorDescriptorCache& descriptors);
   bool prepared(int batch) const { return batches_.count(batch) != 0; }
 
@@ -28,22 +32,46 @@ class BatchNormLayer {
   // Training mode: normalise with the batch mean and biased variance; running_mean/var move by
   // kMomentum towards the batch mean and the unbiased variance; save_mean and save_invstd
   // (1 / sqrt(var + eps)) are kept for backward. Device pointers; y may not alias x.
-  void forward_train(cudnnHandle_t handle, int batch, const ActivationType* x, const float* gamma,
-                     const float* beta, float* running_mean, float* running_var,
-                     ActivationType* y, float* save_mean, float* save_invstd) const;
+  template <typename T>
+  void forward_train(cudnnHandle_t handle, int batch, const T* x, const float* gamma,
+                     const float* beta, float* running_mean, float* running_var, T* y,
+                     float* save_mean, float* save_invstd) const {
+    check_type(data_type_of<T>());
+    forward_train_untyped(handle, batch, x, gamma, beta, running_mean, running_var, y, save_mean,
+                          save_invstd);
+  }
   // Evaluation mode: normalise with the running statistics.
-  void forward_eval(cudnnHandle_t handle, int batch, const ActivationType* x, const float* gamma,
+  template <typename T>
+  void forward_eval(cudnnHandle_t handle, int batch, const T* x, const float* gamma,
                     const float* beta, const float* running_mean, const float* running_var,
-                    ActivationType* y) const;
+                    T* y) const {
+    check_type(data_type_of<T>());
+    forward_eval_untyped(handle, batch, x, gamma, beta, running_mean, running_var, y);
+  }
   // Backward of training mode; dx, dgamma and dbeta are overwritten.
-  void backward(cudnnHandle_t handle, int batch, const ActivationType* x,
-                const ActivationType* dy, const float* gamma, const float* save_mean,
-                const float* save_invstd, ActivationType* dx, float* dgamma, float* dbeta) const;
+  template <typename T>
+  void backward(cudnnHandle_t handle, int batch, const T* x, const T* dy, const float* gamma,
+                const float* save_mean, const float* save_invstd, T* dx, float* dgamma,
+                float* dbeta) const {
+    check_type(data_type_of<T>());
+    backward_untyped(handle, batch, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+  }
 
  private:
   const TensorDescriptor& at(int batch) const;
+  void check_type(cudnnDataType_t type) const;
+  void forward_train_untyped(cudnnHandle_t handle, int batch, const void* x, const float* gamma,
+                             const float* beta, float* running_mean, float* running_var, void* y,
+                             float* save_mean, float* save_invstd) const;
+  void forward_eval_untyped(cudnnHandle_t handle, int batch, const void* x, const float* gamma,
+                            const float* beta, const float* running_mean,
+                            const float* running_var, void* y) const;
+  void backward_untyped(cudnnHandle_t handle, int batch, const void* x, const void* dy,
+                        const float* gamma, const float* save_mean, const float* save_invstd,
+                        void* dx, float* dgamma, float* dbeta) const;
 
   int channels_, height_, width_;
+  cudnnDataType_t data_type_;
   std::unique_ptr<TensorDescriptor> parameters_;  // 1 x C x 1 x 1, derived by cuDNN
   std::map<int, const TensorDescriptor*> batches_;
 };

@@ -23,28 +23,44 @@ class ConvLayer {
  public:
   // `geometry` gives everything but the batch size (its `batch` is ignored). A layer whose input
   // gradient is never needed (the first of the network) chooses no backward-data algorithm.
-  ConvLayer(const ConvShape& geometry, bool needs_input_grad);
+  // `data_type` is what x, w, y and their gradients are stored in (float or bfloat16; cuDNN
+  // wants one type for all of them); the calls below take pointers of the matching type.
+  ConvLayer(const ConvShape& geometry, bool needs_input_grad,
+            cudnnDataType_t data_type = CUDNN_DATA_FLOAT);
 
   ConvShape shape(int batch) const;
+  cudnnDataType_t data_type() const { return data_type_; }
 
   // Descriptors and algorithms for `batch` images, chosen through `algorithms` (see
   // ConvAlgorithmCache::choose for `buffers` and `workspace_limit`). Returns the workspace the
   // layer's algorithms for this batch size need. Preparing a batch size again does nothing.
+  // The caches' data type must be the layer's.
   size_t prepare(int batch, cudnnHandle_t handle, ConvAlgorithmCache& algorithms,
                  TensorDescriptorCache& descriptors, const ConvSearchBuffers* buffers,
                  size_t workspace_limit);
   bool prepared(int batch) const { return batches_.count(batch) != 0; }
 
   // y = conv(x, w). Device pointers; enqueued on the handle's stream.
-  void forward(const CudnnCall& call, int batch, const ActivationType* x, const float* w,
-               ActivationType* y) const;
+  template <typename T>
+  void forward(const CudnnCall& call, int batch, const T* x, const T* w, T* y) const {
+    check_type(data_type_of<T>());
+    forward_untyped(call, batch, x, w, y);
+  }
   // dx = beta * dx + conv_transpose(dy, w): beta 0 overwrites, 1 accumulates (a residual
   // branch adding its share of the gradient).
-  void backward_data(const CudnnCall& call, int batch, const ActivationType* dy, const float* w,
-                     ActivationType* dx, float beta = 0.0f) const;
-  // dw = gradient of the weight, overwritten.
-  void backward_filter(const CudnnCall& call, int batch, const ActivationType* x,
-                       const ActivationType* dy, float* dw) const;
+  template <typename T>
+  void backward_data(const CudnnCall& call, int batch, const T* dy, const T* w, T* dx,
+                     float beta = 0.0f) const {
+    check_type(data_type_of<T>());
+    backward_data_untyped(call, batch, dy, w, dx, beta);
+  }
+  // dw = gradient of the weight, overwritten. Its type is the filter's, so under bfloat16 the
+  // caller widens it into the float gradient itself.
+  template <typename T>
+  void backward_filter(const CudnnCall& call, int batch, const T* x, const T* dy, T* dw) const {
+    check_type(data_type_of<T>());
+    backward_filter_untyped(call, batch, x, dy, dw);
+  }
 
  private:
   struct Prepared {
@@ -55,9 +71,17 @@ class ConvLayer {
     const ConvAlgorithm* backward_filter = nullptr;
   };
   const Prepared& at(int batch) const;
+  void check_type(cudnnDataType_t type) const;
+  void forward_untyped(const CudnnCall& call, int batch, const void* x, const void* w,
+                       void* y) const;
+  void backward_data_untyped(const CudnnCall& call, int batch, const void* dy, const void* w,
+                             void* dx, float beta) const;
+  void backward_filter_untyped(const CudnnCall& call, int batch, const void* x, const void* dy,
+                               void* dw) const;
 
   ConvShape geometry_;
   bool needs_input_grad_;
+  cudnnDataType_t data_type_;
   std::unique_ptr<FilterDescriptor> filter_;
   std::map<int, Prepared> batches_;
 };

@@ -6,6 +6,7 @@
 // marked deprecated in cuDNN 9 in favour of the graph API, but is still shipped and supported.
 // cuDNN only attaches the deprecation attribute when CUDNN_WARN_DEPRECATED is defined, which
 // this project does not do, so the build stays free of warnings without suppressing any.
+#include <cuda_bf16.h>
 #include <cudnn.h>
 
 #include <map>
@@ -14,10 +15,20 @@
 
 namespace rddp::cuda {
 
-// The type activations are stored in. Mixed precision changes this and the instantiations of
-// our kernels; parameters, gradients and optimizer state stay float either way.
-using ActivationType = float;
-constexpr cudnnDataType_t kActivationDataType = CUDNN_DATA_FLOAT;
+// The types activations may be stored in: float, or bfloat16 under mixed precision (the
+// executor is instantiated for each). Parameters, gradients and optimizer state stay float
+// either way; under bfloat16 the convolutions and the fc read a bfloat16 copy of their weights.
+template <typename T>
+constexpr cudnnDataType_t data_type_of();
+template <>
+constexpr cudnnDataType_t data_type_of<float>() {
+  return CUDNN_DATA_FLOAT;
+}
+template <>
+constexpr cudnnDataType_t data_type_of<__nv_bfloat16>() {
+  return CUDNN_DATA_BFLOAT16;
+}
+const char* to_string(cudnnDataType_t type);
 // NCHW, PyTorch's default memory format, for activations and filters alike. Our own kernels
 // (layer_kernels.h) index NCHW too; NHWC means changing this and them, nothing else.
 constexpr cudnnTensorFormat_t kActivationFormat = CUDNN_TENSOR_NCHW;
@@ -58,14 +69,19 @@ class ConvolutionDescriptor {
   cudnnConvolutionDescriptor_t descriptor_ = nullptr;
 };
 
-// An activation of `batch` images of channels x height x width.
-std::unique_ptr<TensorDescriptor> make_activation_descriptor(int batch, int channels, int height,
-                                                             int width);
+// An activation of `batch` images of channels x height x width, stored as `type`.
+std::unique_ptr<TensorDescriptor> make_activation_descriptor(
+    int batch, int channels, int height, int width, cudnnDataType_t type = CUDNN_DATA_FLOAT);
 // The weight of a convolution, [out_channels, in_channels, kernel, kernel] as PyTorch stores it.
+// cuDNN requires the filter's type to be the activations' (x, y, dx, dy and dw alike).
 std::unique_ptr<FilterDescriptor> make_filter_descriptor(int out_channels, int in_channels,
-                                                         int kernel);
+                                                         int kernel,
+                                                         cudnnDataType_t type = CUDNN_DATA_FLOAT);
 // A square, undilated cross-correlation (what PyTorch and cuDNN's CUDNN_CROSS_CORRELATION call
-// convolution) computed in float, with the given math type.
+// convolution) computed in float, with the given math type. The compute type is float for float
+// and for bfloat16 data alike: cuDNN's legacy convolution API lists FLOAT_CONFIG (x, w, y FLOAT,
+// compute FLOAT) and PSEUDO_BFLOAT16_CONFIG (x, w, y BFLOAT16, compute FLOAT, compute capability
+// 8.0 and later); there is no bfloat16 accumulation, which is what autocast asks for anyway.
 std::unique_ptr<ConvolutionDescriptor> make_convolution_descriptor(int stride, int pad,
                                                                    cudnnMathType_t math);
 
@@ -73,9 +89,12 @@ std::unique_ptr<ConvolutionDescriptor> make_convolution_descriptor(int stride, i
 // shape share one descriptor and no descriptor is created while a step runs in steady state.
 class TensorDescriptorCache {
  public:
+  explicit TensorDescriptorCache(cudnnDataType_t type = CUDNN_DATA_FLOAT) : type_(type) {}
   const TensorDescriptor& get(int batch, int channels, int height, int width);
+  cudnnDataType_t type() const { return type_; }
 
  private:
+  cudnnDataType_t type_;
   std::map<std::tuple<int, int, int, int>, std::unique_ptr<TensorDescriptor>> descriptors_;
 };
 

@@ -3,6 +3,8 @@
 // kernels, layer for layer the CPU executor (cpu/executor.h), over the model's flat device
 // buffers. Every activation, gradient and workspace is allocated when it is built; a step only
 // enqueues work on the context's stream, and never waits for the device.
+#include <cuda_bf16.h>
+
 #include <functional>
 #include <memory>
 
@@ -19,7 +21,7 @@ namespace rddp::cuda {
 using GradReadyFn = std::function<void(const TensorInfo&)>;
 
 namespace detail {
-struct ExecutorPlan;
+class ExecutorImpl;
 }
 
 // The model's flat buffers on the device, laid out by the ParamLayout.
@@ -27,6 +29,10 @@ struct DeviceModel {
   float* params = nullptr;
   float* grads = nullptr;
   float* running = nullptr;  // BatchNorm running_mean / running_var
+  // bfloat16 mixed precision only: the parameters rounded to bfloat16, same layout, which the
+  // convolutions and the fc read (BatchNorm reads the float ones). The owner keeps it equal to
+  // round(params) whenever a step runs.
+  const __nv_bfloat16* params_bf16 = nullptr;
 };
 
 class Executor {
@@ -35,6 +41,11 @@ class Executor {
   // chooses every convolution's algorithms for `max_batch` (a timed search, which runs the
   // candidates on the real buffers, unless the policy says heuristic). The policy's allow_tf32
   // applies to cuBLAS too. `net`, `layout`, `model` and `context` must outlive the executor.
+  //
+  // The policy's data_type is the activations' type: CUDNN_DATA_FLOAT, or CUDNN_DATA_BFLOAT16
+  // for PyTorch autocast's mixed precision (bfloat16 activations and conv/fc weights, float
+  // accumulation, BatchNorm statistics, logits and every parameter gradient in float; the model
+  // must then carry params_bf16). Input, logits and gradients are float either way.
   Executor(const NetDesc& net, const ParamLayout& layout, const DeviceModel& model, int max_batch,
            int height, int width, ComputeContext& context, const MathPolicy& policy);
   ~Executor();
@@ -45,9 +56,9 @@ class Executor {
   // BatchNorm channel must see more than one value). Enqueues nothing.
   void check_batch(int batch, bool training) const;
 
-  // input: [batch, in_channels, height, width] on the device, normalised; it must stay unchanged
-  // until backward's work has run. Returns the logits, [batch, num_classes] on the device, valid
-  // until the next forward. Training mode uses and updates the BatchNorm batch statistics (the
+  // input: [batch, in_channels, height, width] on the device, normalised, float; it must stay
+  // unchanged until forward's work has run (bfloat16 copies it first) or backward's (float).
+  // Returns the logits, float, [batch, num_classes] on the device, valid until the next forward. Training mode uses and updates the BatchNorm batch statistics (the
   // caller counts num_batches_tracked); evaluation mode uses the running ones.
   //
   // A batch size other than max_batch is prepared the first time it is seen: its descriptors are
@@ -66,7 +77,7 @@ class Executor {
 
  private:
   int max_batch_;
-  std::unique_ptr<detail::ExecutorPlan> plan_;
+  std::unique_ptr<detail::ExecutorImpl> impl_;
 };
 
 }  // namespace rddp::cuda

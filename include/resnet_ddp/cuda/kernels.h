@@ -53,20 +53,30 @@ void softmax_cross_entropy(const T* logits, const int32_t* labels, int batch, in
 // memory on the same stream, before cudaGraphLaunch) and the graph is never captured again
 // when the learning rate or the step count changes.
 
+//
+// params_bf16, when not null, is a bfloat16 copy of the parameters (same layout): each updated
+// parameter is also rounded into it (to nearest even) in the same pass, which is how mixed
+// precision keeps the weights its convolutions and fc read in step with the float masters at
+// the cost of a 2-byte store per element, rather than a second launch that would read the
+// 4-byte masters back.
+
 template <typename Grad>
 void adamw_step(float* params, const Grad* grads, float* exp_avg, float* exp_avg_sq,
-                size_t elements, const adamw::Scalars<float>& scalars, cudaStream_t stream);
+                size_t elements, const adamw::Scalars<float>& scalars, cudaStream_t stream,
+                __nv_bfloat16* params_bf16 = nullptr);
 template <typename Grad>
 void adamw_step(float* params, const Grad* grads, float* exp_avg, float* exp_avg_sq,
                 size_t elements, const adamw::Scalars<float>* device_scalars,
-                cudaStream_t stream);
+                cudaStream_t stream, __nv_bfloat16* params_bf16 = nullptr);
 
 // momentum_buffer may be null only when the scalars' momentum is 0.
 template <typename Grad>
 void sgd_step(float* params, const Grad* grads, float* momentum_buffer, size_t elements,
-              const sgd::Scalars<float>& scalars, cudaStream_t stream);
+              const sgd::Scalars<float>& scalars, cudaStream_t stream,
+              __nv_bfloat16* params_bf16 = nullptr);
 template <typename Grad>
 void sgd_step(float* params, const Grad* grads, float* momentum_buffer, size_t elements,
-              const sgd::Scalars<float>* device_scalars, cudaStream_t stream);
+              const sgd::Scalars<float>* device_scalars, cudaStream_t stream,
+              __nv_bfloat16* params_bf16 = nullptr);
 
 }  // namespace rddp::cuda

@@ -28,6 +28,10 @@ void add(int64_t count, const T* x, const T* y, T* z, cudaStream_t stream);
 // operations as cpu::add followed by cpu::relu_forward. z may alias x or y.
 template <typename T>
 void add_relu(int64_t count, const T* x, const T* y, T* z, cudaStream_t stream);
+// to[i] = from[i] converted, rounding to nearest even when narrowing (float <-> bfloat16): the
+// network's input and the weights' 16-bit copies going in, weight gradients coming out.
+template <typename From, typename To>
+void convert(int64_t count, const From* from, To* to, cudaStream_t stream);
 // out[r, c] = row[c] for every r < rows (a bias broadcast over the batch).
 template <typename T>
 void broadcast_rows(int rows, int cols, const T* row, T* out, cudaStream_t stream);

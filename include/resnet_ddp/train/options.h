@@ -6,17 +6,16 @@
 #include <vector>
 
 #include "resnet_ddp/data/data_config.h"
+#include "resnet_ddp/engine.h"
 #include "resnet_ddp/optimizer.h"
 
 namespace rddp {
 
 enum class DeviceChoice { automatic, cpu, cuda };
 enum class LrSchedule { constant, cosine, step };
-enum class Precision { tf32, fp32 };
 
 const char* to_string(DeviceChoice choice);
 const char* to_string(LrSchedule schedule);
-const char* to_string(Precision precision);
 
 struct TrainOptions {
   data::DataConfig data;

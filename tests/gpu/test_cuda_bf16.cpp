@@ -1,0 +1,379 @@
+// bfloat16 mixed precision (Precision::bf16) against the CPU in float64/float32: the executor's
+// logits, every gradient and the running statistics; the engine's loss, gradients and
+// parameters after one AdamW step; and the bfloat16 weight copies following the float masters
+// through the optimizer and load_state.
+//
+// Tolerances come from bfloat16's precision. Its unit roundoff is u = 2^-9 (8 significant bits:
+// neighbours differ by 2^-8 relative). A layer rounds its input, its weights and its output to
+// bfloat16 and accumulates in float, so it adds a relative error of about u (RMS of three
+// roundings of RMS u/sqrt(3) each) to its outputs; BatchNorm renormalises, which keeps errors
+// relative rather than growing them, and forward plus backward stack some 40 such stages. As
+// the errors are independent, they add in quadrature: sqrt(40) u, about 6u, RMS relative to a
+// tensor's scale. Each tensor is checked twice:
+//   - its relative L2 error, ||got - want|| / ||want||, within kNormRel = 24u (4x the estimate);
+//   - every element within kElementRel = 64u (0.125) of (the tensor's largest |value| + its
+//     own |value|): loose enough for single elements in the tails, tight enough that a NaN, an
+//     unwritten element or a wrong channel fails.
+// Gradients are poisoned with NaN before the step, so an element that no kernel wrote fails.
+#include <doctest/doctest.h>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "resnet_ddp/cpu/executor.h"
+#include "resnet_ddp/cpu/softmax_xent.h"
+#include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/cuda/cuda_engine.h"
+#include "resnet_ddp/cuda/device_buffer.h"
+#include "resnet_ddp/cuda/executor.h"
+#include "resnet_ddp/cuda/handles.h"
+#include "resnet_ddp/cuda/layer_kernels.h"
+#include "resnet_ddp/engine.h"
+#include "resnet_ddp/rng.h"
+
+using namespace rddp;
+using cuda::DeviceBuffer;
+
+namespace {
+
+constexpr double kBf16Roundoff = 0x1p-9;
+constexpr double kNormRel = 24 * kBf16Roundoff;
+constexpr double kElementRel = 64 * kBf16Roundoff;
+constexpr double kFloatRoundoff = 0x1p-24;
+constexpr int kClasses = 10;
+
+// bfloat16 tensor-core maths (and cuDNN's bfloat16 BatchNorm) need compute capability 8.0.
+bool device_has_bf16() {
+  int device = 0, major = 0;
+  RDDP_CUDA_CHECK(cudaGetDevice(&device));
+  RDDP_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  if (major < 8) MESSAGE("bfloat16 cases skipped: device 0 is older than compute capability 8.0");
+  return major >= 8;
+}
+
+EngineConfig bf16_config(Stem stem, int max_batch) {
+  EngineConfig config;
+  config.spec.stem = stem;
+  config.spec.num_classes = kClasses;
+  config.max_batch = max_batch;
+  config.height = config.width = stem == Stem::cifar ? 32 : 64;
+  config.label_smoothing = 0.1;
+  config.precision = Precision::bf16;
+  return config;
+}
+
+struct Batch {
+  int size = 0, channels = 0, height = 0, width = 0;
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  HostBatch view() const {
+    return HostBatch{size, channels, height, width, images.data(), labels.data()};
+  }
+};
+
+Batch random_batch(const EngineConfig& config, int size, uint64_t seed) {
+  Batch batch{size, config.spec.in_channels, config.height, config.width, {}, {}};
+  Rng rng(derive_seed(seed, "batch"));
+  batch.images.resize(static_cast<size_t>(size) * batch.channels * batch.height * batch.width);
+  for (float& v : batch.images) v = static_cast<float>(rng.normal());
+  batch.labels.resize(size);
+  for (int32_t& label : batch.labels)
+    label = static_cast<int32_t>(rng.below(static_cast<uint64_t>(config.spec.num_classes)));
+  return batch;
+}
+
+template <typename T>
+double max_abs(const T* values, size_t count) {
+  double m = 0.0;
+  for (size_t i = 0; i < count; ++i) m = std::max(m, std::fabs(static_cast<double>(values[i])));
+  return m;
+}
+
+template <typename Ref>
+std::vector<double> element_tolerance(const Ref* want, size_t count) {
+  const double scale = max_abs(want, count);
+  std::vector<double> tolerance(count);
+  for (size_t i = 0; i < count; ++i)
+    tolerance[i] = kElementRel * (scale + std::fabs(static_cast<double>(want[i])));
+  return tolerance;
+}
+
+// Both checks of the header on one tensor; returns its relative L2 error.
+template <typename Got, typename Ref>
+double check_tensor(const std::string& name, const Got* got, const Ref* want, size_t count) {
+  const std::vector<double> tolerance = element_tolerance(want, count);
+  size_t failed = 0;
+  double error2 = 0.0, norm2 = 0.0;
+  for (size_t i = 0; i < count; ++i) {
+    const double g = static_cast<double>(got[i]), w = static_cast<double>(want[i]);
+    error2 += (g - w) * (g - w);
+    norm2 += w * w;
+    if (std::fabs(g - w) <= tolerance[i]) continue;
+    if (failed++ < 3)
+      FAIL_CHECK(name << "[" << i << "] = " << g << ", expected " << w << " within "
+                      << tolerance[i]);
+  }
+  CHECK_MESSAGE(failed == 0, name << ": " << failed << " of " << count << " off");
+  // A tensor that is exactly zero (no signal) must come out exactly zero.
+  const double relative = norm2 > 0.0 ? std::sqrt(error2 / norm2) : std::sqrt(error2);
+  CHECK_MESSAGE(relative <= kNormRel, name << ": relative L2 error " << relative << " > "
+                                           << kNormRel);
+  return relative;
+}
+
+template <typename Got, typename Ref>
+void check_flat(const ParamLayout& layout, TensorRole role, const char* what,
+                const std::vector<Got>& got, const std::vector<Ref>& want) {
+  for (const TensorInfo& info : layout.tensors())
+    if (info.role == role)
+      check_tensor(std::string(what) + " " + info.name, got.data() + info.offset,
+                   want.data() + info.offset, info.numel);
+}
+
+void poison(float* device, size_t count, cudaStream_t stream) {
+  // All bits set: a NaN in float.
+  RDDP_CUDA_CHECK(cudaMemsetAsync(device, 0xff, count * sizeof(float), stream));
+  RDDP_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+// Non-trivial BatchNorm affine parameters and running statistics, as the float tests use.
+template <typename T>
+void perturb(ModelState<T>& state, uint64_t seed) {
+  Rng rng(seed);
+  for (const TensorInfo& info : state.layout.tensors()) {
+    if (info.role == TensorRole::parameter && info.shape.size() == 1 && info.name != "fc.bias")
+      for (size_t i = 0; i < info.numel; ++i) state.params[info.offset + i] += 0.3 * rng.normal();
+    if (info.role == TensorRole::running_stat)
+      for (size_t i = 0; i < info.numel; ++i) state.running[info.offset + i] += 0.2 * rng.uniform();
+  }
+}
+
+CudaEngineOptions heuristic_options() {
+  CudaEngineOptions options;
+  options.conv_search = cuda::ConvAlgorithmSearch::heuristic;
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("the bfloat16 executor matches the CPU executor in double within bfloat16's precision") {
+  if (!device_has_bf16()) return;
+  for (Stem stem : {Stem::cifar, Stem::imagenet}) {
+    const std::string stem_name = to_string(stem);
+    CAPTURE(stem_name);
+    const EngineConfig config = bf16_config(stem, 4);
+    const int batch = config.max_batch;
+
+    ModelState<double> reference(config.spec);
+    init_torchvision(reference, 7);
+    perturb(reference, 8);
+    ModelState<float> model(config.spec);
+    model.params.assign(reference.params.begin(), reference.params.end());
+    model.running.assign(reference.running.begin(), reference.running.end());
+    reference.params.assign(model.params.begin(), model.params.end());
+    reference.running.assign(model.running.begin(), model.running.end());
+
+    cuda::ComputeContext context;
+    cudaStream_t stream = context.stream();
+    DeviceBuffer<float> params(model.params.size()), grads(model.grads.size()),
+        running(model.running.size());
+    DeviceBuffer<__nv_bfloat16> params_bf16(model.params.size());
+    cuda::copy_to_device(params.get(), model.params.data(), params.size(), stream);
+    cuda::copy_to_device(running.get(), model.running.data(), running.size(), stream);
+    cuda::convert(static_cast<int64_t>(params.size()), params.get(), params_bf16.get(), stream);
+    cuda::MathPolicy policy;
+    policy.deterministic = true;
+    policy.data_type = CUDNN_DATA_BFLOAT16;
+    cuda::Executor executor(
+        model.net, model.layout,
+        cuda::DeviceModel{params.get(), grads.get(), running.get(), params_bf16.get()}, batch,
+        config.height, config.width, context, policy);
+    cpu::Executor<double> cpu_executor(reference, batch, config.height, config.width);
+
+    const Batch data = random_batch(config, batch, 11);
+    const std::vector<double> input64(data.images.begin(), data.images.end());
+    DeviceBuffer<float> input(data.images.size());
+    cuda::copy_to_device(input.get(), data.images.data(), input.size(), stream);
+
+    const size_t logit_count = static_cast<size_t>(batch) * kClasses;
+    const double* want_logits = cpu_executor.forward(input64.data(), batch, true);
+    const auto logits =
+        cuda::download(executor.forward(input.get(), batch, true), logit_count, stream);
+    const double logit_error = check_tensor("logits", logits.data(), want_logits, logit_count);
+    // bfloat16 really was used: float32 maths agrees to about 1e-6, bfloat16 to about 1e-2.
+    CHECK(logit_error > 0x1p-14);
+
+    std::vector<double> dlogits64(logit_count);
+    cpu::softmax_cross_entropy<double>(want_logits, data.labels.data(), batch, kClasses, 0.1,
+                                       dlogits64.data());
+    const std::vector<float> dlogits(dlogits64.begin(), dlogits64.end());
+    dlogits64.assign(dlogits.begin(), dlogits.end());
+    DeviceBuffer<float> d_dlogits(logit_count);
+    cuda::copy_to_device(d_dlogits.get(), dlogits.data(), logit_count, stream);
+    poison(grads.get(), grads.size(), stream);
+    std::vector<std::string> cpu_order, gpu_order;
+    cpu_executor.backward(dlogits64.data(),
+                          [&](const TensorInfo& info) { cpu_order.push_back(info.name); });
+    executor.backward(d_dlogits.get(),
+                      [&](const TensorInfo& info) { gpu_order.push_back(info.name); });
+    CHECK(gpu_order == cpu_order);
+
+    const auto got_grads = cuda::download(grads.get(), grads.size(), stream);
+    const auto got_running = cuda::download(running.get(), running.size(), stream);
+    check_flat(model.layout, TensorRole::parameter, "gradient", got_grads, reference.grads);
+    check_flat(model.layout, TensorRole::running_stat, "after training forward", got_running,
+               reference.running);
+
+    const double* want_eval = cpu_executor.forward(input64.data(), batch, false);
+    const auto eval_logits =
+        cuda::download(executor.forward(input.get(), batch, false), logit_count, stream);
+    check_tensor("eval logits", eval_logits.data(), want_eval, logit_count);
+  }
+}
+
+TEST_CASE("one bfloat16 AdamW step of the CUDA engine matches the CPU engine's float32 step") {
+  if (!device_has_bf16()) return;
+  for (Stem stem : {Stem::cifar, Stem::imagenet}) {
+    const std::string stem_name = to_string(stem);
+    CAPTURE(stem_name);
+    EngineConfig config = bf16_config(stem, 4);
+    EngineConfig cpu_config = config;
+    cpu_config.precision = Precision::fp32;
+    auto cpu = make_cpu_engine(cpu_config, 5);
+    auto gpu = make_cuda_engine(config, 5, heuristic_options());
+
+    ModelState<float> cpu_model(config.spec), gpu_model(config.spec);
+    OptimizerState cpu_opt, gpu_opt;
+    cpu->save_state(cpu_model, cpu_opt);
+    const std::vector<float> params_before = cpu_model.params;
+    cudaStream_t stream = static_cast<cudaStream_t>(gpu->compute_stream());
+    poison(gpu->grads(), gpu_model.layout.parameter_elements(), stream);
+
+    const Batch data = random_batch(config, 3, 31);  // below max_batch: prepared on first use
+    const double lr = config.optimizer.lr;
+    cpu->train_step(data.view(), lr, nullptr);
+    gpu->train_step(data.view(), lr, nullptr);
+    const Metrics cpu_metrics = cpu->take_metrics(), gpu_metrics = gpu->take_metrics();
+    CHECK(gpu_metrics.count == 3);
+    CHECK(std::fabs(gpu_metrics.loss_sum - cpu_metrics.loss_sum) <=
+          16 * kBf16Roundoff * (1.0 + std::fabs(cpu_metrics.loss_sum)));
+
+    cpu->save_state(cpu_model, cpu_opt);
+    gpu->save_state(gpu_model, gpu_opt);
+    check_flat(gpu_model.layout, TensorRole::parameter, "gradient", gpu_model.grads,
+               cpu_model.grads);
+    check_flat(gpu_model.layout, TensorRole::running_stat, "running", gpu_model.running,
+               cpu_model.running);
+    CHECK(gpu_opt.step_count == 1);
+    CHECK(gpu_opt.first_moment.size() == cpu_opt.first_moment.size());
+
+    // AdamW's first step moves p by lr * g / (|g| + eps): where the gradients agree in sign
+    // (|g| above its tolerance) both engines move p alike, to within
+    // lr * eps * g_tol / ((|g| + eps)(|g| - g_tol + eps)); elsewhere by up to 2 lr apart. The
+    // float master update itself rounds as in float32.
+    const OptimizerConfig& o = config.optimizer;
+    for (const TensorInfo& info : gpu_model.layout.tensors()) {
+      if (info.role != TensorRole::parameter) continue;
+      const float* g = cpu_model.grads.data() + info.offset;
+      const std::vector<double> g_tol = element_tolerance(g, info.numel);
+      size_t failed = 0;
+      for (size_t i = 0; i < info.numel; ++i) {
+        const double p = std::fabs(params_before[info.offset + i]), gi = std::fabs(g[i]);
+        const double sensitivity =
+            gi > g_tol[i]
+                ? o.lr * o.eps * g_tol[i] / ((gi + o.eps) * (gi - g_tol[i] + o.eps))
+                : 2.0 * o.lr;
+        const double tolerance =
+            sensitivity + 8.0 * kFloatRoundoff * (p + o.lr * (1.0 + gi + o.weight_decay * p));
+        const double got = gpu_model.params[info.offset + i],
+                     want = cpu_model.params[info.offset + i];
+        if (std::fabs(got - want) <= tolerance) continue;
+        if (failed++ < 3)
+          FAIL_CHECK("stepped " << info.name << "[" << i << "] = " << got << ", expected "
+                                << want << " within " << tolerance);
+      }
+      CHECK_MESSAGE(failed == 0, "stepped " << info.name << ": " << failed << " off");
+    }
+  }
+}
+
+TEST_CASE("the bfloat16 weight copies follow the optimizer and load_state") {
+  if (!device_has_bf16()) return;
+  EngineConfig config = bf16_config(Stem::cifar, 4);
+  // A large step, so that a stale copy would change the loss far beyond the tolerance.
+  config.optimizer.lr = 0.05;
+  EngineConfig cpu_config = config;
+  cpu_config.precision = Precision::fp32;
+  auto cpu = make_cpu_engine(cpu_config, 9);
+  auto gpu = make_cuda_engine(config, 9, heuristic_options());
+  const Batch data = random_batch(config, 4, 41);
+  const auto eval_loss = [&](Engine& engine) {
+    engine.eval_step(data.view());
+    return engine.take_metrics().loss_sum;
+  };
+  const auto loss_tolerance = [](double loss) {
+    return 16 * kBf16Roundoff * (1.0 + std::fabs(loss));
+  };
+
+  const double before = eval_loss(*cpu);
+  CHECK(std::fabs(eval_loss(*gpu) - before) <= loss_tolerance(before));
+
+  cpu->train_step(data.view(), config.optimizer.lr, nullptr);
+  gpu->train_step(data.view(), config.optimizer.lr, nullptr);
+  cpu->take_metrics();
+  gpu->take_metrics();
+  const double after_step = eval_loss(*cpu);
+  REQUIRE(std::fabs(after_step - before) > 4 * loss_tolerance(before));  // the test can tell
+  CHECK(std::fabs(eval_loss(*gpu) - after_step) <= loss_tolerance(after_step));
+
+  // load_state replaces the float masters; the copies must follow before the next step. The
+  // GPU engine loads the CPU engine's initial model back (saved from a fresh one).
+  auto fresh = make_cpu_engine(cpu_config, 9);
+  ModelState<float> initial(config.spec);
+  OptimizerState unused;
+  fresh->save_state(initial, unused);
+  gpu->load_state(initial, nullptr);
+  CHECK(std::fabs(eval_loss(*gpu) - before) <= loss_tolerance(before));
+}
+
+TEST_CASE("convert rounds float to the nearest bfloat16 and widens bfloat16 exactly") {
+  cuda::Stream stream;
+  Rng rng(3);
+  // Random values of many magnitudes, plus the special cases of rounding.
+  std::vector<float> values;
+  for (int i = 0; i < 5000; ++i)
+    values.push_back(static_cast<float>(rng.normal() * std::ldexp(1.0, i % 40 - 20)));
+  for (float v : {0.0f, -0.0f, 1.0f + 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f, 1.0f + 3 * 0x1p-8f,
+                  3.4e38f, -3.4e38f, 1e-40f, INFINITY, -INFINITY, NAN})
+    values.push_back(v);
+  const size_t count = values.size();
+  DeviceBuffer<float> d_values(count), d_back(count);
+  DeviceBuffer<__nv_bfloat16> d_bf16(count);
+  cuda::copy_to_device(d_values.get(), values.data(), count, stream.get());
+  RDDP_CUDA_CHECK(cudaMemsetAsync(d_bf16.get(), 0xff, d_bf16.bytes(), stream.get()));
+  RDDP_CUDA_CHECK(cudaMemsetAsync(d_back.get(), 0xff, d_back.bytes(), stream.get()));
+  cuda::convert(static_cast<int64_t>(count), d_values.get(), d_bf16.get(), stream.get());
+  cuda::convert(static_cast<int64_t>(count), d_bf16.get(), d_back.get(), stream.get());
+  const auto bf16 = cuda::download(d_bf16.get(), count, stream.get());
+  const auto back = cuda::download(d_back.get(), count, stream.get());
+  size_t bad = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const __nv_bfloat16 want = __float2bfloat16_rn(values[i]);
+    const float widened = static_cast<float>(want);
+    // NaN payloads may differ between the host's and the device's conversions: NaN is enough.
+    const bool nan = std::isnan(values[i]);
+    const bool same_bf16 = nan ? std::isnan(static_cast<float>(bf16[i]))
+                               : std::memcmp(&bf16[i], &want, sizeof(want)) == 0;
+    const bool same_back =
+        nan ? std::isnan(back[i]) : std::memcmp(&back[i], &widened, sizeof(widened)) == 0;
+    if ((!same_bf16 || !same_back) && bad++ < 5)
+      FAIL_CHECK("convert(" << values[i] << ") = " << back[i] << ", expected " << widened);
+  }
+  CHECK(bad == 0);
+}
