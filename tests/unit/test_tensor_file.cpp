@@ -407,8 +407,9 @@ TEST_CASE("the writer refuses records the reader would reject") {
   const fs::path dir = scratch_dir("refused");
   const std::string target = (dir / "bad.rddp").string();
   const float value = 1.0f;
+  const float pair[2] = {1.0f, 2.0f};
   TensorFile file;
-  file.tensors.push_back(TensorRecord::from_values("x", {2}, &value));  // then shrink it
+  file.tensors.push_back(TensorRecord::from_values("x", {2}, pair));  // then shrink it
   file.tensors.back().bytes.resize(4);
   CHECK_THROWS_WITH_AS(write_tensor_file(target, file), doctest::Contains("needs 8 bytes"), Error);
   file.tensors.back() = TensorRecord::from_values("", {}, &value);
