@@ -6,6 +6,7 @@
 //                   [--optimizer adamw|sgd] [--precision tf32|fp32|bf16]
 //                   [--warmup 15] [--windows 5] [--steps-per-window 30]
 //                   [--conv-algorithms timed|heuristic] [--deterministic] [--ddp] [--bucket-mb 25]
+//                   [--grad-allreduce fp32|bf16]
 //   cuda_step_bench --describe [same flags]   the model, its FLOPs and parameters (no GPU needed)
 //   cuda_step_bench --device-info             the GPU, its known peak FLOP/s, library versions
 //   mpirun -np 8 cuda_step_bench [flags]      one rank per GPU of the node, as resnet_ddp runs
@@ -20,6 +21,9 @@
 // median window counts. One process trains alone unless --ddp, which adds the gradient reducer
 // over NCCL as in a job of one rank; under an MPI launcher with several ranks the reducer
 // always runs, and the total is every rank's images over the slowest rank's window.
+// --grad-allreduce bf16 sends the reducer's buckets as bfloat16 (DDP's bf16_compress_hook): it
+// halves the bytes, which only pays with more than one rank; with one (--ddp alone) it measures
+// what the two cast kernels and NCCL's bf16 pass cost.
 // Without a CUDA device it prints SKIPPED and exits 0.
 #include <cudnn.h>
 #include <nccl.h>
@@ -74,6 +78,7 @@ struct Settings {
   int warmup = 15, windows = 5, steps_per_window = 30;
   bool timed_search = true, deterministic = false, ddp = false;
   double bucket_mb = 25.0;
+  dist::GradAllreduce grad_allreduce = dist::GradAllreduce::fp32;
 };
 
 int parse_int(const std::string& flag, const char* text, int low, int high) {
@@ -118,6 +123,8 @@ Settings parse(int argc, char** argv) {
       s.bucket_mb = std::strtod(text.c_str(), &end);
       if (end == text.c_str() || *end != '\0' || !(s.bucket_mb > 0) || !std::isfinite(s.bucket_mb))
         fail("--bucket-mb needs a positive number of MiB, got '", text, "'");
+    } else if (flag == "--grad-allreduce") {
+      s.grad_allreduce = dist::parse_grad_allreduce(flag, value());
     } else {
       fail("unknown flag '", flag, "'; the flags are listed at the top of bench/", kProgram,
            ".cpp");
@@ -178,6 +185,7 @@ JsonLine config_json(const char* record, const Settings& s, const EngineConfig& 
       .integer("classes", s.classes)
       .string("optimizer", to_string(s.optimizer))
       .string("precision", s.precision)
+      .string("grad_allreduce", dist::to_string(s.grad_allreduce))
       .string("memory_format", "nchw")
       .integer("params", static_cast<long long>(layout.parameter_count()))
       .number("flops_per_image", bench::training_flops_per_image(describe(config.spec), s.size))
@@ -485,12 +493,16 @@ int measure(const Settings& s, dist::DistributedContext& context) {
   const double build_s = seconds_since(build_start);
 
   const bool ddp = s.ddp || context.world_size() > 1;
+  if (!ddp && s.grad_allreduce != dist::GradAllreduce::fp32)
+    fail("--grad-allreduce ", dist::to_string(s.grad_allreduce),
+         " acts in the gradient reducer, which one process does not run: add --ddp (or start several ranks)");
   std::unique_ptr<dist::Comm> nccl;
   std::unique_ptr<dist::Reducer> reducer;
   if (ddp) {
     nccl = dist::make_comm(DeviceKind::cuda, context, {&watchdog, device, engine->compute_stream()});
     dist::ReducerOptions options;
     options.bucket_mb = s.bucket_mb;
+    options.grad_allreduce = s.grad_allreduce;
     reducer = std::make_unique<dist::Reducer>(*nccl, *engine, options);
   }
 

@@ -74,6 +74,9 @@ def parse_args(argv):
     parser.add_argument("--ddp", action="store_true",
                         help="DistributedDataParallel in a world of one (always under torchrun)")
     parser.add_argument("--bucket-mb", type=float, default=25.0, help="DDP's bucket_cap_mb")
+    parser.add_argument("--grad-allreduce", choices=["fp32", "bf16"], default="fp32",
+                        help="bf16: DDP's bf16_compress_hook (with DDP only; halves the bytes, "
+                             "which matters with more than one GPU)")
     args = parser.parse_args(argv)
     for name in ("batch", "size", "classes", "warmup", "windows", "steps_per_window"):
         low = 2 if name == "batch" else 1
@@ -123,7 +126,7 @@ def config_record(record, args, impl, model):
     return {
         "record": record, "impl": impl, "stem": args.stem, "image_size": args.size,
         "batch_per_gpu": args.batch, "classes": args.classes, "optimizer": args.optimizer,
-        "precision": args.precision,
+        "precision": args.precision, "grad_allreduce": args.grad_allreduce,
         "memory_format": "channels_last" if args.channels_last else "nchw",
         "params": sum(p.numel() for p in model.parameters()),
         "flops_per_image": 6.0 * forward_macs(model, args.size), "flops_formula": FLOPS_FORMULA,
@@ -264,6 +267,9 @@ def measure(args):
         sys.exit(f"pytorch_ddp.py: --mode compile needs torch.compile (PyTorch 2.0 or later); "
                  f"this is torch {torch.__version__}")
     rank, world, local_rank, ddp = start_distributed(args)
+    if args.grad_allreduce != "fp32" and not ddp:
+        sys.exit("pytorch_ddp.py: --grad-allreduce bf16 is a DDP communication hook: add --ddp "
+                 "(or start under torchrun)")
     torch.cuda.set_device(local_rank)
     device = torch.device("cuda", local_rank)
     torch.cuda.init()
@@ -282,6 +288,9 @@ def measure(args):
     if ddp:
         model = nn.parallel.DistributedDataParallel(model, device_ids=[local_rank],
                                                     bucket_cap_mb=args.bucket_mb)
+        if args.grad_allreduce == "bf16":
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+            model.register_comm_hook(None, default_hooks.bf16_compress_hook)
     if args.mode == "compile":
         model = torch.compile(model)
     generator = torch.Generator(device=device).manual_seed(1)

@@ -2,7 +2,7 @@
 # Training throughput on this machine's GPU, resnet_ddp against PyTorch, in one command:
 #
 #   bench/run_throughput.sh [--dry-run] [--skip-tests] [--budget SECONDS] [--results-dir DIR]
-#                           [--build-dir DIR]
+#                           [--build-dir DIR] [--grad-allreduce fp32|bf16]
 #
 # 1. Builds the benchmark and the GPU tests into build/ for the local GPU's architecture
 #    (nvidia-smi's compute capability; an existing build that includes it is kept).
@@ -20,6 +20,11 @@
 #    and PyTorch versions, date, commit, the tables of bench/compare_throughput.py and the raw
 #    JSON lines; and beside it a .log with every run's own output.
 #
+# --grad-allreduce TYPE runs every configuration with DDP in a world of one (--ddp on both sides)
+# and its gradients sent as TYPE (bf16: our reducer's bfloat16 buckets against DDP's
+# bf16_compress_hook). Sending half the bytes only pays with several GPUs; on this one GPU the
+# rows show what the casts cost. Without it, both sides train as one process with no reducer.
+#
 # Time: each run has a limit (resnet_ddp and eager 150 s, compile 300 s) and the whole script
 # a budget (--budget, 480 s from its start, about 8 minutes): a run starts only while 30 s are
 # left and never outlives the budget; runs left out say so in the tables. On an H100 the
@@ -30,7 +35,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 
-dry_run=0 skip_tests=0 budget=480
+dry_run=0 skip_tests=0 budget=480 grad_allreduce=""
 results_dir=$here/results build=$root/build
 while [ $# -gt 0 ]; do
   case $1 in
@@ -39,12 +44,18 @@ while [ $# -gt 0 ]; do
     --budget) budget=${2:?--budget needs a number of seconds}; shift ;;
     --results-dir) results_dir=${2:?--results-dir needs a directory}; shift ;;
     --build-dir) build=${2:?--build-dir needs a directory}; shift ;;
+    --grad-allreduce) grad_allreduce=${2:?--grad-allreduce needs fp32 or bf16}; shift ;;
     *) echo "run_throughput.sh: unknown argument '$1'; see the comment at the top of $0" >&2
        exit 2 ;;
   esac
   shift
 done
 [[ $budget =~ ^[0-9]+$ ]] || { echo "run_throughput.sh: --budget needs whole seconds, got '$budget'" >&2; exit 2; }
+case $grad_allreduce in
+  "") ddp_flags=() ;;
+  fp32|bf16) ddp_flags=(--ddp --grad-allreduce "$grad_allreduce") ;;
+  *) echo "run_throughput.sh: --grad-allreduce must be fp32 or bf16, got '$grad_allreduce'" >&2; exit 2 ;;
+esac
 
 # Configurations: stem size batch classes warm-up windows steps-per-window. Small images make
 # short steps, so their windows hold more of them.
@@ -187,8 +198,8 @@ json_escape() {
 # A record for a run that measured nothing, so that its cell says why.
 status_record() {
   local impl=$1 stem=$2 size=$3 batch=$4 classes=$5 precision=$6 status=$7
-  printf '{"record":"throughput","impl":"%s","status":"%s","gpu":"%s","world_size":1,"ddp":false,"stem":"%s","image_size":%s,"batch_per_gpu":%s,"classes":%s,"optimizer":"adamw","precision":"%s","memory_format":"nchw"}\n' \
-    "$impl" "$(json_escape "$status")" "$(json_escape "$gpu_name")" "$stem" "$size" "$batch" "$classes" "$precision" >>"$raw"
+  printf '{"record":"throughput","impl":"%s","status":"%s","gpu":"%s","world_size":1,"ddp":%s,"stem":"%s","image_size":%s,"batch_per_gpu":%s,"classes":%s,"optimizer":"adamw","precision":"%s","memory_format":"nchw"}\n' \
+    "$impl" "$(json_escape "$status")" "$(json_escape "$gpu_name")" "$([ -n "$grad_allreduce" ] && echo true || echo false)" "$stem" "$size" "$batch" "$classes" "$precision" >>"$raw"
 }
 
 # measure IMPL LIMIT STEM SIZE BATCH CLASSES PRECISION WARMUP WINDOWS STEPS
@@ -196,7 +207,7 @@ measure() {
   local impl=$1 limit=$2 stem=$3 size=$4 batch=$5 classes=$6 precision=$7
   local flags=(--stem "$stem" --size "$size" --batch "$batch" --classes "$classes"
                --optimizer adamw --precision "$precision" --warmup "$8" --windows "$9"
-               --steps-per-window "${10}")
+               --steps-per-window "${10}" ${ddp_flags[@]+"${ddp_flags[@]}"})
   local command
   case $impl in
     resnet_ddp) command=("$bench_program" "${flags[@]}") ;;
@@ -293,7 +304,12 @@ fi
   echo "- host: $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)"
   echo "- GPU tests: $tests_line"
   echo "- synthetic data; resnet_ddp copies its batch from pinned host memory every step, PyTorch keeps it on the device;"
-  echo "  AdamW; one process, no DDP; timed convolution algorithms (cudnn.benchmark); steps per configuration:"
+  if [ -n "$grad_allreduce" ]; then
+    echo "  AdamW; DDP in a world of one, gradients allreduced as $grad_allreduce (only W > 1 gains from bf16's halved bytes);"
+    echo "  timed convolution algorithms (cudnn.benchmark); steps per configuration:"
+  else
+    echo "  AdamW; one process, no DDP; timed convolution algorithms (cudnn.benchmark); steps per configuration:"
+  fi
   for config in "${configs[@]}"; do
     read -r stem size batch classes warmup windows steps <<<"$config"
     echo "  ${size}x$size: $warmup warm-up steps, then $windows windows of $steps, median window"

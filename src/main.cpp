@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   try {
-    auto group = rddp::make_mpi_process_group(*context, options.bucket_mb, options.comm_timeout_s);
+    auto group = rddp::make_mpi_process_group(*context, options.bucket_mb, options.comm_timeout_s,
+                                               options.grad_allreduce);
     return rddp::run_training(options, *group);
   } catch (const rddp::dist::AllRanksError& error) {
     // Every rank stopped at the same check with its own message: end normally, together.

@@ -13,6 +13,7 @@ size_t size_of(DataType type) {
     case DataType::f64: return 8;
     case DataType::i64: return 8;
     case DataType::u8: return 1;
+    case DataType::bf16: return 2;
   }
   RDDP_ASSERT(false);
   return 0;

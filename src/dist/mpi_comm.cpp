@@ -7,6 +7,7 @@
 #include <exception>
 #include <vector>
 
+#include "resnet_ddp/dist/bf16_gradients.h"
 #include "resnet_ddp/dist/context.h"
 #include "resnet_ddp/dist/mpi_check.h"
 #include "resnet_ddp/dist/watchdog.h"
@@ -15,17 +16,6 @@
 namespace rddp::dist {
 
 namespace {
-
-MPI_Datatype mpi_type(DataType type) {
-  switch (type) {
-    case DataType::f32: return MPI_FLOAT;
-    case DataType::f64: return MPI_DOUBLE;
-    case DataType::i64: return MPI_INT64_T;
-    case DataType::u8: return MPI_UINT8_T;
-  }
-  RDDP_ASSERT(false);
-  return MPI_DATATYPE_NULL;
-}
 
 MPI_Op mpi_op(Reduction op) {
   switch (op) {
@@ -36,6 +26,13 @@ MPI_Op mpi_op(Reduction op) {
   }
   RDDP_ASSERT(false);
   return MPI_OP_NULL;
+}
+
+// MPI has no bfloat16: it travels as an opaque 2-byte type, summed by a user operation that
+// rounds each pairwise sum to bfloat16, as NCCL's bfloat16 sum does. MPI calls it with blocks
+// of our own type only, since the communicator never hands it any other.
+void sum_bf16(void* in, void* inout, int* count, MPI_Datatype*) {
+  accumulate_bf16(static_cast<const uint16_t*>(in), static_cast<uint16_t*>(inout), static_cast<size_t>(*count));
 }
 
 template <typename T>
@@ -87,10 +84,20 @@ class MpiComm final : public Comm {
     RDDP_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
     RDDP_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
     RDDP_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+    RDDP_MPI_CHECK(MPI_Type_contiguous(2, MPI_BYTE, &bf16_type_));
+    RDDP_MPI_CHECK(MPI_Type_commit(&bf16_type_));
+    // Commutative, like MPI_SUM on floats: a + b and b + a round to the same bfloat16. Neither
+    // is associative, so, as for floats, every rank gets the same bits only because MPI's
+    // allreduce hands every rank one result.
+    RDDP_MPI_CHECK(MPI_Op_create(&sum_bf16, 1, &bf16_sum_));
   }
   ~MpiComm() override {
     // During stack unwinding the job is about to be aborted; leave MPI alone until then.
-    if (std::uncaught_exceptions() == 0) MPI_Comm_free(&comm_);
+    if (std::uncaught_exceptions() == 0) {
+      MPI_Op_free(&bf16_sum_);
+      MPI_Type_free(&bf16_type_);
+      MPI_Comm_free(&comm_);
+    }
   }
 
   const char* backend() const override { return "mpi"; }
@@ -104,14 +111,17 @@ class MpiComm final : public Comm {
       // Each rank's share first, as PyTorch DDP and NCCL's ncclAvg for floats do.
       if (type == DataType::f32) scale(data, count, static_cast<float>(1.0 / size_));
       else if (type == DataType::f64) scale(data, count, 1.0 / size_);
-      else fail("internal error: an average of ", what, " needs floating-point values");
+      else fail("internal error: an average of ", what, " needs float32 or float64 values");
     }
+    if (type == DataType::bf16 && op != Reduction::sum)
+      fail("internal error: ", what, " asks for a ", to_string(op), " of bfloat16 values; only the sum is offered");
     auto request = std::make_shared<MpiRequest>();
     const size_t element = size_of(type);
     for_each_chunk(count, [&](size_t first, int chunk) {
       request->parts.push_back(MPI_REQUEST_NULL);
       RDDP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, static_cast<char*>(data) + first * element, chunk,
-                                    mpi_type(type), mpi_op(op), comm_, &request->parts.back()));
+                                    mpi_type(type), type == DataType::bf16 ? bf16_sum_ : mpi_op(op), comm_,
+                                    &request->parts.back()));
     });
     return watched(what, request);
   }
@@ -136,6 +146,18 @@ class MpiComm final : public Comm {
   }
 
  private:
+  MPI_Datatype mpi_type(DataType type) const {
+    switch (type) {
+      case DataType::f32: return MPI_FLOAT;
+      case DataType::f64: return MPI_DOUBLE;
+      case DataType::i64: return MPI_INT64_T;
+      case DataType::u8: return MPI_UINT8_T;
+      case DataType::bf16: return bf16_type_;
+    }
+    RDDP_ASSERT(false);
+    return MPI_DATATYPE_NULL;
+  }
+
   std::shared_ptr<CommRequest> watched(const std::string& what, std::shared_ptr<MpiRequest> request) {
     if (watchdog_) watchdog_->watch(what, request);
     return request;
@@ -143,6 +165,8 @@ class MpiComm final : public Comm {
 
   Watchdog* watchdog_;
   MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Datatype bf16_type_ = MPI_DATATYPE_NULL;
+  MPI_Op bf16_sum_ = MPI_OP_NULL;
   int rank_ = 0, size_ = 1;
 };
 

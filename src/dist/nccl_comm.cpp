@@ -26,6 +26,7 @@ ncclDataType_t nccl_type(DataType type) {
     case DataType::f64: return ncclFloat64;
     case DataType::i64: return ncclInt64;
     case DataType::u8: return ncclUint8;
+    case DataType::bf16: return ncclBfloat16;  // NCCL 2.10 or later, built with CUDA 11 or later
   }
   RDDP_ASSERT(false);
   return ncclFloat32;
@@ -140,6 +141,10 @@ class NcclComm final : public Comm {
                                                const std::string& what) override {
     if (op == Reduction::average && (type == DataType::i64 || type == DataType::u8))
       fail("internal error: an average of ", what, " needs floating-point values");
+    // The MPI comm offers only the sum on bfloat16; the same contract here keeps the backends
+    // interchangeable.
+    if (type == DataType::bf16 && op != Reduction::sum)
+      fail("internal error: ", what, " asks for a ", to_string(op), " of bfloat16 values; only the sum is offered");
     after_compute();
     RDDP_NCCL_CHECK(ncclAllReduce(data, data, count, nccl_type(type), nccl_op(op), comm_, stream_));
     return watched(what);

@@ -24,6 +24,8 @@ Reducer::Reducer(Comm& comm, Engine& engine, const ReducerOptions& options)
       parameter_offsets_.push_back(tensors[index].offset);
       parameter_indices_.push_back(index);
     }
+  // Allocated once here, not per step as the hook's .to(torch.bfloat16) does.
+  if (options_.grad_allreduce == GradAllreduce::bf16) staging_ = make_bf16_staging(engine, plan_);
   start_step();
   broadcast_state();
 }
@@ -90,11 +92,20 @@ void Reducer::grad_ready(const TensorInfo& tensor) {
 
 void Reducer::launch(int bucket, const TensorInfo& completed_by) {
   const Bucket& slice = plan_.buckets[bucket];
-  auto request = comm_.start_allreduce(engine_.grads() + slice.begin, slice.end - slice.begin, DataType::f32,
-                                       Reduction::average,
-                                       "allreduce of bucket " + std::to_string(bucket) + " at step " +
-                                           std::to_string(step_));
-  record(TimelineEvent::Kind::bucket_launched, bucket, completed_by.name);
+  const size_t count = slice.end - slice.begin;
+  const std::string what = "allreduce of bucket " + std::to_string(bucket) + " at step " + std::to_string(step_);
+  std::shared_ptr<CommRequest> request;
+  DataType type = DataType::f32;
+  if (staging_) {
+    // bf16_compress_hook: bucket.to(torch.bfloat16).div_(world_size), then a sum. The share is
+    // 1/W computed in float, as PyTorch's CUDA kernel takes the reciprocal of the divisor.
+    type = DataType::bf16;
+    staging_->compress(bucket, 1.0f / static_cast<float>(comm_.size()));
+    request = comm_.start_allreduce(staging_->buffer(bucket), count, type, Reduction::sum, what);
+  } else {
+    request = comm_.start_allreduce(engine_.grads() + slice.begin, count, type, Reduction::average, what);
+  }
+  record(TimelineEvent::Kind::bucket_launched, bucket, completed_by.name, count * size_of(type));
   in_flight_.push_back({bucket, std::move(request), false});
   ++next_launch_;
 }
@@ -104,9 +115,17 @@ void Reducer::poll_in_flight() {
   // backward computes.
   for (InFlight& flight : in_flight_) {
     if (flight.done || !flight.request->test()) continue;
-    flight.done = true;
-    record(TimelineEvent::Kind::bucket_done, flight.bucket);
+    finish(flight);
   }
+}
+
+// The bfloat16 sum is widened into the gradients as soon as it is known complete, as the hook's
+// decompress callback runs when its future completes: on a GPU the comm stream has passed
+// it, so the cast may be enqueued on the compute stream at once.
+void Reducer::finish(InFlight& flight) {
+  flight.done = true;
+  if (staging_) staging_->decompress(flight.bucket);
+  record(TimelineEvent::Kind::bucket_done, flight.bucket);
 }
 
 void Reducer::before_optimizer() {
@@ -114,8 +133,7 @@ void Reducer::before_optimizer() {
   for (InFlight& flight : in_flight_) {
     if (flight.done) continue;
     flight.request->wait();
-    flight.done = true;
-    record(TimelineEvent::Kind::bucket_done, flight.bucket);
+    finish(flight);
   }
   in_flight_.clear();
   ++step_;
@@ -135,12 +153,13 @@ void Reducer::fail_missing_gradients() const {
        missing, "; their buckets were never averaged; please report this");
 }
 
-void Reducer::record(TimelineEvent::Kind kind, int bucket, const std::string& tensor) {
-  if (options_.timeline) options_.timeline->record(kind, step_, bucket, tensor);
+void Reducer::record(TimelineEvent::Kind kind, int bucket, const std::string& tensor, size_t bytes) {
+  if (options_.timeline) options_.timeline->record(kind, step_, bucket, tensor, bytes);
 }
 
 std::string Reducer::describe() const {
-  return std::string(comm_.backend()) + ", gradients averaged in " + dist::describe(plan_) +
+  return std::string(comm_.backend()) + ", gradients averaged " +
+         (staging_ ? "as bfloat16 (sent as bf16, summed in bf16) " : "") + "in " + dist::describe(plan_) +
          (options_.broadcast_buffers ? ", rank 0's BatchNorm statistics broadcast before each step" : "");
 }
 

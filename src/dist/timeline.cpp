@@ -5,9 +5,17 @@
 
 namespace rddp::dist {
 
-void Timeline::record(TimelineEvent::Kind kind, int64_t step, int bucket, const std::string& tensor) {
+void Timeline::record(TimelineEvent::Kind kind, int64_t step, int bucket, const std::string& tensor,
+                      size_t bytes) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  events_.push_back({kind, step, bucket, tensor, seconds});
+  events_.push_back({kind, step, bucket, tensor, seconds, bytes});
+}
+
+size_t Timeline::bytes_launched(int64_t step) const {
+  size_t total = 0;
+  for (const TimelineEvent& event : events_)
+    if (event.kind == TimelineEvent::Kind::bucket_launched && event.step == step) total += event.bytes;
+  return total;
 }
 
 std::string Timeline::format() const {
@@ -22,7 +30,8 @@ std::string Timeline::format() const {
         text += "gradient of " + event.tensor + " ready";
         break;
       case TimelineEvent::Kind::bucket_launched:
-        text += "bucket " + std::to_string(event.bucket) + " launched after " + event.tensor;
+        text += "bucket " + std::to_string(event.bucket) + " launched after " + event.tensor + " (" +
+                std::to_string(event.bytes) + " bytes)";
         break;
       case TimelineEvent::Kind::bucket_done:
         text += "bucket " + std::to_string(event.bucket) + " done";

@@ -20,9 +20,11 @@ namespace {
 
 class MpiProcessGroup final : public ProcessGroup {
  public:
-  MpiProcessGroup(const dist::DistributedContext& context, double bucket_mb, double comm_timeout_s)
+  MpiProcessGroup(const dist::DistributedContext& context, double bucket_mb, double comm_timeout_s,
+                  dist::GradAllreduce grad_allreduce)
       : context_(context),
         bucket_mb_(bucket_mb),
+        grad_allreduce_(grad_allreduce),
         watchdog_(std::chrono::milliseconds(static_cast<int64_t>(comm_timeout_s * 1000))),
         host_comm_(dist::make_comm(DeviceKind::cpu, context, {&watchdog_, 0, nullptr})) {}
 
@@ -49,6 +51,7 @@ class MpiProcessGroup final : public ProcessGroup {
     step_comm_ = engine.device() == DeviceKind::cpu ? nullptr : dist::make_comm(engine.device(), context_, options);
     dist::ReducerOptions reducer_options;
     reducer_options.bucket_mb = bucket_mb_;
+    reducer_options.grad_allreduce = grad_allreduce_;
     reducer_ = std::make_unique<dist::Reducer>(step_comm_ ? *step_comm_ : *host_comm_, engine, reducer_options);
   }
 
@@ -72,6 +75,7 @@ class MpiProcessGroup final : public ProcessGroup {
  private:
   const dist::DistributedContext& context_;
   double bucket_mb_;
+  dist::GradAllreduce grad_allreduce_;
   dist::Watchdog watchdog_;
   std::unique_ptr<dist::Comm> host_comm_, step_comm_;
   std::unique_ptr<dist::Reducer> reducer_;
@@ -82,8 +86,8 @@ class MpiProcessGroup final : public ProcessGroup {
 }  // namespace
 
 std::unique_ptr<ProcessGroup> make_mpi_process_group(const dist::DistributedContext& context, double bucket_mb,
-                                                     double comm_timeout_s) {
-  return std::make_unique<MpiProcessGroup>(context, bucket_mb, comm_timeout_s);
+                                                     double comm_timeout_s, dist::GradAllreduce grad_allreduce) {
+  return std::make_unique<MpiProcessGroup>(context, bucket_mb, comm_timeout_s, grad_allreduce);
 }
 
 }  // namespace rddp

@@ -275,6 +275,11 @@ void Trainer::show_settings() const {
       {"loader", std::to_string(train_loader_->workers()) + " worker thread(s) per rank, " +
                      allocator_->description() + " batch buffers"},
       {"communication", group_.describe()},
+      {"grad allreduce", options_.grad_allreduce == dist::GradAllreduce::bf16
+                                 ? std::string("bf16: sent and summed as bfloat16, half the bytes of fp32 "
+                                               "(DDP's bf16_compress_hook)") +
+                                       (group_.size() > 1 ? "" : "; with one rank it only rounds the gradients")
+                                 : std::string("fp32")},
       {"checkpoints", options_.checkpoint_dir.empty() ? "none" : options_.checkpoint_dir},
   });
 }

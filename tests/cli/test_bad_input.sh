@@ -11,6 +11,7 @@ expect 2 "unknown option '--learning-rate'" -- "$run" --data x --learning-rate 1
 expect 2 "--batch-size: 0 is outside the accepted range \[1, " -- "$run" --data x --batch-size 0
 expect 2 "--lr: 'abc' is not a number" -- "$run" --data x --lr abc
 expect 2 "--epochs: -3 is outside the accepted range" -- "$run" --data x --epochs -3
+expect 2 "--grad-allreduce: 'fp16' is not one of: fp32, bf16" -- "$run" --data x --grad-allreduce fp16
 expect 2 "--device: 'gpu' is not one of: auto, cpu, cuda" -- "$run" --data x --device gpu
 expect 2 "--label-smoothing: 2 is outside the accepted range \[0, " -- "$run" --data x --label-smoothing 2
 expect 2 "--resume needs --checkpoint-dir" -- "$run" --data x --resume

@@ -153,6 +153,8 @@ ReducerOptions small_buckets(Timeline* timeline) {
   return options;
 }
 
+void check_launch_order(const Timeline& timeline, const Reducer& reducer, Engine& engine, RankChecks& checks);
+
 void test_reduced_gradients(const DistributedContext& context, Comm& comm, RankChecks& checks) {
   const EngineConfig config = narrow_config();
   const int rank = context.rank(), world = context.world_size();
@@ -196,9 +198,17 @@ void test_reduced_gradients(const DistributedContext& context, Comm& comm, RankC
   checks.check(same_on_every_rank(context, running_of(*engine)),
                "after sync_buffers every rank has rank 0's running statistics");
 
-  // Buckets were launched in order, each right after its last gradient, and the first ones
-  // while backward still had gradients to produce.
-  const auto& tensors = engine->layout().tensors();
+  check_launch_order(timeline, reducer, *engine, checks);
+  if (rank == 0) {
+    std::printf("%s timeline of step 1:\n%s", context.prefix().c_str(), timeline.format().c_str());
+    std::fflush(stdout);
+  }
+}
+
+// Buckets were launched in order, each right after its last gradient, and the first ones
+// while backward still had gradients to produce.
+void check_launch_order(const Timeline& timeline, const Reducer& reducer, Engine& engine, RankChecks& checks) {
+  const auto& tensors = engine.layout().tensors();
   const auto& events = timeline.events();
   int expected_bucket = 0;
   bool after_last_tensor = true;
@@ -217,10 +227,80 @@ void test_reduced_gradients(const DistributedContext& context, Comm& comm, RankC
   checks.check(reducer.plan().buckets.size() >= 3 && first_launch < last_ready,
                "bucket 0 was launched before the last gradient was ready (" +
                    std::to_string(reducer.plan().buckets.size()) + " buckets)");
-  if (rank == 0) {
-    std::printf("%s timeline of step 1:\n%s", context.prefix().c_str(), timeline.format().c_str());
-    std::fflush(stdout);
+}
+
+// --grad-allreduce bf16: the same step with gradients sent and summed as bfloat16.
+//
+// Error bound. Rank r contributes c_r = bf16(bf16(g_r) * s), s = fl(1/W): two roundings of
+// relative size at most u = 2^-8 (bfloat16 keeps 8 significant bits, 7 stored and 1 implied:
+// half an ulp approaches 2^-8 of the value just above a power of two; 2^-9 is the
+// figure for values just below the next one, too tight as a bound), and s itself is 1/W
+// within 2^-24. The sum adds the W shares in some
+// order, rounding each of the W-1 partial sums to bfloat16: relative u again, on a partial sum
+// no larger than sum_r |c_r|. Widening back to float is exact. So, with m = sum_r |g_r| / W,
+//   |result - mean| <= m * ((1+u)^(W+1) * (1 + 2^-24) - 1)  (+ an absolute term for values
+// so small that bfloat16 rounds them as subnormals: at most half of 2^-133 per rounding).
+// That is W+1 roundings of relative 2^-8 each (one fewer when W is a power of two, whose
+// scaling is exact), about (W+1)/256 of m: 1.2% for W = 2. The mean is computed in double from
+// every rank's own float gradients.
+void test_bf16_reduced_gradients(const DistributedContext& context, Comm& comm, RankChecks& checks) {
+  const EngineConfig config = narrow_config();
+  const int rank = context.rank(), world = context.world_size();
+  auto engine = make_cpu_engine(config, 100 + static_cast<uint64_t>(rank));
+  Timeline timeline;
+  ReducerOptions options = small_buckets(&timeline);
+  options.grad_allreduce = GradAllreduce::bf16;
+  Reducer reducer(comm, *engine, options);
+  checks.note_once("reducer: " + reducer.describe());
+
+  CapturingHooks hooks(reducer, *engine);
+  engine->train_step(rank_batch(config, rank, 1).view(config), config.optimizer.lr, &hooks);
+
+  const std::vector<float> all_local = allgather(context, hooks.local);
+  const size_t n = hooks.local.size();
+  const double u = std::ldexp(1.0, -8);
+  const double relative_bound = std::pow(1 + u, world + 1) * (1 + std::ldexp(1.0, -24)) - 1;
+  const double absolute_bound = (world + 1) * std::ldexp(1.0, -134);
+  size_t bad = 0, not_bf16 = 0, rounded = 0;
+  double worst = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double sum = 0, magnitude = 0;
+    for (int r = 0; r < world; ++r) {
+      sum += all_local[r * n + i];
+      magnitude += std::fabs(all_local[r * n + i]);
+    }
+    const double mean = sum / world, m = magnitude / world;
+    const double error = std::fabs(hooks.reduced[i] - mean);
+    if (error > relative_bound * m + absolute_bound) ++bad;
+    if (m > 0) worst = std::max(worst, error / m);
+    uint32_t bits;
+    std::memcpy(&bits, &hooks.reduced[i], sizeof bits);
+    not_bf16 += (bits & 0xFFFFu) != 0;
+    rounded += static_cast<float>(mean) != hooks.reduced[i];
   }
+  checks.check(bad == 0, "bf16-averaged gradients are within (1+2^-8)^(W+1)-1 = " + number(relative_bound) +
+                             " of the mean of |g| of the exact mean (" + std::to_string(bad) + " of " +
+                             std::to_string(n) + " off; worst " + number(worst) + " of the mean of |g|)");
+  checks.check(not_bf16 == 0, "every averaged gradient is a bfloat16 value (" + std::to_string(not_bf16) +
+                                  " are not): they travelled as bfloat16");
+  checks.check(rounded > 0, std::to_string(rounded) + " of " + std::to_string(n) +
+                                " averaged gradients differ from the float mean: the rounding is visible");
+  checks.check(same_on_every_rank(context, hooks.reduced), "bf16-averaged gradients are bit-identical on every rank");
+  checks.check(same_on_every_rank(context, params_of(*engine)),
+               "after the bf16 step the parameters are bit-identical on every rank");
+  check_launch_order(timeline, reducer, *engine, checks);
+
+  // What each rank hands MPI per step, from the timeline's launch records, against the same
+  // step in float32.
+  Timeline fp32_timeline;
+  auto fp32_engine = make_cpu_engine(config, 100);
+  Reducer fp32_reducer(comm, *fp32_engine, small_buckets(&fp32_timeline));
+  fp32_engine->train_step(rank_batch(config, rank, 1).view(config), config.optimizer.lr, &fp32_reducer);
+  const size_t bf16_bytes = timeline.bytes_launched(1), fp32_bytes = fp32_timeline.bytes_launched(1);
+  checks.note_once("allreduce bytes per step and rank: fp32 " + std::to_string(fp32_bytes) + ", bf16 " +
+                   std::to_string(bf16_bytes));
+  checks.check(bf16_bytes * 2 == fp32_bytes && fp32_bytes == n * sizeof(float),
+               "bf16 hands the allreduce half the bytes of fp32 per step");
 }
 
 // The exact relation between W ranks and one process. With BatchNorm, W ranks of batch B are
@@ -341,6 +421,7 @@ int main(int argc, char** argv) {
     test_context(context, expected_world(argc, argv), checks);
     test_collectives(context, *comm, checks);
     test_reduced_gradients(context, *comm, checks);
+    test_bf16_reduced_gradients(context, *comm, checks);
     test_single_process_relation(context, *comm, checks);
     test_host_collectives(context, *comm, checks);
     return checks.finish();

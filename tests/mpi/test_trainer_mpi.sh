@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The resnet_ddp program under mpirun on the CPU: two ranks train to bit-identical weights;
+# The resnet_ddp program under mpirun on the CPU: two ranks train to bit-identical weights
+# (with float32 and with bfloat16 gradient allreduce);
 # a preemption signal on one rank checkpoints and ends every rank with code 75, and the job
 # resumes; a rank killed mid-run ends the whole job promptly, with messages.
 #   test_trainer_mpi.sh MPIEXEC [MPIEXEC FLAGS...] -- RESNET_DDP
@@ -32,6 +33,17 @@ grep -q "world size       2 ranks" "$work/out" || fail "rank 0 does not report w
 [ "$(grep -c 'world size' "$work/out")" = 1 ] || fail "the settings table must come from rank 0 only"
 cmp -s "$work/w-0.rddp" "$work/w-1.rddp" || fail "the ranks end with different weights"
 ok "2 ranks: world size 2 reported once, bit-identical weights on both ranks"
+
+# --grad-allreduce bf16: the same training with gradients sent as bfloat16. The weights still
+# agree to the bit across ranks, and differ from the float32 run's (the rounding is real).
+"${mpiexec[@]}" -n 2 "${train[@]}" --epochs 1 --grad-allreduce bf16 --save-weights "$work/b-{rank}.rddp" \
+  >"$work/out" 2>&1 || fail "two ranks did not train with --grad-allreduce bf16"
+grep -q "grad allreduce  *bf16: sent and summed as bfloat16" "$work/out" ||
+  fail "the settings table does not show the bf16 gradient allreduce"
+grep -q "epoch 1/1: train loss" "$work/out" || fail "the bf16 run did not finish its epoch"
+cmp -s "$work/b-0.rddp" "$work/b-1.rddp" || fail "with bf16 the ranks end with different weights"
+cmp -s "$work/b-0.rddp" "$work/w-0.rddp" && fail "bf16 and fp32 gradients gave the very same weights"
+ok "2 ranks, --grad-allreduce bf16: trains, bit-identical weights on both ranks, not those of fp32"
 
 # Preemption: SIGUSR1 to rank 1 only; all ranks agree at the next step, rank 0 checkpoints.
 "${mpiexec[@]}" -n 2 "${train[@]}" --epochs 3 --checkpoint-dir "$work/ck" >"$work/out" 2>&1 &

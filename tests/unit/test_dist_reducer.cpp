@@ -3,10 +3,12 @@
 // The averaging itself is tested across real ranks in tests/mpi.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "bf16_math.h"
 #include "resnet_ddp/dist/reducer.h"
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/rng.h"
@@ -21,6 +23,7 @@ struct Call {
   const void* data = nullptr;
   size_t count = 0;  // elements (allreduce) or bytes (broadcast)
   Reduction op = Reduction::sum;
+  DataType type = DataType::u8;
   int root = -1;
   std::string what;
   size_t timeline_events_before = 0;  // how much of the timeline existed at the call
@@ -54,17 +57,17 @@ class RecordingComm final : public Comm {
   DeviceKind memory() const override { return memory_; }
   int rank() const override { return 0; }
   int size() const override { return size_; }
-  std::shared_ptr<CommRequest> start_allreduce(void* data, size_t count, DataType, Reduction op,
+  std::shared_ptr<CommRequest> start_allreduce(void* data, size_t count, DataType type, Reduction op,
                                                const std::string& what) override {
-    calls.push_back({"allreduce", data, count, op, -1, what, events()});
+    calls.push_back({"allreduce", data, count, op, type, -1, what, events()});
     return std::make_shared<RecordingRequest>(&waits);
   }
   std::shared_ptr<CommRequest> start_broadcast(void* data, size_t bytes, int root, const std::string& what) override {
-    calls.push_back({"broadcast", data, bytes, Reduction::sum, root, what, events()});
+    calls.push_back({"broadcast", data, bytes, Reduction::sum, DataType::u8, root, what, events()});
     return std::make_shared<RecordingRequest>(&waits);
   }
   std::shared_ptr<CommRequest> start_barrier(const std::string& what) override {
-    calls.push_back({"barrier", nullptr, 0, Reduction::sum, -1, what, events()});
+    calls.push_back({"barrier", nullptr, 0, Reduction::sum, DataType::u8, -1, what, events()});
     return std::make_shared<RecordingRequest>(&waits);
   }
 
@@ -157,6 +160,7 @@ TEST_CASE("each bucket is averaged as soon as its last gradient is ready, in ord
     const Call& call = comm.calls[1 + b];
     CHECK(call.kind == "allreduce");
     CHECK(call.op == Reduction::average);
+    CHECK(call.type == DataType::f32);
     CHECK(call.data == engine->grads() + plan.buckets[b].begin);
     CHECK(call.count == plan.buckets[b].end - plan.buckets[b].begin);
     CHECK(call.what == "allreduce of bucket " + std::to_string(b) + " at step 41");
@@ -232,4 +236,74 @@ TEST_CASE("one rank broadcasts no buffers before the forward") {
   engine->train_step(random_batch(config, 3).view(config), 1e-3, &reducer);
   for (const Call& call : comm.calls) CHECK(call.kind == "allreduce");
   CHECK(comm.calls.size() == reducer.plan().buckets.size());
+}
+
+// With --grad-allreduce bf16 the comm is handed each bucket's bfloat16 staging slice to sum;
+// the recording comm leaves it alone, so what comes back into the gradients is this rank's
+// share: bf16(bf16(g) / W), widened.
+TEST_CASE("bf16: each bucket is summed from its own staging slice, made once, and widened back") {
+  const EngineConfig config = narrow_config();
+  auto engine = make_cpu_engine(config, 1);
+  Timeline timeline;
+  RecordingComm comm(4, DeviceKind::cpu, &timeline);
+  ReducerOptions options;
+  options.first_bucket_mb = 0.001;
+  options.bucket_mb = 0.004;
+  options.timeline = &timeline;
+  options.grad_allreduce = GradAllreduce::bf16;
+  Reducer reducer(comm, *engine, options);
+  const BucketPlan& plan = reducer.plan();
+  REQUIRE(plan.buckets.size() >= 3);
+  CHECK(reducer.describe().find("recording, gradients averaged as bfloat16") == 0);
+  const float* grads = engine->grads();
+  const size_t elements = engine->layout().parameter_elements();
+
+  // Keep each gradient as backward reports it, before the reducer compresses it.
+  struct Capture final : StepHooks {
+    Reducer& reducer;
+    Engine& engine;
+    std::vector<float> local;
+    Capture(Reducer& r, Engine& e) : reducer(r), engine(e), local(e.layout().parameter_elements()) {}
+    void before_forward() override { reducer.before_forward(); }
+    void grad_ready(const TensorInfo& tensor) override {
+      std::copy_n(engine.grads() + tensor.offset, tensor.numel, local.begin() + static_cast<long>(tensor.offset));
+      reducer.grad_ready(tensor);
+    }
+    void before_optimizer() override { reducer.before_optimizer(); }
+  } hooks(reducer, *engine);
+
+  std::vector<const void*> first_step_buffers;
+  for (int step = 0; step < 2; ++step) {
+    CAPTURE(step);
+    comm.calls.clear();
+    timeline.clear();
+    // The optimizer reads the gradients and leaves them, so they can be compared after the step.
+    engine->train_step(random_batch(config, 5 + static_cast<uint64_t>(step)).view(config), 1e-3, &hooks);
+    std::vector<const void*> buffers;
+    size_t bucket = 0;
+    for (const Call& call : comm.calls) {
+      if (call.kind != "allreduce") continue;
+      CAPTURE(bucket);
+      CHECK(call.type == DataType::bf16);
+      CHECK(call.op == Reduction::sum);
+      CHECK(call.count == plan.buckets[bucket].end - plan.buckets[bucket].begin);
+      // Its own memory, not the gradients, and not another bucket's.
+      const auto* begin = static_cast<const char*>(call.data);
+      CHECK((begin + call.count * 2 <= reinterpret_cast<const char*>(grads) ||
+             begin >= reinterpret_cast<const char*>(grads + elements)));
+      if (!buffers.empty()) CHECK(begin >= static_cast<const char*>(buffers.back()));
+      buffers.push_back(call.data);
+      ++bucket;
+    }
+    CHECK(bucket == plan.buckets.size());
+    if (step == 0) first_step_buffers = buffers;
+    else CHECK(buffers == first_step_buffers);  // allocated once, not per step
+
+    size_t wrong = 0;
+    for (size_t i = 0; i < elements; ++i)
+      wrong += grads[i] != bf16::to_float(bf16::from_float(bf16::to_float(bf16::from_float(hooks.local[i])) * 0.25f));
+    CHECK(wrong == 0);
+    // Half the bytes of float32 go to the comm.
+    CHECK(timeline.bytes_launched(reducer.step() - 1) == elements * 2);
+  }
 }

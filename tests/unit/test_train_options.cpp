@@ -127,3 +127,12 @@ TEST_CASE("learning-rate schedules") {
   CHECK(step.at(30) == doctest::Approx(0.04));
   CHECK(step.at(60) == doctest::Approx(0.004));
 }
+
+TEST_CASE("--grad-allreduce chooses the type gradients travel as") {
+  CHECK(parse({"--data", "/d"}).grad_allreduce == dist::GradAllreduce::fp32);
+  CHECK(parse({"--data", "/d", "--grad-allreduce", "bf16"}).grad_allreduce == dist::GradAllreduce::bf16);
+  CHECK(parse({"--data", "/d", "--grad-allreduce", "fp32"}).grad_allreduce == dist::GradAllreduce::fp32);
+  CHECK_THROWS_WITH_AS(parse({"--data", "/d", "--grad-allreduce", "fp16"}),
+                       "--grad-allreduce: 'fp16' is not one of: fp32, bf16", Error);
+  CHECK(usage().find("--grad-allreduce TYPE") != std::string::npos);
+}

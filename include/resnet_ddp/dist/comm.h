@@ -16,7 +16,9 @@ namespace rddp::dist {
 class DistributedContext;
 class Watchdog;
 
-enum class DataType { f32, f64, i64, u8 };
+// bf16: bfloat16 as raw 2-byte bits (kernels/bf16_math.h); only Reduction::sum, whose every
+// pairwise addition is done in float and rounded to bfloat16, as NCCL's ncclBfloat16 sum does.
+enum class DataType { f32, f64, i64, u8, bf16 };
 size_t size_of(DataType type);
 
 // average is sum / world size. For floating types each rank's values are multiplied by

@@ -10,6 +10,10 @@
 //    on with earlier layers;
 //  - before the optimizer: every bucket is waited for (on a GPU the compute stream waits for
 //    the comm stream; the host does not block).
+// With --grad-allreduce bf16 each bucket travels as bfloat16, as under PyTorch DDP's
+// bf16_compress_hook: at launch its gradients are cast, scaled by 1/W and cast again into the
+// bucket's bfloat16 staging slice (Bf16Staging), the slice is summed across ranks, and once the
+// sum is complete it is widened back into the bucket's gradients.
 // Each rank keeps its own batch statistics, as in PyTorch: W ranks of batch B are not one
 // rank of batch W*B.
 #include <cstdint>
@@ -17,8 +21,10 @@
 #include <string>
 #include <vector>
 
+#include "resnet_ddp/dist/bf16_staging.h"
 #include "resnet_ddp/dist/bucket_plan.h"
 #include "resnet_ddp/dist/comm.h"
+#include "resnet_ddp/dist/grad_allreduce.h"
 #include "resnet_ddp/dist/timeline.h"
 #include "resnet_ddp/engine.h"
 
@@ -28,6 +34,7 @@ struct ReducerOptions {
   double bucket_mb = 25.0;        // --bucket-mb; DDP's bucket_cap_mb
   double first_bucket_mb = 1.0;   // DDP's first bucket (torch.distributed's 1 MiB default)
   bool broadcast_buffers = true;  // DDP's broadcast_buffers
+  GradAllreduce grad_allreduce = GradAllreduce::fp32;  // --grad-allreduce
   int64_t first_step = 0;         // the step number messages name first; see set_step()
   Timeline* timeline = nullptr;   // optional record of readiness, launches and completions
 };
@@ -68,7 +75,8 @@ class Reducer final : public StepHooks {
   void start_step();
   void launch(int bucket, const TensorInfo& completed_by);
   void poll_in_flight();
-  void record(TimelineEvent::Kind kind, int bucket, const std::string& tensor = {});
+  void finish(InFlight& flight);
+  void record(TimelineEvent::Kind kind, int bucket, const std::string& tensor = {}, size_t bytes = 0);
   [[noreturn]] void fail_missing_gradients() const;
 
   Comm& comm_;
@@ -81,6 +89,7 @@ class Reducer final : public StepHooks {
   std::vector<bool> reported_;         // by tensor index, this step
   int next_launch_ = 0;
   std::vector<InFlight> in_flight_;
+  std::unique_ptr<Bf16Staging> staging_;  // --grad-allreduce bf16 only
   int64_t step_ = 0;
 };
 

@@ -4,6 +4,7 @@
 // show that buckets are launched in order while backward is still running; a profiling run
 // can print it.
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -17,13 +18,19 @@ struct TimelineEvent {
   int bucket = -1;
   std::string tensor;   // grad_ready: the tensor; bucket_launched: the one that completed it
   double seconds = 0;   // since the timeline was made
+  // bucket_launched: the bytes each rank hands the allreduce (its element count times the size
+  // of the type it travels as), so a run can add up what a step sends.
+  size_t bytes = 0;
 };
 
 class Timeline {
  public:
   Timeline() : start_(std::chrono::steady_clock::now()) {}
 
-  void record(TimelineEvent::Kind kind, int64_t step, int bucket, const std::string& tensor = {});
+  void record(TimelineEvent::Kind kind, int64_t step, int bucket, const std::string& tensor = {},
+              size_t bytes = 0);
+  // The allreduce bytes of every bucket launched at `step`.
+  size_t bytes_launched(int64_t step) const;
   const std::vector<TimelineEvent>& events() const { return events_; }
   void clear() { events_.clear(); }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "resnet_ddp/data/data_config.h"
+#include "resnet_ddp/dist/grad_allreduce.h"
 #include "resnet_ddp/engine.h"
 #include "resnet_ddp/optimizer.h"
 
@@ -50,6 +51,7 @@ struct TrainOptions {
   int print_every = 50;      // steps between plain progress lines when stdout is no terminal
 
   double bucket_mb = 25.0;
+  dist::GradAllreduce grad_allreduce = dist::GradAllreduce::fp32;
   double comm_timeout_s = 600.0;
 };
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "resnet_ddp/dist/grad_allreduce.h"
 #include "resnet_ddp/engine.h"
 
 namespace rddp {
@@ -44,8 +45,10 @@ class ProcessGroup {
 namespace dist {
 class DistributedContext;
 }
-// The group of every rank of the MPI job; collectives time out after `comm_timeout_s`.
+// The group of every rank of the MPI job; collectives time out after `comm_timeout_s`;
+// gradients travel as `grad_allreduce`.
 std::unique_ptr<ProcessGroup> make_mpi_process_group(const dist::DistributedContext& context,
-                                                     double bucket_mb, double comm_timeout_s);
+                                                     double bucket_mb, double comm_timeout_s,
+                                                     dist::GradAllreduce grad_allreduce = dist::GradAllreduce::fp32);
 
 }  // namespace rddp
