@@ -4,6 +4,7 @@
 //
 //   cuda_step_bench [--batch 256] [--size 224] [--stem auto|imagenet|cifar] [--classes 1000]
 //                   [--optimizer adamw|sgd] [--precision tf32|fp32|bf16]
+//                   [--memory-format auto|nchw|nhwc]
 //                   [--warmup 15] [--windows 5] [--steps-per-window 30]
 //                   [--conv-algorithms timed|heuristic] [--deterministic] [--ddp] [--bucket-mb 25]
 //   cuda_step_bench --describe [same flags]   the model, its FLOPs and parameters (no GPU needed)
@@ -20,6 +21,7 @@
 // median window counts. One process trains alone unless --ddp, which adds the gradient reducer
 // over NCCL as in a job of one rank; under an MPI launcher with several ranks the reducer
 // always runs, and the total is every rank's images over the slowest rank's window.
+// `--memory-format auto` is resnet_ddp's default: nhwc under bf16, nchw otherwise.
 // Without a CUDA device it prints SKIPPED and exits 0.
 #include <cudnn.h>
 #include <nccl.h>
@@ -71,6 +73,7 @@ struct Settings {
   std::string stem = "auto";
   OptimizerKind optimizer = OptimizerKind::adamw;
   std::string precision = "tf32";
+  std::string memory_format = "auto";  // resolved by parse(): nchw or nhwc
   int warmup = 15, windows = 5, steps_per_window = 30;
   bool timed_search = true, deterministic = false, ddp = false;
   double bucket_mb = 25.0;
@@ -100,6 +103,7 @@ Settings parse(int argc, char** argv) {
     else if (flag == "--stem") s.stem = value();
     else if (flag == "--optimizer") s.optimizer = parse_optimizer(value());
     else if (flag == "--precision") s.precision = value();
+    else if (flag == "--memory-format") s.memory_format = value();
     else if (flag == "--warmup") s.warmup = parse_int(flag, value().c_str(), 1, 100000);
     else if (flag == "--windows") s.windows = parse_int(flag, value().c_str(), 1, 1000);
     else if (flag == "--steps-per-window")
@@ -126,6 +130,9 @@ Settings parse(int argc, char** argv) {
   if (s.stem != "auto") parse_stem(s.stem);  // refuses an unknown stem now
   if (s.precision != "tf32" && s.precision != "fp32" && s.precision != "bf16")
     fail("--precision must be tf32, fp32 or bf16, got '", s.precision, "'");
+  if (s.memory_format != "auto" && s.memory_format != "nchw" && s.memory_format != "nhwc")
+    fail("--memory-format must be auto, nchw or nhwc, got '", s.memory_format, "'");
+  if (s.memory_format == "auto") s.memory_format = s.precision == "bf16" ? "nhwc" : "nchw";
   return s;
 }
 
@@ -150,6 +157,7 @@ EngineConfig engine_config(const Settings& s) {
   config.precision = s.precision == "bf16"   ? Precision::bf16
                      : s.precision == "fp32" ? Precision::fp32
                                              : Precision::tf32;
+  config.memory_format = s.memory_format == "nhwc" ? MemoryFormat::nhwc : MemoryFormat::nchw;
   config.deterministic = s.deterministic;
   config.conv_timed_search = s.timed_search;
   return config;
@@ -178,7 +186,7 @@ JsonLine config_json(const char* record, const Settings& s, const EngineConfig& 
       .integer("classes", s.classes)
       .string("optimizer", to_string(s.optimizer))
       .string("precision", s.precision)
-      .string("memory_format", "nchw")
+      .string("memory_format", to_string(config.memory_format))
       .integer("params", static_cast<long long>(layout.parameter_count()))
       .number("flops_per_image", bench::training_flops_per_image(describe(config.spec), s.size))
       .string("flops_formula", bench::kTrainingFlopsFormula);
@@ -412,7 +420,8 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
   std::printf("model            resnet18 (torchvision), %s stem, %d classes, %zu parameters\n",
               to_string(config.spec.stem), s.classes, engine.layout().parameter_count());
   std::printf("batch            %d images of 3x%dx%d per GPU\n", s.batch, s.size, s.size);
-  std::printf("maths            %s, %s convolution algorithms%s\n", s.precision.c_str(),
+  std::printf("maths            %s, %s activations, %s convolution algorithms%s\n",
+              s.precision.c_str(), to_string(config.memory_format),
               s.timed_search ? "timed-search" : "heuristic",
               s.deterministic ? ", deterministic" : "");
   std::printf("optimizer        %s\n", optimizer_text(config.optimizer).c_str());
