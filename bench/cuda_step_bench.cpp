@@ -4,6 +4,7 @@
 //
 //   cuda_step_bench [--batch 256] [--size 224] [--stem auto|imagenet|cifar] [--classes 1000]
 //                   [--optimizer adamw|sgd] [--precision tf32|fp32|bf16]
+//                   [--memory-format auto|nchw|nhwc]
 //                   [--warmup 15] [--windows 5] [--steps-per-window 30]
 //                   [--conv-algorithms timed|heuristic] [--deterministic] [--ddp] [--bucket-mb 25]
 //                   [--grad-allreduce fp32|bf16]
@@ -24,6 +25,7 @@
 // --grad-allreduce bf16 sends the reducer's buckets as bfloat16 (DDP's bf16_compress_hook): it
 // halves the bytes, which only pays with more than one rank; with one (--ddp alone) it measures
 // what the two cast kernels and NCCL's bf16 pass cost.
+// `--memory-format auto` is resnet_ddp's default: nhwc under bf16, nchw otherwise.
 // Without a CUDA device it prints SKIPPED and exits 0.
 #include <cudnn.h>
 #include <nccl.h>
@@ -75,6 +77,7 @@ struct Settings {
   std::string stem = "auto";
   OptimizerKind optimizer = OptimizerKind::adamw;
   std::string precision = "tf32";
+  std::string memory_format = "auto";  // resolved by parse(): nchw or nhwc
   int warmup = 15, windows = 5, steps_per_window = 30;
   bool timed_search = true, deterministic = false, ddp = false;
   double bucket_mb = 25.0;
@@ -105,6 +108,7 @@ Settings parse(int argc, char** argv) {
     else if (flag == "--stem") s.stem = value();
     else if (flag == "--optimizer") s.optimizer = parse_optimizer(value());
     else if (flag == "--precision") s.precision = value();
+    else if (flag == "--memory-format") s.memory_format = value();
     else if (flag == "--warmup") s.warmup = parse_int(flag, value().c_str(), 1, 100000);
     else if (flag == "--windows") s.windows = parse_int(flag, value().c_str(), 1, 1000);
     else if (flag == "--steps-per-window")
@@ -133,6 +137,9 @@ Settings parse(int argc, char** argv) {
   if (s.stem != "auto") parse_stem(s.stem);  // refuses an unknown stem now
   if (s.precision != "tf32" && s.precision != "fp32" && s.precision != "bf16")
     fail("--precision must be tf32, fp32 or bf16, got '", s.precision, "'");
+  if (s.memory_format != "auto" && s.memory_format != "nchw" && s.memory_format != "nhwc")
+    fail("--memory-format must be auto, nchw or nhwc, got '", s.memory_format, "'");
+  if (s.memory_format == "auto") s.memory_format = s.precision == "bf16" ? "nhwc" : "nchw";
   return s;
 }
 
@@ -157,6 +164,7 @@ EngineConfig engine_config(const Settings& s) {
   config.precision = s.precision == "bf16"   ? Precision::bf16
                      : s.precision == "fp32" ? Precision::fp32
                                              : Precision::tf32;
+  config.memory_format = s.memory_format == "nhwc" ? MemoryFormat::nhwc : MemoryFormat::nchw;
   config.deterministic = s.deterministic;
   config.conv_timed_search = s.timed_search;
   return config;
@@ -186,7 +194,7 @@ JsonLine config_json(const char* record, const Settings& s, const EngineConfig& 
       .string("optimizer", to_string(s.optimizer))
       .string("precision", s.precision)
       .string("grad_allreduce", dist::to_string(s.grad_allreduce))
-      .string("memory_format", "nchw")
+      .string("memory_format", to_string(config.memory_format))
       .integer("params", static_cast<long long>(layout.parameter_count()))
       .number("flops_per_image", bench::training_flops_per_image(describe(config.spec), s.size))
       .string("flops_formula", bench::kTrainingFlopsFormula);
@@ -420,7 +428,8 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
   std::printf("model            resnet18 (torchvision), %s stem, %d classes, %zu parameters\n",
               to_string(config.spec.stem), s.classes, engine.layout().parameter_count());
   std::printf("batch            %d images of 3x%dx%d per GPU\n", s.batch, s.size, s.size);
-  std::printf("maths            %s, %s convolution algorithms%s\n", s.precision.c_str(),
+  std::printf("maths            %s, %s activations, %s convolution algorithms%s\n",
+              s.precision.c_str(), to_string(config.memory_format),
               s.timed_search ? "timed-search" : "heuristic",
               s.deterministic ? ", deterministic" : "");
   std::printf("optimizer        %s\n", optimizer_text(config.optimizer).c_str());

@@ -12,7 +12,8 @@
 #      32x32 images, cifar stem, 10 classes, batch 128: 20 warm-up steps, 5 windows of 50
 #      224x224 images, imagenet stem, 1000 classes, batch 256: 10 warm-up steps, 5 windows of 20
 #    in tf32, fp32 and bf16 (autocast's mixed precision on both sides), AdamW, with
-#    resnet_ddp (bench/cuda_step_bench), PyTorch eager and PyTorch torch.compile
+#    resnet_ddp (bench/cuda_step_bench; NCHW activations, and under bf16 also NHWC, so that
+#    one run measures what channels_last buys), PyTorch eager and PyTorch torch.compile
 #    (bench/pytorch_ddp.py, with $RDDP_PYTHON or the first python3 whose torch sees the GPU); first
 #    resnet_ddp and eager for every configuration, then the compiled runs, which spend most of
 #    their time compiling, so that the main comparison comes first.
@@ -64,6 +65,8 @@ configs=(
   "imagenet 224 256 1000 10 5 20"
 )
 precisions=(tf32 fp32 bf16)
+# resnet_ddp's activation layouts by precision: NHWC is where bf16 tensor cores gain.
+formats_of() { if [ "$1" = bf16 ]; then echo "nchw nhwc"; else echo nchw; fi; }
 limit_ours=150 limit_eager=150 limit_compile=300
 min_left=30
 
@@ -195,22 +198,24 @@ json_escape() {
   printf '%s' "$text" | tr -d '\000-\037'
 }
 
-# A record for a run that measured nothing, so that its cell says why.
+# A record for a run that measured nothing, so that its cell says why. $format is the
+# memory format of the run being recorded (set by measure).
 status_record() {
   local impl=$1 stem=$2 size=$3 batch=$4 classes=$5 precision=$6 status=$7
-  printf '{"record":"throughput","impl":"%s","status":"%s","gpu":"%s","world_size":1,"ddp":%s,"stem":"%s","image_size":%s,"batch_per_gpu":%s,"classes":%s,"optimizer":"adamw","precision":"%s","memory_format":"nchw"}\n' \
-    "$impl" "$(json_escape "$status")" "$(json_escape "$gpu_name")" "$([ -n "$grad_allreduce" ] && echo true || echo false)" "$stem" "$size" "$batch" "$classes" "$precision" >>"$raw"
+  printf '{"record":"throughput","impl":"%s","status":"%s","gpu":"%s","world_size":1,"ddp":%s,"stem":"%s","image_size":%s,"batch_per_gpu":%s,"classes":%s,"optimizer":"adamw","precision":"%s","memory_format":"%s"}\n' \
+    "$impl" "$(json_escape "$status")" "$(json_escape "$gpu_name")" "$([ -n "$grad_allreduce" ] && echo true || echo false)" "$stem" "$size" "$batch" "$classes" "$precision" "${format:-nchw}" >>"$raw"
 }
 
-# measure IMPL LIMIT STEM SIZE BATCH CLASSES PRECISION WARMUP WINDOWS STEPS
+# measure IMPL LIMIT STEM SIZE BATCH CLASSES PRECISION WARMUP WINDOWS STEPS [FORMAT]
+# FORMAT (resnet_ddp only; default nchw) is its --memory-format.
 measure() {
-  local impl=$1 limit=$2 stem=$3 size=$4 batch=$5 classes=$6 precision=$7
+  local impl=$1 limit=$2 stem=$3 size=$4 batch=$5 classes=$6 precision=$7 format=${11:-nchw}
   local flags=(--stem "$stem" --size "$size" --batch "$batch" --classes "$classes"
                --optimizer adamw --precision "$precision" --warmup "$8" --windows "$9"
                --steps-per-window "${10}" ${ddp_flags[@]+"${ddp_flags[@]}"})
   local command
   case $impl in
-    resnet_ddp) command=("$bench_program" "${flags[@]}") ;;
+    resnet_ddp) command=("$bench_program" "${flags[@]}" --memory-format "$format") ;;
     pytorch-*)
       if [ -z "$python" ]; then
         status_record "$impl" "$stem" "$size" "$batch" "$classes" "$precision" "not run: no Python with torch and torchvision"
@@ -219,11 +224,11 @@ measure() {
       command=("$python" "$here/pytorch_ddp.py" --mode "${impl#pytorch-}" "${flags[@]}") ;;
   esac
   if [ "$(left)" -lt $min_left ]; then
-    say "$impl $size px $precision: left out, the budget is spent"
+    say "$impl $size px $precision $format: left out, the budget is spent"
     status_record "$impl" "$stem" "$size" "$batch" "$classes" "$precision" "not run: time budget spent"
     return 0
   fi
-  say "$impl, ${size}x$size, batch $batch, $precision ($(left) s of the budget left)"
+  say "$impl, ${size}x$size, batch $batch, $precision, $format ($(left) s of the budget left)"
   if [ $dry_run = 1 ]; then
     limited "$limit" "${command[@]}"
     return 0
@@ -271,8 +276,15 @@ for impls in "resnet_ddp pytorch-eager" "pytorch-compile"; do
           pytorch-eager) limit=$limit_eager ;;
           pytorch-compile) limit=$limit_compile ;;
         esac
-        measure "$impl" "$limit" "$stem" "$size" "$batch" "$classes" "$precision" \
-          "$warmup" "$windows" "$steps"
+        if [ "$impl" = resnet_ddp ]; then
+          for format in $(formats_of "$precision"); do
+            measure "$impl" "$limit" "$stem" "$size" "$batch" "$classes" "$precision" \
+              "$warmup" "$windows" "$steps" "$format"
+          done
+        else
+          measure "$impl" "$limit" "$stem" "$size" "$batch" "$classes" "$precision" \
+            "$warmup" "$windows" "$steps"
+        fi
       done
     done
   done

@@ -46,6 +46,37 @@ __global__ void global_avgpool_backward_kernel(int64_t count, int spatial, const
         static_cast<float>(static_cast<double>(static_cast<float>(dy[i / spatial])) / spatial));
 }
 
+// NHWC: the C values of one pixel are adjacent, so one thread per (n, c) sums its plane in
+// pixel order while a warp's loads cover 32 adjacent channels (coalesced). In double, like the
+// NCHW kernel: the sum is exact to double, so the different order rounds to the same float.
+template <typename T>
+__global__ void global_avgpool_forward_nhwc_kernel(int64_t planes, int channels, int spatial,
+                                                   const T* x, T* y) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t plane = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       plane < planes; plane += stride) {
+    const int64_t n = plane / channels, c = plane % channels;
+    const T* x_p = x + n * spatial * channels + c;
+    double sum = 0.0;
+    for (int i = 0; i < spatial; ++i)
+      sum += static_cast<double>(static_cast<float>(x_p[static_cast<int64_t>(i) * channels]));
+    y[plane] = static_cast<T>(static_cast<float>(sum / spatial));
+  }
+}
+
+template <typename T>
+__global__ void global_avgpool_backward_nhwc_kernel(int64_t count, int channels, int spatial,
+                                                    const T* dy, T* dx) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride) {
+    // i = (n * spatial + pixel) * channels + c; dy is [N, C].
+    const int64_t c = i % channels, n = i / (static_cast<int64_t>(spatial) * channels);
+    dx[i] = static_cast<T>(static_cast<float>(
+        static_cast<double>(static_cast<float>(dy[n * channels + c])) / spatial));
+  }
+}
+
 void check_global(int batch, int channels, int spatial) {
   if (batch < 1 || channels < 1 || spatial < 1)
     fail("global_avgpool: batch ", batch, ", channels ", channels, " and spatial size ", spatial,
@@ -61,9 +92,15 @@ unsigned blocks_for(int64_t work, int64_t per_block) {
 
 template <typename T>
 void global_avgpool_forward(int batch, int channels, int spatial, const T* x, T* y,
-                            cudaStream_t stream) {
+                            cudaStream_t stream, MemoryFormat format) {
   check_global(batch, channels, spatial);
   const int64_t planes = static_cast<int64_t>(batch) * channels;
+  if (format == MemoryFormat::nhwc) {
+    global_avgpool_forward_nhwc_kernel<T><<<blocks_for(planes, kThreads), kThreads, 0, stream>>>(
+        planes, channels, spatial, x, y);
+    RDDP_CUDA_CHECK_LAUNCH("global_avgpool_forward_nhwc_kernel");
+    return;
+  }
   global_avgpool_forward_kernel<T>
       <<<blocks_for(planes, kPlanesPerBlock), kThreads, 0, stream>>>(planes, spatial, x, y);
   RDDP_CUDA_CHECK_LAUNCH("global_avgpool_forward_kernel");
@@ -71,19 +108,27 @@ void global_avgpool_forward(int batch, int channels, int spatial, const T* x, T*
 
 template <typename T>
 void global_avgpool_backward(int batch, int channels, int spatial, const T* dy, T* dx,
-                             cudaStream_t stream) {
+                             cudaStream_t stream, MemoryFormat format) {
   check_global(batch, channels, spatial);
   const int64_t count = static_cast<int64_t>(batch) * channels * spatial;
+  if (format == MemoryFormat::nhwc) {
+    global_avgpool_backward_nhwc_kernel<T><<<blocks_for(count, kThreads), kThreads, 0, stream>>>(
+        count, channels, spatial, dy, dx);
+    RDDP_CUDA_CHECK_LAUNCH("global_avgpool_backward_nhwc_kernel");
+    return;
+  }
   global_avgpool_backward_kernel<T>
       <<<blocks_for(count, kThreads), kThreads, 0, stream>>>(count, spatial, dy, dx);
   RDDP_CUDA_CHECK_LAUNCH("global_avgpool_backward_kernel");
 }
 
-template void global_avgpool_forward<float>(int, int, int, const float*, float*, cudaStream_t);
-template void global_avgpool_backward<float>(int, int, int, const float*, float*, cudaStream_t);
+template void global_avgpool_forward<float>(int, int, int, const float*, float*, cudaStream_t,
+                                            MemoryFormat);
+template void global_avgpool_backward<float>(int, int, int, const float*, float*, cudaStream_t,
+                                             MemoryFormat);
 template void global_avgpool_forward<__nv_bfloat16>(int, int, int, const __nv_bfloat16*,
-                                                    __nv_bfloat16*, cudaStream_t);
+                                                    __nv_bfloat16*, cudaStream_t, MemoryFormat);
 template void global_avgpool_backward<__nv_bfloat16>(int, int, int, const __nv_bfloat16*,
-                                                     __nv_bfloat16*, cudaStream_t);
+                                                     __nv_bfloat16*, cudaStream_t, MemoryFormat);
 
 }  // namespace rddp::cuda

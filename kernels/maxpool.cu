@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "layout_math.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/layer_kernels.h"
 #include "resnet_ddp/error.h"
@@ -90,6 +91,62 @@ __global__ void maxpool_backward_kernel(Window s, int64_t inputs, const T* dy,
   }
 }
 
+// The NHWC twins of the two kernels above: the same windows, scan order and sums, so the same
+// results bit for bit; only where each element lives differs. Consecutive threads take
+// consecutive channels of one pixel, so that their loads and stores are coalesced.
+template <typename T>
+__global__ void maxpool_forward_nhwc_kernel(Window s, int channels, int64_t outputs, const T* x,
+                                            T* y, int32_t* argmax) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t out = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; out < outputs;
+       out += stride) {
+    const layout::Coord4 p = layout::nhwc_coord(out, channels, s.out_h, s.out_w);
+    const int oh = static_cast<int>(p.h), ow = static_cast<int>(p.w);
+    const T* x_n = x + p.n * s.in_h * s.in_w * channels + p.c;
+    const int h0 = oh * s.stride - s.pad, w0 = ow * s.stride - s.pad;
+    const int h_begin = max(h0, 0), h_end = min(h0 + s.kernel, s.in_h);
+    const int w_begin = max(w0, 0), w_end = min(w0 + s.kernel, s.in_w);
+    int32_t best_index = h_begin * s.in_w + w_begin;
+    float best = -INFINITY;
+    for (int ih = h_begin; ih < h_end; ++ih) {
+      for (int iw = w_begin; iw < w_end; ++iw) {
+        const int32_t index = ih * s.in_w + iw;
+        const float value = static_cast<float>(x_n[static_cast<int64_t>(index) * channels]);
+        if (value > best || isnan(value)) {
+          best = value;
+          best_index = index;
+        }
+      }
+    }
+    y[out] = static_cast<T>(best);
+    argmax[out] = best_index;
+  }
+}
+
+template <typename T>
+__global__ void maxpool_backward_nhwc_kernel(Window s, int channels, int64_t inputs, const T* dy,
+                                             const int32_t* argmax, T* dx) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t in = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; in < inputs;
+       in += stride) {
+    const layout::Coord4 p = layout::nhwc_coord(in, channels, s.in_h, s.in_w);
+    const int ih = static_cast<int>(p.h), iw = static_cast<int>(p.w);
+    const int32_t index = ih * s.in_w + iw;
+    const int h_low = ih + s.pad - s.kernel + 1, w_low = iw + s.pad - s.kernel + 1;
+    const int oh_begin = h_low <= 0 ? 0 : (h_low + s.stride - 1) / s.stride;
+    const int ow_begin = w_low <= 0 ? 0 : (w_low + s.stride - 1) / s.stride;
+    const int oh_end = min((ih + s.pad) / s.stride, s.out_h - 1);
+    const int ow_end = min((iw + s.pad) / s.stride, s.out_w - 1);
+    float sum = 0.0f;
+    for (int oh = oh_begin; oh <= oh_end; ++oh)
+      for (int ow = ow_begin; ow <= ow_end; ++ow) {
+        const int64_t out = layout::nhwc_offset({p.n, p.c, oh, ow}, channels, s.out_h, s.out_w);
+        if (argmax[out] == index) sum += static_cast<float>(dy[out]);
+      }
+    dx[in] = static_cast<T>(sum);
+  }
+}
+
 // The CPU twin's conditions, so that both refuse the same shapes.
 Window check_pool(const cpu::PoolShape& s) {
   if (s.batch < 1 || s.channels < 1)
@@ -112,10 +169,16 @@ Window check_pool(const cpu::PoolShape& s) {
 
 template <typename T>
 void maxpool_forward(const cpu::PoolShape& shape, const T* x, T* y, int32_t* argmax,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, MemoryFormat format) {
   const Window window = check_pool(shape);
   const int64_t outputs =
       static_cast<int64_t>(shape.batch) * shape.channels * window.out_h * window.out_w;
+  if (format == MemoryFormat::nhwc) {
+    maxpool_forward_nhwc_kernel<T><<<blocks_for(outputs), kThreads, 0, stream>>>(
+        window, shape.channels, outputs, x, y, argmax);
+    RDDP_CUDA_CHECK_LAUNCH("maxpool_forward_nhwc_kernel");
+    return;
+  }
   maxpool_forward_kernel<T><<<blocks_for(outputs), kThreads, 0, stream>>>(window, outputs, x, y,
                                                                            argmax);
   RDDP_CUDA_CHECK_LAUNCH("maxpool_forward_kernel");
@@ -123,22 +186,30 @@ void maxpool_forward(const cpu::PoolShape& shape, const T* x, T* y, int32_t* arg
 
 template <typename T>
 void maxpool_backward(const cpu::PoolShape& shape, const T* dy, const int32_t* argmax, T* dx,
-                      cudaStream_t stream) {
+                      cudaStream_t stream, MemoryFormat format) {
   const Window window = check_pool(shape);
   const int64_t inputs =
       static_cast<int64_t>(shape.batch) * shape.channels * shape.in_h * shape.in_w;
+  if (format == MemoryFormat::nhwc) {
+    maxpool_backward_nhwc_kernel<T><<<blocks_for(inputs), kThreads, 0, stream>>>(
+        window, shape.channels, inputs, dy, argmax, dx);
+    RDDP_CUDA_CHECK_LAUNCH("maxpool_backward_nhwc_kernel");
+    return;
+  }
   maxpool_backward_kernel<T><<<blocks_for(inputs), kThreads, 0, stream>>>(window, inputs, dy,
                                                                           argmax, dx);
   RDDP_CUDA_CHECK_LAUNCH("maxpool_backward_kernel");
 }
 
 template void maxpool_forward<float>(const cpu::PoolShape&, const float*, float*, int32_t*,
-                                     cudaStream_t);
+                                     cudaStream_t, MemoryFormat);
 template void maxpool_backward<float>(const cpu::PoolShape&, const float*, const int32_t*, float*,
-                                      cudaStream_t);
+                                      cudaStream_t, MemoryFormat);
 template void maxpool_forward<__nv_bfloat16>(const cpu::PoolShape&, const __nv_bfloat16*,
-                                             __nv_bfloat16*, int32_t*, cudaStream_t);
+                                             __nv_bfloat16*, int32_t*, cudaStream_t,
+                                             MemoryFormat);
 template void maxpool_backward<__nv_bfloat16>(const cpu::PoolShape&, const __nv_bfloat16*,
-                                              const int32_t*, __nv_bfloat16*, cudaStream_t);
+                                              const int32_t*, __nv_bfloat16*, cudaStream_t,
+                                              MemoryFormat);
 
 }  // namespace rddp::cuda

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "resnet_ddp/memory_format.h"
 #include "resnet_ddp/model_state.h"
 #include "resnet_ddp/optimizer.h"
 
@@ -75,6 +76,9 @@ struct EngineConfig {
   double label_smoothing = 0.0;
   // CUDA: see Precision.
   Precision precision = Precision::tf32;
+  // CUDA: how activations are laid out on the device (memory_format.h); parameters, gradients,
+  // checkpoints and batches are NCHW / OIHW either way. The CPU engine is NCHW only.
+  MemoryFormat memory_format = MemoryFormat::nchw;
   int device_index = 0;  // CUDA device of this rank
   // CUDA: only cuDNN algorithms that give the same bits on every run
   // (torch.backends.cudnn.deterministic).

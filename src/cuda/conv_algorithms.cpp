@@ -34,10 +34,12 @@ cudnnMathType_t search_math(const MathPolicy& policy) {
 
 struct Descriptors {
   Descriptors(const ConvShape& s, const MathPolicy& policy)
-      : x(make_activation_descriptor(s.batch, s.in_channels, s.in_h, s.in_w, policy.data_type)),
+      : x(make_activation_descriptor(s.batch, s.in_channels, s.in_h, s.in_w, policy.data_type,
+                                     policy.format)),
         y(make_activation_descriptor(s.batch, s.out_channels, s.out_h(), s.out_w(),
-                                     policy.data_type)),
-        w(make_filter_descriptor(s.out_channels, s.in_channels, s.kernel, policy.data_type)),
+                                     policy.data_type, policy.format)),
+        w(make_filter_descriptor(s.out_channels, s.in_channels, s.kernel, policy.data_type,
+                                 policy.format)),
         conv(make_convolution_descriptor(s.stride, s.pad, search_math(policy))) {}
   std::unique_ptr<TensorDescriptor> x, y;
   std::unique_ptr<FilterDescriptor> w;

@@ -51,12 +51,14 @@ bool has_second_moment(const OptimizerConfig& optimizer) {
   return optimizer.kind == OptimizerKind::adamw;
 }
 
-cuda::MathPolicy math_policy(Precision precision, const CudaEngineOptions& options) {
+cuda::MathPolicy math_policy(Precision precision, MemoryFormat memory_format,
+                             const CudaEngineOptions& options) {
   cuda::MathPolicy policy;
   policy.allow_tf32 = precision == Precision::tf32;
   policy.deterministic = options.deterministic;
   policy.search = options.conv_search;
   policy.data_type = precision == Precision::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+  policy.format = memory_format == MemoryFormat::nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   return policy;
 }
 
@@ -102,7 +104,7 @@ class CudaEngine final : public Engine {
         metric_sums_(1),
         upload_(config.max_batch, config.spec.in_channels, config.height, config.width),
         executor_(net_, layout_, device_model(), config.max_batch, config.height, config.width,
-                  context_, math_policy(config.precision, options)) {
+                  context_, math_policy(config.precision, config.memory_format, options)) {
     if (config_.optimizer.kind == OptimizerKind::adamw)
       adamw_scalars_.emplace();
     else

@@ -22,20 +22,33 @@ namespace rddp::cuda {
 // computes the statistics in float. bfloat16 activations need compute capability 8.0 or later
 // (TensorFlow's cuDNN FusedBatchNorm enables bfloat16 on the same condition); on an older GPU the
 // call fails with CUDNN_STATUS_NOT_SUPPORTED, which RDDP_CUDNN_CHECK reports.
+//
+// About NHWC: the legacy functions take x, y, dy and dx through ordinary tensor descriptors,
+// whose strides say where each (n, c, h, w) lives; cudnn_ops.h restricts their type (above) but
+// not their layout, and describes the data only by its logical dimensions "NxCxHxW". So an NHWC
+// descriptor (cudnnSetTensor4dDescriptor with CUDNN_TENSOR_NHWC) is all this layer changes;
+// PyTorch's cuDNN BatchNorm likewise passes channels_last tensors' strides straight through. The
+// per-channel tensors are 1xCx1x1, the same bytes in either format. We keep
+// CUDNN_BATCHNORM_SPATIAL in both formats (SPATIAL_PERSISTENT has faster NHWC kernels, but
+// other numerics, which no test here has compared with the CPU yet). What is relied on here, that
+// cuDNN accepts NHWC in this mode and computes what the CPU twin does, is checked by the NHWC
+// executor tests in tests/gpu/test_cuda_nhwc.cpp.
 
-BatchNormLayer::BatchNormLayer(int channels, int height, int width, cudnnDataType_t data_type)
-    : channels_(channels), height_(height), width_(width), data_type_(data_type) {
+BatchNormLayer::BatchNormLayer(int channels, int height, int width, cudnnDataType_t data_type,
+                               cudnnTensorFormat_t format)
+    : channels_(channels), height_(height), width_(width), data_type_(data_type), format_(format) {
   if (channels < 1 || height < 1 || width < 1)
     fail("batchnorm: ", channels, " channels of ", height, "x", width,
          " is empty; every dimension must be >= 1");
-  const auto one_image = make_activation_descriptor(1, channels, height, width, data_type);
+  const auto one_image =
+      make_activation_descriptor(1, channels, height, width, data_type, format);
   parameters_ = std::make_unique<TensorDescriptor>();
   RDDP_CUDNN_CHECK(
       cudnnDeriveBNTensorDescriptor(parameters_->get(), one_image->get(), CUDNN_BATCHNORM_SPATIAL));
 }
 
 void BatchNormLayer::prepare(int batch, TensorDescriptorCache& descriptors) {
-  RDDP_ASSERT(descriptors.type() == data_type_);
+  RDDP_ASSERT(descriptors.type() == data_type_ && descriptors.format() == format_);
   if (!prepared(batch)) batches_[batch] = &descriptors.get(batch, channels_, height_, width_);
 }
 

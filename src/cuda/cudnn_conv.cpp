@@ -15,12 +15,14 @@ void check_workspace(const CudnnCall& call, const ConvAlgorithm& algorithm) {
 
 }  // namespace
 
-ConvLayer::ConvLayer(const ConvShape& geometry, bool needs_input_grad, cudnnDataType_t data_type)
+ConvLayer::ConvLayer(const ConvShape& geometry, bool needs_input_grad, cudnnDataType_t data_type,
+                     cudnnTensorFormat_t format)
     : geometry_(geometry),
       needs_input_grad_(needs_input_grad),
       data_type_(data_type),
+      format_(format),
       filter_(make_filter_descriptor(geometry.out_channels, geometry.in_channels, geometry.kernel,
-                                     data_type)) {
+                                     data_type, format)) {
   if (geometry.in_channels < 1 || geometry.out_channels < 1 || geometry.kernel < 1 ||
       geometry.stride < 1 || geometry.pad < 0 || geometry.in_h < 1 || geometry.in_w < 1 ||
       geometry.in_h + 2 * geometry.pad < geometry.kernel ||
@@ -40,6 +42,7 @@ size_t ConvLayer::prepare(int batch, cudnnHandle_t handle, ConvAlgorithmCache& a
                           TensorDescriptorCache& descriptors, const ConvSearchBuffers* buffers,
                           size_t workspace_limit) {
   RDDP_ASSERT(descriptors.type() == data_type_ && algorithms.policy().data_type == data_type_);
+  RDDP_ASSERT(descriptors.format() == format_ && algorithms.policy().format == format_);
   auto found = batches_.find(batch);
   if (found == batches_.end()) {
     const ConvShape s = shape(batch);

@@ -29,17 +29,19 @@ const char* to_string(cudnnDataType_t type) {
 }
 
 std::unique_ptr<TensorDescriptor> make_activation_descriptor(int batch, int channels, int height,
-                                                             int width, cudnnDataType_t type) {
+                                                             int width, cudnnDataType_t type,
+                                                             cudnnTensorFormat_t format) {
   auto descriptor = std::make_unique<TensorDescriptor>();
-  RDDP_CUDNN_CHECK(cudnnSetTensor4dDescriptor(descriptor->get(), kActivationFormat, type, batch,
+  RDDP_CUDNN_CHECK(cudnnSetTensor4dDescriptor(descriptor->get(), format, type, batch,
                                               channels, height, width));
   return descriptor;
 }
 
 std::unique_ptr<FilterDescriptor> make_filter_descriptor(int out_channels, int in_channels,
-                                                         int kernel, cudnnDataType_t type) {
+                                                         int kernel, cudnnDataType_t type,
+                                                         cudnnTensorFormat_t format) {
   auto descriptor = std::make_unique<FilterDescriptor>();
-  RDDP_CUDNN_CHECK(cudnnSetFilter4dDescriptor(descriptor->get(), type, kActivationFormat,
+  RDDP_CUDNN_CHECK(cudnnSetFilter4dDescriptor(descriptor->get(), type, format,
                                               out_channels, in_channels, kernel, kernel));
   return descriptor;
 }
@@ -57,7 +59,7 @@ std::unique_ptr<ConvolutionDescriptor> make_convolution_descriptor(int stride, i
 const TensorDescriptor& TensorDescriptorCache::get(int batch, int channels, int height,
                                                    int width) {
   auto& slot = descriptors_[{batch, channels, height, width}];
-  if (!slot) slot = make_activation_descriptor(batch, channels, height, width, type_);
+  if (!slot) slot = make_activation_descriptor(batch, channels, height, width, type_, format_);
   return *slot;
 }
 

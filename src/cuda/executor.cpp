@@ -25,7 +25,7 @@ constexpr size_t kMaxConvWorkspaceBytes = size_t{1} << 30;
 constexpr size_t kMinConvWorkspaceBytes = size_t{64} << 20;
 
 // An activation and its gradient, [batch, channels, height, width], sized for max_batch, stored
-// as T (float, or bfloat16 under mixed precision).
+// as T (float, or bfloat16 under mixed precision) in the plan's memory format (NCHW or NHWC).
 template <typename T>
 struct Activation {
   int channels = 0, height = 0, width = 0;
@@ -45,6 +45,9 @@ struct Activation {
 template <typename T>
 struct Conv {
   const TensorInfo* weight = nullptr;
+  // NHWC only: the weight in OHWI, as the NHWC filter descriptor reads it, in T: a slice of
+  // Plan::conv_weights, rewritten from the float masters at every forward.
+  T* weight_ohwi = nullptr;
   Activation<T>* input = nullptr;  // null: the network's input
   Activation<T> output;
   std::unique_ptr<ConvLayer> layer;
@@ -86,7 +89,9 @@ struct Plan {
         model(device_model),
         context(compute),
         algorithms(policy),
-        descriptors(policy.data_type) {}
+        descriptors(policy.data_type, policy.format),
+        format(policy.format == CUDNN_TENSOR_NHWC ? MemoryFormat::nhwc : MemoryFormat::nchw),
+        nhwc(format == MemoryFormat::nhwc) {}
 
   const ParamLayout& layout;
   DeviceModel model;
@@ -95,12 +100,15 @@ struct Plan {
   TensorDescriptorCache descriptors;
   DeviceArena arena;
   DeviceBuffer<std::byte> workspace;
+  // Every activation's layout; the parameters and gradients stay OIHW in the flat buffers.
+  MemoryFormat format;
+  bool nhwc;
 
   int in_channels = 0, height = 0, width = 0;
-  // The input of the current step: the caller's float batch, or under mixed precision its
-  // bfloat16 copy in input_copy.
+  // The input of the current step: the caller's float NCHW batch, or its copy in input_copy
+  // converted to T and the plan's format.
   const T* input = nullptr;
-  T* input_copy = nullptr;  // mixed precision only: [max_batch, in_channels, height, width]
+  T* input_copy = nullptr;  // mixed precision or NHWC only: [max_batch, in_channels, h, w]
   Conv<T> stem_conv;
   BatchNorm<T> stem_bn;
   Activation<T> stem_out;  // ReLU in place
@@ -115,10 +123,18 @@ struct Plan {
   float* logits = nullptr;
   float* ones = nullptr;  // max_batch ones, for the fc bias gradient
   // Mixed precision only: d(loss)/d(logits) rounded to bfloat16 for the fc's two GEMMs (see
-  // cublas_linear.h), and one convolution's weight gradient as cuDNN writes it, in the filter's
-  // type, before it is widened into the float gradient (sized for the largest convolution).
+  // cublas_linear.h). Mixed precision or NHWC: one convolution's weight gradient as cuDNN writes
+  // it, in the filter's type and layout, before it is widened and/or permuted into the float
+  // OIHW gradient (sized for the largest convolution).
   T* dlogits_copy = nullptr;
   T* weight_grad_copy = nullptr;
+  // NHWC only: every convolution's OHWI weight (Conv::weight_ohwi) in one buffer, and the table
+  // by which one launch per forward writes them all from the float masters.
+  T* conv_weights = nullptr;
+  DeviceBuffer<WeightPermutation> weight_table;
+  int64_t largest_conv_weight = 0;
+  // Whether cuDNN writes weight gradients somewhere other than the float gradient itself.
+  bool weight_grad_scratch() const { return kMixed || nhwc; }
   int batch = 0;
   bool has_training_forward = false;
 
@@ -154,6 +170,23 @@ struct Plan {
   const T* conv_input(const Conv<T>& conv) const {
     return conv.input != nullptr ? conv.input->value : input;
   }
+  // What a convolution multiplies by, in its filter descriptor's layout.
+  const T* conv_weight(const Conv<T>& conv) const {
+    return nhwc ? conv.weight_ohwi : weight(conv.weight);
+  }
+  cudnnTensorFormat_t cudnn_format() const {
+    return nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  }
+  // NHWC: the convolutions' OHWI copies from the float masters, converted to T in the same
+  // pass (for bfloat16 the rounding the optimizer applies to its bfloat16 copy, so both copies
+  // hold the same values). Every forward runs it: the masters may have changed since (an
+  // optimizer step, load_state, a broadcast into params()), and one launch reading 4 bytes and
+  // writing sizeof(T) per convolution weight is cheap next to the convolutions themselves.
+  void refresh_conv_weights() const {
+    if (!nhwc) return;
+    weights_to_ohwi(weight_table.get(), static_cast<int>(weight_table.size()),
+                    largest_conv_weight, model.params, conv_weights, stream());
+  }
 };
 
 template <typename T>
@@ -165,7 +198,7 @@ void plan_conv(Plan<T>& plan, Conv<T>& conv, const ConvDesc& desc, Activation<T>
                            desc.kernel, desc.stride, desc.pad};
   // The stem convolution reads the network's input, whose gradient nobody needs.
   conv.layer = std::make_unique<ConvLayer>(geometry, /*needs_input_grad=*/input != nullptr,
-                                           data_type_of<T>());
+                                           data_type_of<T>(), plan.cudnn_format());
   conv.output.plan(plan.arena, max_batch, desc.out_channels, geometry.out_h(), geometry.out_w(),
                    /*needs_grad=*/true);
 }
@@ -180,24 +213,24 @@ void plan_batchnorm(Plan<T>& plan, BatchNorm<T>& bn, const BatchNormDesc& desc,
   bn.input = input;
   bn.output = output;
   bn.layer = std::make_unique<BatchNormLayer>(desc.channels, input->height, input->width,
-                                              data_type_of<T>());
+                                              data_type_of<T>(), plan.cudnn_format());
   plan.arena.request(&bn.save_mean, static_cast<size_t>(desc.channels));
   plan.arena.request(&bn.save_invstd, static_cast<size_t>(desc.channels));
 }
 
 // The buffers a timed search of `conv` runs on: the layer's own activations and the model's
-// weight and gradient (under mixed precision the weight's bfloat16 copy and the bfloat16 weight
-// gradient scratch), so that the search costs no memory beyond its workspace.
+// weight and gradient (under mixed precision or NHWC the weight's copy the convolutions read and
+// the weight gradient scratch), so that the search costs no memory beyond its workspace.
 template <typename T>
 ConvSearchBuffers search_buffers(const Plan<T>& plan, const Conv<T>& conv, const T* network_input,
                                  const DeviceBuffer<std::byte>& workspace) {
   ConvSearchBuffers buffers;
   buffers.x = conv.input != nullptr ? conv.input->value : network_input;
-  buffers.w = plan.weight(conv.weight);
+  buffers.w = plan.conv_weight(conv);
   buffers.dy = conv.output.grad;
   buffers.y = conv.output.value;
   buffers.dx = conv.input != nullptr ? conv.input->grad : nullptr;
-  if constexpr (Plan<T>::kMixed)
+  if (plan.weight_grad_scratch())
     buffers.dw = plan.weight_grad_copy;
   else
     buffers.dw = plan.grad(conv.weight);
@@ -214,7 +247,7 @@ size_t search_workspace_limit() {
 
 template <typename T>
 void conv_forward(const Plan<T>& plan, const Conv<T>& conv, int batch) {
-  conv.layer->forward(plan.cudnn_call(), batch, plan.conv_input(conv), plan.weight(conv.weight),
+  conv.layer->forward(plan.cudnn_call(), batch, plan.conv_input(conv), plan.conv_weight(conv),
                       conv.output.value);
 }
 
@@ -224,7 +257,15 @@ template <typename T>
 void conv_backward(const Plan<T>& plan, const Conv<T>& conv, int batch, T* input_grad,
                    bool accumulate, const GradReadyFn& ready) {
   const CudnnCall call = plan.cudnn_call();
-  if constexpr (Plan<T>::kMixed) {
+  if (plan.nhwc) {
+    // cuDNN writes dw as the NHWC filter is laid out, OHWI, in the filter's type; the pass that
+    // widens it under NCHW (below) also permutes it here, into the OIHW float gradient.
+    conv.layer->backward_filter(call, batch, plan.conv_input(conv), conv.output.grad,
+                                plan.weight_grad_copy);
+    const ConvShape s = conv.layer->shape(batch);
+    ohwi_to_oihw(s.out_channels, s.in_channels, s.kernel, plan.weight_grad_copy,
+                 plan.grad(conv.weight), plan.stream());
+  } else if constexpr (Plan<T>::kMixed) {
     // cuDNN writes dw in the filter's type (bfloat16), accumulated in float inside; it is then
     // widened into the float gradient, exactly (autocast's weight gradient is likewise bfloat16,
     // converted to float by the backward of the weight's cast). One launch, before grad_ready.
@@ -238,7 +279,7 @@ void conv_backward(const Plan<T>& plan, const Conv<T>& conv, int batch, T* input
   }
   if (ready) ready(*conv.weight);
   if (input_grad != nullptr)
-    conv.layer->backward_data(call, batch, conv.output.grad, plan.weight(conv.weight), input_grad,
+    conv.layer->backward_data(call, batch, conv.output.grad, plan.conv_weight(conv), input_grad,
                               accumulate ? 1.0f : 0.0f);
 }
 
@@ -281,7 +322,7 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
   plan.height = height;
   plan.width = width;
   const size_t input_elements = static_cast<size_t>(max_batch) * plan.in_channels * height * width;
-  if constexpr (Plan<T>::kMixed) plan.arena.request(&plan.input_copy, input_elements);
+  if (Plan<T>::kMixed || plan.nhwc) plan.arena.request(&plan.input_copy, input_elements);
 
   plan_conv<T>(plan, plan.stem_conv, net.stem_conv, nullptr, height, width, max_batch);
   const Activation<T>& stem_conv_out = plan.stem_conv.output;
@@ -333,14 +374,36 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
   plan.arena.request(&plan.logits, static_cast<size_t>(max_batch) * plan.fc_out);
   plan.arena.request(&plan.ones, static_cast<size_t>(max_batch));
   plan.list_layers();
-  if constexpr (Plan<T>::kMixed) {
+  if constexpr (Plan<T>::kMixed)
     plan.arena.request(&plan.dlogits_copy, static_cast<size_t>(max_batch) * plan.fc_out);
-    size_t largest_weight = 0;
-    for (const Conv<T>* conv : plan.convs)
-      largest_weight = std::max(largest_weight, conv->weight->numel);
-    plan.arena.request(&plan.weight_grad_copy, largest_weight);
+  size_t largest_weight = 0, all_weights = 0;
+  std::vector<WeightPermutation> permutations;
+  for (const Conv<T>* conv : plan.convs) {
+    largest_weight = std::max(largest_weight, conv->weight->numel);
+    const ConvShape s = conv->layer->shape(1);
+    WeightPermutation p;
+    p.param_offset = static_cast<int64_t>(conv->weight->offset);
+    p.copy_offset = static_cast<int64_t>(all_weights);
+    p.out_channels = s.out_channels;
+    p.in_channels = s.in_channels;
+    p.kernel = s.kernel;
+    permutations.push_back(p);
+    all_weights += conv->weight->numel;
   }
+  if (plan.weight_grad_scratch()) plan.arena.request(&plan.weight_grad_copy, largest_weight);
+  if (plan.nhwc) plan.arena.request(&plan.conv_weights, all_weights);
   plan.arena.allocate(context.stream());
+  if (plan.nhwc) {
+    for (size_t i = 0; i < plan.convs.size(); ++i)
+      plan.convs[i]->weight_ohwi =
+          plan.conv_weights + static_cast<size_t>(permutations[i].copy_offset);
+    plan.weight_table = DeviceBuffer<WeightPermutation>(permutations.size());
+    copy_to_device(plan.weight_table.get(), permutations.data(), permutations.size(),
+                   context.stream());
+    plan.largest_conv_weight = static_cast<int64_t>(largest_weight);
+    // The timed search below convolves with the real weights, as under NCHW.
+    plan.refresh_conv_weights();
+  }
   const std::vector<float> ones(static_cast<size_t>(max_batch), 1.0f);
   copy_to_device(plan.ones, ones.data(), ones.size(), context.stream());
 
@@ -396,7 +459,13 @@ const float* forward_of(Plan<T>& plan, const float* input, int batch, bool train
     for (const BatchNorm<T>* bn : plan.batchnorms) bn->layer->prepare(batch, plan.descriptors);
   }
   cudaStream_t stream = plan.stream();
-  if constexpr (Plan<T>::kMixed) {
+  if (plan.nhwc) {
+    // model.to(memory_format=torch.channels_last) with the input moved likewise (and, under
+    // autocast, cast to bfloat16 by the first convolution): one launch does both.
+    nchw_to_nhwc(batch, plan.in_channels, plan.height, plan.width, input, plan.input_copy,
+                 stream);
+    plan.input = plan.input_copy;
+  } else if constexpr (Plan<T>::kMixed) {
     // autocast casts the float input of the first convolution to bfloat16: one launch here.
     convert(static_cast<int64_t>(batch) * plan.in_channels * plan.height * plan.width, input,
             plan.input_copy, stream);
@@ -404,6 +473,7 @@ const float* forward_of(Plan<T>& plan, const float* input, int batch, bool train
   } else {
     plan.input = input;
   }
+  plan.refresh_conv_weights();
   plan.batch = batch;
   plan.has_training_forward = training;
 
@@ -414,7 +484,8 @@ const float* forward_of(Plan<T>& plan, const float* input, int batch, bool train
   if (plan.stem_maxpool) {
     cpu::PoolShape shape = plan.pool_shape;
     shape.batch = batch;
-    maxpool_forward(shape, stem_out.value, plan.pooled.value, plan.pool_argmax, stream);
+    maxpool_forward(shape, stem_out.value, plan.pooled.value, plan.pool_argmax, stream,
+                    plan.format);
   }
 
   for (Block<T>& block : plan.blocks) {
@@ -434,7 +505,7 @@ const float* forward_of(Plan<T>& plan, const float* input, int batch, bool train
 
   const Activation<T>& last = plan.blocks.back().output;
   global_avgpool_forward(batch, last.channels, last.height * last.width, last.value,
-                         plan.features.value, stream);
+                         plan.features.value, stream, plan.format);
   linear_forward(plan.context.cublas(), batch, plan.fc_in, plan.fc_out, plan.features.value,
                  plan.weight(plan.fc_weight), plan.param(plan.fc_bias), plan.logits);
   return plan.logits;
@@ -469,7 +540,7 @@ void backward_of(Plan<T>& plan, const float* dlogits, const GradReadyFn& ready) 
                        plan.weight(plan.fc_weight), plan.features.grad);
   Activation<T>& last = plan.blocks.back().output;
   global_avgpool_backward(batch, last.channels, last.height * last.width, plan.features.grad,
-                          last.grad, stream);
+                          last.grad, stream, plan.format);
 
   for (auto it = plan.blocks.rbegin(); it != plan.blocks.rend(); ++it) {
     Block<T>& block = *it;
@@ -497,7 +568,8 @@ void backward_of(Plan<T>& plan, const float* dlogits, const GradReadyFn& ready) 
   if (plan.stem_maxpool) {
     cpu::PoolShape shape = plan.pool_shape;
     shape.batch = batch;
-    maxpool_backward(shape, plan.pooled.grad, plan.pool_argmax, stem_out.grad, stream);
+    maxpool_backward(shape, plan.pooled.grad, plan.pool_argmax, stem_out.grad, stream,
+                     plan.format);
   }
   relu_backward(stem_out.count(batch), stem_out.value, stem_out.grad, stem_out.grad, stream);
   batchnorm_backward(plan, plan.stem_bn, batch, stem_out.grad, ready);

@@ -181,6 +181,7 @@ void Trainer::make_engine_and_state() {
   engine_config_.optimizer = options_.optimizer;
   engine_config_.label_smoothing = options_.label_smoothing;
   engine_config_.precision = options_.precision;
+  engine_config_.memory_format = options_.memory_format;
   engine_config_.deterministic = options_.deterministic;
   engine_config_.conv_timed_search = options_.conv_timed_search;
   engine_config_.device_index = group_.prepare_device(device_);
@@ -272,6 +273,11 @@ void Trainer::show_settings() const {
                                    " cuDNN algorithms, " + (options_.conv_timed_search ? "timed" : "heuristic") +
                                    " choice"
                              : std::string(" (the CPU always computes in float32)"))},
+      {"memory format", device_ == DeviceKind::cuda
+                            ? std::string(to_string(options_.memory_format)) +
+                                  (options_.memory_format_given ? "" : " (the default for " +
+                                       std::string(to_string(options_.precision)) + ")")
+                            : std::string("nchw (the CPU engine's only layout)")},
       {"loader", std::to_string(train_loader_->workers()) + " worker thread(s) per rank, " +
                      allocator_->description() + " batch buffers"},
       {"communication", group_.describe()},

@@ -40,6 +40,15 @@ TEST_CASE("the CPU engine refuses bf16 rather than training in float32 unasked")
   CHECK(make_engine(DeviceKind::cpu, config, 1)->device() == DeviceKind::cpu);
 }
 
+TEST_CASE("the CPU engine refuses NHWC activations rather than ignoring the request") {
+  EngineConfig config = small_config();
+  config.memory_format = MemoryFormat::nhwc;
+  CHECK_THROWS_WITH_AS(make_engine(DeviceKind::cpu, config, 1),
+                       doctest::Contains("--memory-format nhwc needs the CUDA engine"), Error);
+  config.memory_format = MemoryFormat::nchw;
+  CHECK(make_engine(DeviceKind::cpu, config, 1)->device() == DeviceKind::cpu);
+}
+
 TEST_CASE("without a CUDA device the probe says why and the CUDA engine is refused") {
   std::string reason;
   const int devices = cuda::cuda_device_count_or_zero(&reason);

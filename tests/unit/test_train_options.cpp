@@ -54,6 +54,31 @@ TEST_CASE("--precision: tf32 by default, fp32 and bf16 on request, anything else
   refused({"--data", "/d", "--precision", "fp8"}, "--precision: 'fp8' is not one of: tf32, fp32, bf16");
 }
 
+TEST_CASE("--memory-format: nhwc by default under bf16, nchw otherwise, either on request") {
+  const TrainOptions plain = parse({"--data", "/d"});
+  CHECK(plain.memory_format == MemoryFormat::nchw);
+  CHECK_FALSE(plain.memory_format_given);
+  CHECK(parse({"--data", "/d", "--precision", "fp32"}).memory_format == MemoryFormat::nchw);
+  const TrainOptions bf16 = parse({"--data", "/d", "--precision", "bf16"});
+  CHECK(bf16.memory_format == MemoryFormat::nhwc);
+  CHECK_FALSE(bf16.memory_format_given);
+  // An explicit choice wins over the precision's default, whichever flag comes first.
+  const TrainOptions bf16_nchw = parse({"--data", "/d", "--memory-format", "nchw", "--precision", "bf16"});
+  CHECK(bf16_nchw.memory_format == MemoryFormat::nchw);
+  CHECK(bf16_nchw.memory_format_given);
+  CHECK(parse({"--data", "/d", "--precision", "bf16", "--memory-format=nchw"}).memory_format ==
+        MemoryFormat::nchw);
+  CHECK(parse({"--data", "/d", "--memory-format", "nhwc"}).memory_format == MemoryFormat::nhwc);
+  CHECK(parse({"--data", "/d", "--precision", "tf32", "--memory-format", "nhwc"}).memory_format ==
+        MemoryFormat::nhwc);
+  CHECK(std::string(to_string(MemoryFormat::nhwc)) == "nhwc");
+  CHECK(std::string(to_string(MemoryFormat::nchw)) == "nchw");
+  refused({"--data", "/d", "--memory-format", "channels_last"},
+          "--memory-format: 'channels_last' is not one of: nchw, nhwc");
+  refused({"--data", "/d", "--memory-format"}, "--memory-format needs a value");
+  CHECK(usage().find("--memory-format") != std::string::npos);
+}
+
 TEST_CASE("AdamW keeps torch.optim.AdamW's defaults") {
   const TrainOptions o = parse({"--data", "/d"});
   CHECK(o.optimizer.kind == OptimizerKind::adamw);

@@ -35,6 +35,10 @@ struct MathPolicy {
   // What activations and filters are stored in: CUDNN_DATA_FLOAT, or CUDNN_DATA_BFLOAT16 for
   // mixed precision (float compute either way; allow_tf32 then only concerns what stays float).
   cudnnDataType_t data_type = CUDNN_DATA_FLOAT;
+  // How activations and filters are laid out (cudnn_descriptors.h): a search must time the
+  // kernels of the layout the steps run in, which differ (NHWC tensor-core kernels read their
+  // operands without the transposes cuDNN inserts for NCHW).
+  cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW;
 };
 
 struct ConvAlgorithm {
@@ -51,8 +55,8 @@ struct ConvAlgorithm {
 // are only read; the output of the direction searched is overwritten with whatever the last
 // candidate left there.
 struct ConvSearchBuffers {
-  const void* x = nullptr;   // [batch, in_channels, in_h, in_w]
-  const void* w = nullptr;   // [out_channels, in_channels, kernel, kernel]
+  const void* x = nullptr;   // [batch, in_channels, in_h, in_w], in the policy's format
+  const void* w = nullptr;   // [out_channels, in_channels, kernel, kernel], likewise
   const void* dy = nullptr;  // [batch, out_channels, out_h, out_w]
   void* y = nullptr;         // forward's output
   void* dx = nullptr;        // backward data's output

@@ -16,12 +16,14 @@ class BatchNormLayer {
   static constexpr double kEpsilon = 1e-5;
 
   // `data_type` is what x, y and their gradients are stored in (float or bfloat16); gamma,
-  // beta, the running and the saved statistics are float either way.
+  // beta, the running and the saved statistics are float either way. `format` is the layout
+  // of x, y and their gradients.
   BatchNormLayer(int channels, int height, int width,
-                 cudnnDataType_t data_type = CUDNN_DATA_FLOAT);
+                 cudnnDataType_t data_type = CUDNN_DATA_FLOAT,
+                 cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW);
 
   // The activation descriptor for `batch` images; preparing a batch size again does nothing.
-  // The cache's data type must be the layer's.
+  // The cache's data type and format must be the layer's.
   void prepare(int batch, TensorDescriptorCache& descriptors);
   bool prepared(int batch) const { return batches_.count(batch) != 0; }
 
@@ -72,6 +74,7 @@ class BatchNormLayer {
 
   int channels_, height_, width_;
   cudnnDataType_t data_type_;
+  cudnnTensorFormat_t format_;
   std::unique_ptr<TensorDescriptor> parameters_;  // 1 x C x 1 x 1, derived by cuDNN
   std::map<int, const TensorDescriptor*> batches_;
 };

@@ -25,8 +25,10 @@ class ConvLayer {
   // gradient is never needed (the first of the network) chooses no backward-data algorithm.
   // `data_type` is what x, w, y and their gradients are stored in (float or bfloat16; cuDNN
   // wants one type for all of them); the calls below take pointers of the matching type.
+  // `format` is their layout (cudnn_descriptors.h): under NHWC, w and dw are OHWI.
   ConvLayer(const ConvShape& geometry, bool needs_input_grad,
-            cudnnDataType_t data_type = CUDNN_DATA_FLOAT);
+            cudnnDataType_t data_type = CUDNN_DATA_FLOAT,
+            cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW);
 
   ConvShape shape(int batch) const;
   cudnnDataType_t data_type() const { return data_type_; }
@@ -34,7 +36,7 @@ class ConvLayer {
   // Descriptors and algorithms for `batch` images, chosen through `algorithms` (see
   // ConvAlgorithmCache::choose for `buffers` and `workspace_limit`). Returns the workspace the
   // layer's algorithms for this batch size need. Preparing a batch size again does nothing.
-  // The caches' data type must be the layer's.
+  // The caches' data type and format must be the layer's.
   size_t prepare(int batch, cudnnHandle_t handle, ConvAlgorithmCache& algorithms,
                  TensorDescriptorCache& descriptors, const ConvSearchBuffers* buffers,
                  size_t workspace_limit);
@@ -82,6 +84,7 @@ class ConvLayer {
   ConvShape geometry_;
   bool needs_input_grad_;
   cudnnDataType_t data_type_;
+  cudnnTensorFormat_t format_;
   std::unique_ptr<FilterDescriptor> filter_;
   std::map<int, Prepared> batches_;
 };

@@ -29,9 +29,11 @@ constexpr cudnnDataType_t data_type_of<__nv_bfloat16>() {
   return CUDNN_DATA_BFLOAT16;
 }
 const char* to_string(cudnnDataType_t type);
-// NCHW, PyTorch's default memory format, for activations and filters alike. Our own kernels
-// (layer_kernels.h) index NCHW too; NHWC means changing this and them, nothing else.
-constexpr cudnnTensorFormat_t kActivationFormat = CUDNN_TENSOR_NCHW;
+// The memory format of activations and convolution filters alike: CUDNN_TENSOR_NCHW
+// (PyTorch's default; filters OIHW, as the flat parameter buffers hold them) or
+// CUDNN_TENSOR_NHWC (torch.channels_last; filters OHWI, which cuDNN calls KRSC, so the
+// executor convolves with a permuted copy of the weights). The descriptors' dimensions stay
+// the logical N, C, H, W (K, C, R, S) either way; only the strides differ.
 
 class TensorDescriptor {
  public:
@@ -71,12 +73,14 @@ class ConvolutionDescriptor {
 
 // An activation of `batch` images of channels x height x width, stored as `type`.
 std::unique_ptr<TensorDescriptor> make_activation_descriptor(
-    int batch, int channels, int height, int width, cudnnDataType_t type = CUDNN_DATA_FLOAT);
-// The weight of a convolution, [out_channels, in_channels, kernel, kernel] as PyTorch stores it.
-// cuDNN requires the filter's type to be the activations' (x, y, dx, dy and dw alike).
-std::unique_ptr<FilterDescriptor> make_filter_descriptor(int out_channels, int in_channels,
-                                                         int kernel,
-                                                         cudnnDataType_t type = CUDNN_DATA_FLOAT);
+    int batch, int channels, int height, int width, cudnnDataType_t type = CUDNN_DATA_FLOAT,
+    cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW);
+// The weight of a convolution, [out_channels, in_channels, kernel, kernel] as PyTorch stores it
+// under NCHW, [out_channels, kernel, kernel, in_channels] under NHWC. cuDNN requires the
+// filter's type and format to be the activations' (x, y, dx, dy and dw alike).
+std::unique_ptr<FilterDescriptor> make_filter_descriptor(
+    int out_channels, int in_channels, int kernel, cudnnDataType_t type = CUDNN_DATA_FLOAT,
+    cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW);
 // A square, undilated cross-correlation (what PyTorch and cuDNN's CUDNN_CROSS_CORRELATION call
 // convolution) computed in float, with the given math type. The compute type is float for float
 // and for bfloat16 data alike: cuDNN's legacy convolution API lists FLOAT_CONFIG (x, w, y FLOAT,
@@ -89,12 +93,16 @@ std::unique_ptr<ConvolutionDescriptor> make_convolution_descriptor(int stride, i
 // shape share one descriptor and no descriptor is created while a step runs in steady state.
 class TensorDescriptorCache {
  public:
-  explicit TensorDescriptorCache(cudnnDataType_t type = CUDNN_DATA_FLOAT) : type_(type) {}
+  explicit TensorDescriptorCache(cudnnDataType_t type = CUDNN_DATA_FLOAT,
+                                 cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW)
+      : type_(type), format_(format) {}
   const TensorDescriptor& get(int batch, int channels, int height, int width);
   cudnnDataType_t type() const { return type_; }
+  cudnnTensorFormat_t format() const { return format_; }
 
  private:
   cudnnDataType_t type_;
+  cudnnTensorFormat_t format_;
   std::map<std::tuple<int, int, int, int>, std::unique_ptr<TensorDescriptor>> descriptors_;
 };
 

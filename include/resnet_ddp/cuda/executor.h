@@ -46,6 +46,12 @@ class Executor {
   // for PyTorch autocast's mixed precision (bfloat16 activations and conv/fc weights, float
   // accumulation, BatchNorm statistics, logits and every parameter gradient in float; the model
   // must then carry params_bf16). Input, logits and gradients are float either way.
+  //
+  // The policy's format is the activations' layout: CUDNN_TENSOR_NCHW, or CUDNN_TENSOR_NHWC
+  // (torch.channels_last), where the executor converts the NCHW input on the device, convolves
+  // with an OHWI copy of the weights it writes from the float masters at every forward, and
+  // permutes each weight gradient back to OIHW before reporting it. The model's buffers, the
+  // input and the logits are the same in both formats.
   Executor(const NetDesc& net, const ParamLayout& layout, const DeviceModel& model, int max_batch,
            int height, int width, ComputeContext& context, const MathPolicy& policy);
   ~Executor();

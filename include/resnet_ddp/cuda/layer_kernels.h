@@ -1,7 +1,8 @@
 #pragma once
 // Host launchers of the small layer kernels of the CUDA executor, each the GPU twin of the CPU
 // layer function of the same name in cpu/layers.h, checked against it element by element by
-// tests/gpu/test_cuda_layers.cpp. Tensors are NCHW (see kActivationFormat). Each launcher only
+// tests/gpu/test_cuda_layers.cpp. Tensors are NCHW unless a launcher takes a MemoryFormat (the
+// elementwise ones do not care); the CPU twins are NCHW. Each launcher only
 // enqueues work on `stream` and checks the launch, so that it may be captured in a CUDA graph;
 // the first throws Error on a shape its twin refuses.
 #include <cuda_runtime_api.h>
@@ -10,6 +11,7 @@
 
 #include "resnet_ddp/cpu/layers.h"
 #include "resnet_ddp/cuda/kernels.h"
+#include "resnet_ddp/memory_format.h"
 
 namespace rddp::cuda {
 
@@ -39,25 +41,52 @@ void broadcast_rows(int rows, int cols, const T* row, T* out, cudaStream_t strea
 // ---- kernels/maxpool.cu
 
 // PyTorch's max pooling: the first maximum of each window in row-major order, a NaN winning
-// (the last NaN if several); argmax holds its index within the (n, c) plane.
+// (the last NaN if several); argmax holds its index within the (n, c) plane (ih * in_w + iw,
+// in either format), stored like y.
 template <typename T>
 void maxpool_forward(const cpu::PoolShape& shape, const T* x, T* y, int32_t* argmax,
-                     cudaStream_t stream);
+                     cudaStream_t stream, MemoryFormat format = MemoryFormat::nchw);
 // dx receives, at each input, the sum of dy over the outputs that chose it, added in output
 // order like the CPU twin, so the result is the same bit for bit. No atomics.
 template <typename T>
 void maxpool_backward(const cpu::PoolShape& shape, const T* dy, const int32_t* argmax, T* dx,
-                      cudaStream_t stream);
+                      cudaStream_t stream, MemoryFormat format = MemoryFormat::nchw);
 
 // ---- kernels/global_avgpool.cu
 
-// [N, C, H, W] -> [N, C], summing each plane in double like the twin.
+// [N, C, H, W] (stored in `format`) -> [N, C], summing each plane in double like the twin.
 template <typename T>
 void global_avgpool_forward(int batch, int channels, int spatial, const T* x, T* y,
-                            cudaStream_t stream);
+                            cudaStream_t stream, MemoryFormat format = MemoryFormat::nchw);
 template <typename T>
 void global_avgpool_backward(int batch, int channels, int spatial, const T* dy, T* dx,
-                             cudaStream_t stream);
+                             cudaStream_t stream, MemoryFormat format = MemoryFormat::nchw);
+
+// ---- kernels/layout.cu (index maths: kernels/layout_math.h)
+
+// y (NHWC) = x (NCHW), converted from From to To (rounding to nearest even when narrowing):
+// the network's input, in the pass that converts its type.
+template <typename From, typename To>
+void nchw_to_nhwc(int batch, int channels, int height, int width, const From* x, To* y,
+                  cudaStream_t stream);
+
+// One convolution weight: where it is in the flat float parameters (OIHW) and where its OHWI
+// copy goes.
+struct WeightPermutation {
+  int64_t param_offset = 0, copy_offset = 0;
+  int out_channels = 0, in_channels = 0, kernel = 0;
+};
+// copy[table[k].copy_offset + OHWI index] = params[table[k].param_offset + OIHW index],
+// converted to To, for the `convolutions` entries of `table` (device memory) in one launch;
+// `largest` is the most elements any entry has.
+template <typename To>
+void weights_to_ohwi(const WeightPermutation* table, int convolutions, int64_t largest,
+                     const float* params, To* copy, cudaStream_t stream);
+// oihw (float) = ohwi widened: a weight gradient as cuDNN writes it for an NHWC filter, into
+// the layout of the flat gradient buffer.
+template <typename From>
+void ohwi_to_oihw(int out_channels, int in_channels, int kernel, const From* ohwi, float* oihw,
+                  cudaStream_t stream);
 
 // ---- kernels/metrics.cu
 

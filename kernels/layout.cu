@@ -1,0 +1,110 @@
+// Memory-format conversions of the NHWC executor, each fused with the type conversion that
+// has to happen at the same place anyway, so that a permutation never costs a pass of its own:
+// the network's float NCHW input becomes the activations' type and NHWC in one pass (where the
+// bfloat16 executor converts it anyway); the float OIHW master weights become the convolutions'
+// OHWI copy in the activations' type in one launch for all convolutions; and a weight gradient
+// cuDNN wrote in OHWI is widened (bfloat16) or copied (float) into the OIHW float gradient in
+// the pass that widens it under NCHW. The index maths is kernels/layout_math.h, tested on the
+// CPU; values go through float, which is exact for float and bfloat16 and rounds to nearest
+// even when narrowing, like convert() (elementwise.cu).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "layout_math.h"
+#include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/cuda/layer_kernels.h"
+#include "resnet_ddp/error.h"
+
+namespace rddp::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 8192;
+
+unsigned blocks_for(int64_t count) {
+  const int64_t blocks = (count + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks < kMaxBlocks ? blocks : kMaxBlocks));
+}
+
+// Threads walk the destination in order, so that the writes are coalesced; the reads gather.
+// (The tensors here are at most a few MB; a tiled transpose would buy little.)
+template <typename From, typename To>
+__global__ void nchw_to_nhwc_kernel(int64_t count, int C, int H, int W, const From* x, To* y) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride)
+    y[i] = static_cast<To>(static_cast<float>(x[layout::nhwc_to_nchw(i, C, H, W)]));
+}
+
+// blockIdx.y picks the convolution; its blocks stride over that weight's OHWI elements.
+template <typename To>
+__global__ void weights_to_ohwi_kernel(const WeightPermutation* table, const float* oihw,
+                                       To* ohwi) {
+  const WeightPermutation p = table[blockIdx.y];
+  const int64_t count = static_cast<int64_t>(p.out_channels) * p.in_channels * p.kernel * p.kernel;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride)
+    ohwi[p.copy_offset + i] =
+        static_cast<To>(oihw[p.param_offset + layout::ohwi_to_oihw(i, p.in_channels, p.kernel)]);
+}
+
+template <typename From>
+__global__ void ohwi_to_oihw_kernel(int64_t count, int in_channels, int kernel, const From* ohwi,
+                                    float* oihw) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride)
+    oihw[i] = static_cast<float>(ohwi[layout::oihw_to_ohwi(i, in_channels, kernel)]);
+}
+
+}  // namespace
+
+template <typename From, typename To>
+void nchw_to_nhwc(int batch, int channels, int height, int width, const From* x, To* y,
+                  cudaStream_t stream) {
+  if (batch < 1 || channels < 1 || height < 1 || width < 1)
+    fail("nchw_to_nhwc: every dimension must be >= 1, got ", batch, "x", channels, "x", height,
+         "x", width);
+  const int64_t count = static_cast<int64_t>(batch) * channels * height * width;
+  nchw_to_nhwc_kernel<From, To>
+      <<<blocks_for(count), kThreads, 0, stream>>>(count, channels, height, width, x, y);
+  RDDP_CUDA_CHECK_LAUNCH("nchw_to_nhwc_kernel");
+}
+
+template <typename To>
+void weights_to_ohwi(const WeightPermutation* table, int convolutions, int64_t largest,
+                     const float* params, To* copy, cudaStream_t stream) {
+  if (convolutions < 1) return;
+  if (convolutions > 65535)
+    fail("weights_to_ohwi: ", convolutions, " convolutions exceed one launch's grid");
+  const dim3 grid(blocks_for(largest), static_cast<unsigned>(convolutions));
+  weights_to_ohwi_kernel<To><<<grid, kThreads, 0, stream>>>(table, params, copy);
+  RDDP_CUDA_CHECK_LAUNCH("weights_to_ohwi_kernel");
+}
+
+template <typename From>
+void ohwi_to_oihw(int out_channels, int in_channels, int kernel, const From* ohwi, float* oihw,
+                  cudaStream_t stream) {
+  if (out_channels < 1 || in_channels < 1 || kernel < 1)
+    fail("ohwi_to_oihw: every dimension must be >= 1, got ", out_channels, "x", in_channels,
+         "x", kernel, "x", kernel);
+  const int64_t count = static_cast<int64_t>(out_channels) * in_channels * kernel * kernel;
+  ohwi_to_oihw_kernel<From>
+      <<<blocks_for(count), kThreads, 0, stream>>>(count, in_channels, kernel, ohwi, oihw);
+  RDDP_CUDA_CHECK_LAUNCH("ohwi_to_oihw_kernel");
+}
+
+using bf16 = __nv_bfloat16;
+template void nchw_to_nhwc<float, float>(int, int, int, int, const float*, float*, cudaStream_t);
+template void nchw_to_nhwc<float, bf16>(int, int, int, int, const float*, bf16*, cudaStream_t);
+template void weights_to_ohwi<float>(const WeightPermutation*, int, int64_t, const float*, float*,
+                                     cudaStream_t);
+template void weights_to_ohwi<bf16>(const WeightPermutation*, int, int64_t, const float*, bf16*,
+                                    cudaStream_t);
+template void ohwi_to_oihw<float>(int, int, int, const float*, float*, cudaStream_t);
+template void ohwi_to_oihw<bf16>(int, int, int, const bf16*, float*, cudaStream_t);
+
+}  // namespace rddp::cuda

@@ -1,0 +1,593 @@
+// NHWC (channels_last) activations in the CUDA executor, against the CPU (NCHW, double):
+//   - the executor in strict float32 and in bfloat16, both stems: logits, every gradient in
+//     PyTorch's OIHW layout (NaN-poisoned first, so an unwritten element fails), running
+//     statistics, and evaluation logits;
+//   - the engine: gradients and parameters after an SGD step, and the convolutions' OHWI copy
+//     following the float masters through the optimizer and load_state;
+//   - our NHWC kernels (max pooling, global average pooling) against their CPU twins element by
+//     element with poisoned outputs, and the layout conversions: the input's NCHW -> NHWC, and
+//     the weights' OIHW -> OHWI -> OIHW round trip bit for bit.
+// Host-side permutations here are written as plain nested loops, independent of
+// kernels/layout_math.h, which tests/unit/test_layout_math.cpp checks on its own.
+#include <doctest/doctest.h>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "resnet_ddp/cpu/executor.h"
+#include "resnet_ddp/cpu/layers.h"
+#include "resnet_ddp/cpu/softmax_xent.h"
+#include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/cuda/cuda_engine.h"
+#include "resnet_ddp/cuda/device_buffer.h"
+#include "resnet_ddp/cuda/executor.h"
+#include "resnet_ddp/cuda/handles.h"
+#include "resnet_ddp/cuda/layer_kernels.h"
+#include "resnet_ddp/engine.h"
+#include "resnet_ddp/rng.h"
+#include "support/test_tensors.h"
+
+using namespace rddp;
+using cuda::DeviceBuffer;
+
+namespace {
+
+constexpr int kClasses = 10;
+// Strict float32: the whole-network tolerance of the NCHW executor test
+// (test_cuda_engine.cpp's kNetRel): relative to each tensor's largest value, plus its own.
+constexpr double kFloatNetRel = 1e-3;
+// bfloat16: test_cuda_bf16.cpp's bounds, from bfloat16's unit roundoff 2^-9 (that file derives
+// them): every element within 64u of (scale + |value|), the relative L2 error within 24u.
+constexpr double kBf16Roundoff = 0x1p-9;
+constexpr double kBf16ElementRel = 64 * kBf16Roundoff;
+constexpr double kBf16NormRel = 24 * kBf16Roundoff;
+
+bool device_has_bf16() {
+  int device = 0, major = 0;
+  RDDP_CUDA_CHECK(cudaGetDevice(&device));
+  RDDP_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  if (major < 8) MESSAGE("bfloat16 NHWC cases skipped: device 0 is older than compute capability 8.0");
+  return major >= 8;
+}
+
+struct Tolerance {
+  double element_rel;  // of (the tensor's largest |value| + the element's own |value|)
+  double norm_rel;     // relative L2 error; infinity: not checked
+};
+const Tolerance kFloatTolerance{kFloatNetRel, std::numeric_limits<double>::infinity()};
+const Tolerance kBf16Tolerance{kBf16ElementRel, kBf16NormRel};
+
+template <typename T>
+double max_abs(const T* values, size_t count) {
+  double m = 0.0;
+  for (size_t i = 0; i < count; ++i) m = std::max(m, std::fabs(static_cast<double>(values[i])));
+  return m;
+}
+
+// Every element, then the L2 norm; returns the relative L2 error.
+template <typename Got, typename Ref>
+double check_tensor(const std::string& name, const Got* got, const Ref* want, size_t count,
+                    const Tolerance& tolerance) {
+  const double scale = max_abs(want, count);
+  size_t failed = 0;
+  double error2 = 0.0, norm2 = 0.0;
+  for (size_t i = 0; i < count; ++i) {
+    const double g = static_cast<double>(got[i]), w = static_cast<double>(want[i]);
+    error2 += (g - w) * (g - w);
+    norm2 += w * w;
+    const double allowed = tolerance.element_rel * (scale + std::fabs(w));
+    if (std::fabs(g - w) <= allowed) continue;  // false for NaN
+    if (failed++ < 3)
+      FAIL_CHECK(name << "[" << i << "] = " << g << ", expected " << w << " within " << allowed);
+  }
+  CHECK_MESSAGE(failed == 0, name << ": " << failed << " of " << count << " off");
+  const double relative = norm2 > 0.0 ? std::sqrt(error2 / norm2) : std::sqrt(error2);
+  CHECK_MESSAGE(relative <= tolerance.norm_rel,
+                name << ": relative L2 error " << relative << " > " << tolerance.norm_rel);
+  return relative;
+}
+
+template <typename Got, typename Ref>
+void check_flat(const ParamLayout& layout, TensorRole role, const char* what,
+                const std::vector<Got>& got, const std::vector<Ref>& want,
+                const Tolerance& tolerance) {
+  for (const TensorInfo& info : layout.tensors())
+    if (info.role == role)
+      check_tensor(std::string(what) + " " + info.name, got.data() + info.offset,
+                   want.data() + info.offset, info.numel, tolerance);
+}
+
+void poison(float* device, size_t count, cudaStream_t stream) {
+  RDDP_CUDA_CHECK(cudaMemsetAsync(device, 0xff, count * sizeof(float), stream));
+  RDDP_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+template <typename T>
+DeviceBuffer<T> to_device(const std::vector<T>& host, cudaStream_t stream) {
+  DeviceBuffer<T> device(host.size());
+  cuda::copy_to_device(device.get(), host.data(), host.size(), stream);
+  return device;
+}
+
+template <typename T>
+DeviceBuffer<T> poisoned(size_t count, cudaStream_t stream) {
+  DeviceBuffer<T> device(count);
+  RDDP_CUDA_CHECK(cudaMemsetAsync(device.get(), 0xff, device.bytes(), stream));
+  return device;
+}
+
+template <typename T>
+std::vector<T> to_host(const DeviceBuffer<T>& device, cudaStream_t stream) {
+  return cuda::download(device.get(), device.size(), stream);
+}
+
+template <typename T>
+bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+// [N, C, H, W] -> [N, H, W, C] and back, by nested loops.
+template <typename T>
+std::vector<T> nchw_to_nhwc(const std::vector<T>& x, int n, int c, int h, int w) {
+  std::vector<T> y(x.size());
+  for (int in = 0; in < n; ++in)
+    for (int ic = 0; ic < c; ++ic)
+      for (int ih = 0; ih < h; ++ih)
+        for (int iw = 0; iw < w; ++iw)
+          y[((static_cast<size_t>(in) * h + ih) * w + iw) * c + ic] =
+              x[((static_cast<size_t>(in) * c + ic) * h + ih) * w + iw];
+  return y;
+}
+template <typename T>
+std::vector<T> nhwc_to_nchw(const std::vector<T>& y, int n, int c, int h, int w) {
+  std::vector<T> x(y.size());
+  for (int in = 0; in < n; ++in)
+    for (int ic = 0; ic < c; ++ic)
+      for (int ih = 0; ih < h; ++ih)
+        for (int iw = 0; iw < w; ++iw)
+          x[((static_cast<size_t>(in) * c + ic) * h + ih) * w + iw] =
+              y[((static_cast<size_t>(in) * h + ih) * w + iw) * c + ic];
+  return x;
+}
+
+EngineConfig config_for(Stem stem, int max_batch, Precision precision) {
+  EngineConfig config;
+  config.spec.stem = stem;
+  config.spec.num_classes = kClasses;
+  config.max_batch = max_batch;
+  config.height = config.width = stem == Stem::cifar ? 32 : 64;
+  config.label_smoothing = 0.1;
+  config.precision = precision;
+  config.memory_format = MemoryFormat::nhwc;
+  return config;
+}
+
+struct Batch {
+  int size = 0, channels = 0, height = 0, width = 0;
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  HostBatch view() const {
+    return HostBatch{size, channels, height, width, images.data(), labels.data()};
+  }
+};
+
+Batch random_batch(const EngineConfig& config, int size, uint64_t seed) {
+  Batch batch{size, config.spec.in_channels, config.height, config.width, {}, {}};
+  Rng rng(derive_seed(seed, "batch"));
+  batch.images.resize(static_cast<size_t>(size) * batch.channels * batch.height * batch.width);
+  for (float& v : batch.images) v = static_cast<float>(rng.normal());
+  batch.labels.resize(size);
+  for (int32_t& label : batch.labels)
+    label = static_cast<int32_t>(rng.below(static_cast<uint64_t>(config.spec.num_classes)));
+  return batch;
+}
+
+// Non-trivial BatchNorm affine parameters and running statistics, as the NCHW tests use.
+template <typename T>
+void perturb(ModelState<T>& state, uint64_t seed) {
+  Rng rng(seed);
+  for (const TensorInfo& info : state.layout.tensors()) {
+    if (info.role == TensorRole::parameter && info.shape.size() == 1 && info.name != "fc.bias")
+      for (size_t i = 0; i < info.numel; ++i) state.params[info.offset + i] += 0.3 * rng.normal();
+    if (info.role == TensorRole::running_stat)
+      for (size_t i = 0; i < info.numel; ++i) state.running[info.offset + i] += 0.2 * rng.uniform();
+  }
+}
+
+// One training forward, backward and evaluation forward of an NHWC executor against the CPU
+// executor in double, from identical parameters.
+void check_executor(Stem stem, bool bf16) {
+  const std::string stem_name = to_string(stem);
+  CAPTURE(stem_name);
+  CAPTURE(bf16);
+  const EngineConfig config = config_for(stem, 4, bf16 ? Precision::bf16 : Precision::fp32);
+  const Tolerance& tolerance = bf16 ? kBf16Tolerance : kFloatTolerance;
+  const int batch = config.max_batch;
+
+  ModelState<double> reference(config.spec);
+  init_torchvision(reference, 7);
+  perturb(reference, 8);
+  ModelState<float> model(config.spec);
+  model.params.assign(reference.params.begin(), reference.params.end());
+  model.running.assign(reference.running.begin(), reference.running.end());
+  reference.params.assign(model.params.begin(), model.params.end());
+  reference.running.assign(model.running.begin(), model.running.end());
+
+  cuda::ComputeContext context;
+  cudaStream_t stream = context.stream();
+  DeviceBuffer<float> params(model.params.size()), grads(model.grads.size()),
+      running(model.running.size());
+  DeviceBuffer<__nv_bfloat16> params_bf16(bf16 ? model.params.size() : 0);
+  cuda::copy_to_device(params.get(), model.params.data(), params.size(), stream);
+  cuda::copy_to_device(running.get(), model.running.data(), running.size(), stream);
+  RDDP_CUDA_CHECK(cudaMemsetAsync(grads.get(), 0, grads.bytes(), stream));
+  if (bf16)
+    cuda::convert(static_cast<int64_t>(params.size()), params.get(), params_bf16.get(), stream);
+  cuda::MathPolicy policy;
+  policy.allow_tf32 = false;
+  policy.deterministic = true;
+  policy.data_type = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+  policy.format = CUDNN_TENSOR_NHWC;
+  cuda::Executor executor(
+      model.net, model.layout,
+      cuda::DeviceModel{params.get(), grads.get(), running.get(),
+                        bf16 ? params_bf16.get() : nullptr},
+      batch, config.height, config.width, context, policy);
+  cpu::Executor<double> cpu_executor(reference, batch, config.height, config.width);
+
+  // The caller's input is NCHW float in both formats.
+  const Batch data = random_batch(config, batch, 11);
+  const std::vector<double> input64(data.images.begin(), data.images.end());
+  const DeviceBuffer<float> input = to_device(data.images, stream);
+
+  const size_t logit_count = static_cast<size_t>(batch) * kClasses;
+  const double* want_logits = cpu_executor.forward(input64.data(), batch, true);
+  const auto logits =
+      cuda::download(executor.forward(input.get(), batch, true), logit_count, stream);
+  const double logit_error =
+      check_tensor("logits", logits.data(), want_logits, logit_count, tolerance);
+  if (bf16) CHECK(logit_error > 0x1p-14);  // bfloat16 really was used
+
+  std::vector<double> dlogits64(logit_count);
+  cpu::softmax_cross_entropy<double>(want_logits, data.labels.data(), batch, kClasses, 0.1,
+                                     dlogits64.data());
+  const std::vector<float> dlogits(dlogits64.begin(), dlogits64.end());
+  dlogits64.assign(dlogits.begin(), dlogits.end());
+  const DeviceBuffer<float> d_dlogits = to_device(dlogits, stream);
+  poison(grads.get(), grads.size(), stream);
+  std::vector<std::string> cpu_order, gpu_order;
+  cpu_executor.backward(dlogits64.data(),
+                        [&](const TensorInfo& info) { cpu_order.push_back(info.name); });
+  executor.backward(d_dlogits.get(),
+                    [&](const TensorInfo& info) { gpu_order.push_back(info.name); });
+  CHECK(gpu_order == cpu_order);
+
+  // Every gradient in PyTorch's layout: a convolution gradient left in OHWI fails here.
+  const auto got_grads = cuda::download(grads.get(), grads.size(), stream);
+  const auto got_running = cuda::download(running.get(), running.size(), stream);
+  check_flat(model.layout, TensorRole::parameter, "gradient", got_grads, reference.grads,
+             tolerance);
+  check_flat(model.layout, TensorRole::running_stat, "after training forward", got_running,
+             reference.running, tolerance);
+
+  const double* want_eval = cpu_executor.forward(input64.data(), batch, false);
+  const auto eval_logits =
+      cuda::download(executor.forward(input.get(), batch, false), logit_count, stream);
+  check_tensor("eval logits", eval_logits.data(), want_eval, logit_count, tolerance);
+}
+
+CudaEngineOptions exact_options() {
+  CudaEngineOptions options;
+  options.deterministic = true;
+  options.conv_search = cuda::ConvAlgorithmSearch::heuristic;
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("the NHWC executor matches the CPU executor in strict float32, both stems") {
+  for (Stem stem : {Stem::cifar, Stem::imagenet}) check_executor(stem, /*bf16=*/false);
+}
+
+TEST_CASE("the NHWC bfloat16 executor matches the CPU executor within bfloat16's precision") {
+  if (!device_has_bf16()) return;
+  for (Stem stem : {Stem::cifar, Stem::imagenet}) check_executor(stem, /*bf16=*/true);
+}
+
+TEST_CASE("an NHWC engine's SGD step matches the NCHW engine's, and its weight copy follows") {
+  // SGD without momentum moves each parameter by lr * (g + wd * p): linear in the gradient, so
+  // the parameters after the step agree as closely as the gradients do.
+  EngineConfig nhwc = config_for(Stem::imagenet, 4, Precision::fp32);
+  nhwc.optimizer.kind = OptimizerKind::sgd;
+  nhwc.optimizer.lr = 0.1;
+  nhwc.optimizer.momentum = 0.0;
+  nhwc.optimizer.weight_decay = 1e-4;
+  EngineConfig nchw = nhwc;
+  nchw.memory_format = MemoryFormat::nchw;
+  auto a = make_cuda_engine(nhwc, 3, exact_options());
+  auto b = make_cuda_engine(nchw, 3, exact_options());
+  const Batch data = random_batch(nhwc, 4, 21);
+  const auto eval_loss = [&](Engine& engine) {
+    engine.eval_step(data.view());
+    return engine.take_metrics().loss_sum;
+  };
+  const auto loss_tolerance = [](double loss) { return kFloatNetRel * (1.0 + std::fabs(loss)); };
+
+  const double before = eval_loss(*b);
+  CHECK(std::fabs(eval_loss(*a) - before) <= loss_tolerance(before));
+
+  a->train_step(data.view(), nhwc.optimizer.lr, nullptr);
+  b->train_step(data.view(), nchw.optimizer.lr, nullptr);
+  a->take_metrics();
+  b->take_metrics();
+  ModelState<float> got(nhwc.spec), want(nhwc.spec);
+  OptimizerState unused_a, unused_b;
+  a->save_state(got, unused_a);
+  b->save_state(want, unused_b);
+  check_flat(got.layout, TensorRole::parameter, "gradient", got.grads, want.grads,
+             kFloatTolerance);
+  check_flat(got.layout, TensorRole::running_stat, "running", got.running, want.running,
+             kFloatTolerance);
+  // p' - p = -lr (g + wd p): compare the steps taken, with the gradients' tolerance.
+  for (const TensorInfo& info : got.layout.tensors()) {
+    if (info.role != TensorRole::parameter) continue;
+    const double g_scale = max_abs(want.grads.data() + info.offset, info.numel);
+    size_t failed = 0;
+    for (size_t i = 0; i < info.numel; ++i) {
+      const size_t k = info.offset + i;
+      const double allowed =
+          nhwc.optimizer.lr * kFloatNetRel * (g_scale + std::fabs(want.grads[k])) +
+          4 * 0x1p-24 * std::fabs(want.params[k]);
+      if (std::fabs(got.params[k] - want.params[k]) <= allowed) continue;
+      if (failed++ < 3)
+        FAIL_CHECK("stepped " << info.name << "[" << i << "] = " << got.params[k]
+                              << ", expected " << want.params[k] << " within " << allowed);
+    }
+    CHECK_MESSAGE(failed == 0, "stepped " << info.name << ": " << failed << " off");
+  }
+
+  // The OHWI copy is rewritten from the stepped masters: a stale copy would keep `before`.
+  const double after_step = eval_loss(*b);
+  REQUIRE(std::fabs(after_step - before) > 4 * loss_tolerance(before));  // the test can tell
+  CHECK(std::fabs(eval_loss(*a) - after_step) <= loss_tolerance(after_step));
+
+  // load_state replaces the masters; the copy follows.
+  auto fresh = make_cuda_engine(nchw, 3, exact_options());
+  ModelState<float> initial(nhwc.spec);
+  OptimizerState unused;
+  fresh->save_state(initial, unused);
+  a->load_state(initial, nullptr);
+  CHECK(std::fabs(eval_loss(*a) - before) <= loss_tolerance(before));
+}
+
+TEST_CASE("NHWC max pooling matches the CPU twin bit for bit, float and bfloat16") {
+  const cpu::PoolShape shapes[] = {
+      {2, 3, 9, 9, 3, 2, 1}, {1, 2, 8, 7, 3, 2, 1},   {2, 64, 16, 16, 3, 2, 1},
+      {1, 1, 1, 1, 3, 2, 1}, {3, 5, 6, 6, 2, 2, 0},   {2, 2, 7, 5, 3, 1, 1},
+      {1, 3, 10, 10, 5, 3, 2},
+  };
+  cuda::ComputeContext context;
+  cudaStream_t stream = context.stream();
+  for (const cpu::PoolShape& s : shapes) {
+    CAPTURE(s.channels);
+    CAPTURE(s.in_h);
+    CAPTURE(s.in_w);
+    CAPTURE(s.kernel);
+    CAPTURE(s.stride);
+    CAPTURE(s.pad);
+    const int n = s.batch, c = s.channels, oh = s.out_h(), ow = s.out_w();
+    const size_t in = static_cast<size_t>(n) * c * s.in_h * s.in_w;
+    const size_t out = static_cast<size_t>(n) * c * oh * ow;
+    Rng rng(derive_seed(in, "maxpool nhwc"));
+    // A coarse grid of values, so that windows hold ties (the first maximum must win), and
+    // values exact in bfloat16, so that both types see the same input.
+    std::vector<float> x = testing::random_uniform<float>(rng, in, -4.0, 4.0);
+    for (float& v : x) v = std::round(v * 2.0f) / 2.0f;
+    std::vector<float> dy = testing::random_uniform<float>(rng, out);
+    // Multiples of 1/16 in [-1, 1]: a sum of up to 9 of them is a multiple of 1/16 below 9,
+    // at most 144 steps, within bfloat16's 8 significant bits, so every sum is exact in it.
+    for (float& v : dy) v = std::round(v * 16.0f) / 16.0f;
+
+    std::vector<float> want_y(out), want_dx(in);
+    std::vector<int32_t> want_argmax(out);
+    cpu::maxpool_forward(s, x.data(), want_y.data(), want_argmax.data());
+    cpu::maxpool_backward(s, dy.data(), want_argmax.data(), want_dx.data());
+
+    {  // float
+      const auto d_x = to_device(nchw_to_nhwc(x, n, c, s.in_h, s.in_w), stream);
+      const auto d_dy = to_device(nchw_to_nhwc(dy, n, c, oh, ow), stream);
+      auto d_y = poisoned<float>(out, stream), d_dx = poisoned<float>(in, stream);
+      auto d_argmax = poisoned<int32_t>(out, stream);
+      cuda::maxpool_forward(s, d_x.get(), d_y.get(), d_argmax.get(), stream, MemoryFormat::nhwc);
+      cuda::maxpool_backward(s, d_dy.get(), d_argmax.get(), d_dx.get(), stream,
+                             MemoryFormat::nhwc);
+      CHECK(bitwise_equal(nhwc_to_nchw(to_host(d_y, stream), n, c, oh, ow), want_y));
+      CHECK(nhwc_to_nchw(to_host(d_argmax, stream), n, c, oh, ow) == want_argmax);
+      CHECK(bitwise_equal(nhwc_to_nchw(to_host(d_dx, stream), n, c, s.in_h, s.in_w), want_dx));
+    }
+    {  // bfloat16: the inputs are exact in it, and so are the CPU's results
+      std::vector<__nv_bfloat16> x16(x.size()), dy16(dy.size());
+      std::transform(x.begin(), x.end(), x16.begin(), [](float v) { return __float2bfloat16(v); });
+      std::transform(dy.begin(), dy.end(), dy16.begin(),
+                     [](float v) { return __float2bfloat16(v); });
+      const auto d_x = to_device(nchw_to_nhwc(x16, n, c, s.in_h, s.in_w), stream);
+      const auto d_dy = to_device(nchw_to_nhwc(dy16, n, c, oh, ow), stream);
+      auto d_y = poisoned<__nv_bfloat16>(out, stream), d_dx = poisoned<__nv_bfloat16>(in, stream);
+      auto d_argmax = poisoned<int32_t>(out, stream);
+      cuda::maxpool_forward(s, d_x.get(), d_y.get(), d_argmax.get(), stream, MemoryFormat::nhwc);
+      cuda::maxpool_backward(s, d_dy.get(), d_argmax.get(), d_dx.get(), stream,
+                             MemoryFormat::nhwc);
+      const auto widen = [](const std::vector<__nv_bfloat16>& v) {
+        std::vector<float> out_values(v.size());
+        std::transform(v.begin(), v.end(), out_values.begin(),
+                       [](__nv_bfloat16 b) { return __bfloat162float(b); });
+        return out_values;
+      };
+      CHECK(bitwise_equal(widen(nhwc_to_nchw(to_host(d_y, stream), n, c, oh, ow)), want_y));
+      CHECK(nhwc_to_nchw(to_host(d_argmax, stream), n, c, oh, ow) == want_argmax);
+      CHECK(bitwise_equal(widen(nhwc_to_nchw(to_host(d_dx, stream), n, c, s.in_h, s.in_w)),
+                          want_dx));
+    }
+  }
+}
+
+TEST_CASE("NHWC global average pooling matches the CPU twin") {
+  cuda::ComputeContext context;
+  cudaStream_t stream = context.stream();
+  struct PoolCase {
+    int batch, channels, spatial;
+  };
+  for (const PoolCase p : {PoolCase{1, 1, 1}, PoolCase{3, 512, 49}, PoolCase{2, 64, 256},
+                           PoolCase{5, 7, 33}}) {
+    CAPTURE(p.channels);
+    CAPTURE(p.spatial);
+    const size_t in = static_cast<size_t>(p.batch) * p.channels * p.spatial;
+    const size_t out = static_cast<size_t>(p.batch) * p.channels;
+    Rng rng(derive_seed(in, "avgpool nhwc"));
+    const auto x = testing::random_uniform<float>(rng, in, -3.0, 5.0);
+    const auto dy = testing::random_uniform<float>(rng, out);
+    std::vector<float> want_y(out), want_dx(in);
+    cpu::global_avgpool_forward(p.batch, p.channels, p.spatial, x.data(), want_y.data());
+    cpu::global_avgpool_backward(p.batch, p.channels, p.spatial, dy.data(), want_dx.data());
+
+    // The spatial plane as 1 x spatial: NHWC of [N, C, 1, S].
+    const auto d_x = to_device(nchw_to_nhwc(x, p.batch, p.channels, 1, p.spatial), stream);
+    const auto d_dy = to_device(dy, stream);  // [N, C] in both formats
+    auto d_y = poisoned<float>(out, stream), d_dx = poisoned<float>(in, stream);
+    cuda::global_avgpool_forward(p.batch, p.channels, p.spatial, d_x.get(), d_y.get(), stream,
+                                 MemoryFormat::nhwc);
+    cuda::global_avgpool_backward(p.batch, p.channels, p.spatial, d_dy.get(), d_dx.get(), stream,
+                                  MemoryFormat::nhwc);
+    // As the NCHW kernel's test: a double sum in another order, rounded to float, is off by at
+    // most one unit in the last place, and only at a rounding boundary.
+    const auto y = to_host(d_y, stream);
+    size_t off = 0;
+    for (size_t i = 0; i < out; ++i)
+      off += !(std::fabs(y[i] - want_y[i]) <=
+               std::fabs(want_y[i]) * std::numeric_limits<float>::epsilon());
+    CHECK(off == 0);
+    CHECK(bitwise_equal(nhwc_to_nchw(to_host(d_dx, stream), p.batch, p.channels, 1, p.spatial),
+                        want_dx));
+  }
+}
+
+TEST_CASE("the input's NCHW -> NHWC conversion: float exact, bfloat16 rounded like convert") {
+  cuda::ComputeContext context;
+  cudaStream_t stream = context.stream();
+  const int n = 3, c = 3, h = 7, w = 5;
+  const size_t count = static_cast<size_t>(n) * c * h * w;
+  Rng rng(derive_seed(count, "nhwc input"));
+  const auto x = testing::random_uniform<float>(rng, count, -10.0, 10.0);
+  const auto d_x = to_device(x, stream);
+
+  auto d_y = poisoned<float>(count, stream);
+  cuda::nchw_to_nhwc(n, c, h, w, d_x.get(), d_y.get(), stream);
+  CHECK(bitwise_equal(to_host(d_y, stream), nchw_to_nhwc(x, n, c, h, w)));
+
+  // The rounding of convert<float, bf16>, which the NCHW executor applies to its input.
+  DeviceBuffer<__nv_bfloat16> d_rounded(count);
+  cuda::convert(static_cast<int64_t>(count), d_x.get(), d_rounded.get(), stream);
+  auto d_y16 = poisoned<__nv_bfloat16>(count, stream);
+  cuda::nchw_to_nhwc(n, c, h, w, d_x.get(), d_y16.get(), stream);
+  CHECK(bitwise_equal(to_host(d_y16, stream), nchw_to_nhwc(to_host(d_rounded, stream), n, c, h, w)));
+}
+
+TEST_CASE("conv weights go OIHW -> OHWI -> OIHW bit for bit, in one launch for all of them") {
+  cuda::ComputeContext context;
+  cudaStream_t stream = context.stream();
+  struct Weight {
+    int out, in, kernel;
+  };
+  const Weight weights[] = {{64, 3, 7}, {16, 8, 3}, {32, 16, 1}, {5, 7, 3}};
+  // A flat parameter buffer with the weights at odd offsets and something else between them,
+  // as in the model's layout (BatchNorm parameters between convolutions).
+  std::vector<cuda::WeightPermutation> table;
+  size_t params_size = 3, copy_size = 0;
+  int64_t largest = 0;
+  for (const Weight& wt : weights) {
+    cuda::WeightPermutation p;
+    p.param_offset = static_cast<int64_t>(params_size);
+    p.copy_offset = static_cast<int64_t>(copy_size);
+    p.out_channels = wt.out;
+    p.in_channels = wt.in;
+    p.kernel = wt.kernel;
+    table.push_back(p);
+    const size_t numel = static_cast<size_t>(wt.out) * wt.in * wt.kernel * wt.kernel;
+    params_size += numel + 5;
+    copy_size += numel;
+    largest = std::max(largest, static_cast<int64_t>(numel));
+  }
+  Rng rng(derive_seed(params_size, "weights"));
+  const auto params = testing::random_uniform<float>(rng, params_size, -0.5, 0.5);
+  const auto d_params = to_device(params, stream);
+  const auto d_table = to_device(table, stream);
+
+  // OHWI by nested loops: [O, K, K, I], a 4-d tensor of O "images" of I channels (NHWC).
+  std::vector<float> want_copy(copy_size);
+  for (size_t k = 0; k < table.size(); ++k) {
+    const cuda::WeightPermutation& p = table[k];
+    const size_t numel = static_cast<size_t>(p.out_channels) * p.in_channels * p.kernel * p.kernel;
+    const std::vector<float> oihw(params.begin() + p.param_offset,
+                                  params.begin() + p.param_offset + static_cast<int64_t>(numel));
+    const auto ohwi = nchw_to_nhwc(oihw, p.out_channels, p.in_channels, p.kernel, p.kernel);
+    std::copy(ohwi.begin(), ohwi.end(), want_copy.begin() + p.copy_offset);
+  }
+
+  auto d_copy = poisoned<float>(copy_size, stream);
+  cuda::weights_to_ohwi(d_table.get(), static_cast<int>(table.size()), largest, d_params.get(),
+                        d_copy.get(), stream);
+  const auto copy = to_host(d_copy, stream);
+  CHECK(bitwise_equal(copy, want_copy));
+
+  // Back, as a weight gradient is: each slice into its OIHW place, bit for bit.
+  auto d_back = poisoned<float>(params_size, stream);
+  for (const cuda::WeightPermutation& p : table)
+    cuda::ohwi_to_oihw(p.out_channels, p.in_channels, p.kernel, d_copy.get() + p.copy_offset,
+                       d_back.get() + p.param_offset, stream);
+  const auto back = to_host(d_back, stream);
+  for (const cuda::WeightPermutation& p : table) {
+    const size_t numel = static_cast<size_t>(p.out_channels) * p.in_channels * p.kernel * p.kernel;
+    CHECK(std::memcmp(back.data() + p.param_offset, params.data() + p.param_offset,
+                      numel * sizeof(float)) == 0);
+  }
+
+  // bfloat16: the copy holds what convert<float, bf16> (and the optimizer's bf16 copy) holds,
+  // permuted; widened back it is that rounding, exactly.
+  DeviceBuffer<__nv_bfloat16> d_rounded(params_size);
+  cuda::convert(static_cast<int64_t>(params_size), d_params.get(), d_rounded.get(), stream);
+  const auto rounded = to_host(d_rounded, stream);
+  auto d_copy16 = poisoned<__nv_bfloat16>(copy_size, stream);
+  cuda::weights_to_ohwi(d_table.get(), static_cast<int>(table.size()), largest, d_params.get(),
+                        d_copy16.get(), stream);
+  const auto copy16 = to_host(d_copy16, stream);
+  auto d_back16 = poisoned<float>(params_size, stream);
+  for (const cuda::WeightPermutation& p : table) {
+    const size_t numel = static_cast<size_t>(p.out_channels) * p.in_channels * p.kernel * p.kernel;
+    const std::vector<__nv_bfloat16> oihw(
+        rounded.begin() + p.param_offset,
+        rounded.begin() + p.param_offset + static_cast<int64_t>(numel));
+    const auto want16 = nchw_to_nhwc(oihw, p.out_channels, p.in_channels, p.kernel, p.kernel);
+    CHECK(std::memcmp(copy16.data() + p.copy_offset, want16.data(),
+                      numel * sizeof(__nv_bfloat16)) == 0);
+    cuda::ohwi_to_oihw(p.out_channels, p.in_channels, p.kernel, d_copy16.get() + p.copy_offset,
+                       d_back16.get() + p.param_offset, stream);
+  }
+  const auto back16 = to_host(d_back16, stream);
+  for (const cuda::WeightPermutation& p : table) {
+    const size_t numel = static_cast<size_t>(p.out_channels) * p.in_channels * p.kernel * p.kernel;
+    size_t wrong = 0;
+    for (size_t i = 0; i < numel; ++i) {
+      const size_t k = static_cast<size_t>(p.param_offset) + i;
+      const float want = __bfloat162float(rounded[k]);
+      wrong += std::memcmp(&back16[k], &want, sizeof(float)) != 0;
+    }
+    CHECK(wrong == 0);
+  }
+}
