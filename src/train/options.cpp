@@ -122,11 +122,16 @@ const std::vector<Flag>& flags() {
                                                      {"cpu", DeviceChoice::cpu}, {"cuda", DeviceChoice::cuda}});
        }},
       {"--precision", "KIND",
-       "tf32 (default: TF32 tensor cores, as PyTorch's cuDNN), fp32 (strict) or bf16 (GPU: mixed "
-       "precision as torch.autocast(bfloat16), float32 master weights)",
+       "tf32 (default: TF32 tensor cores, as PyTorch's cuDNN), fp32 (strict), bf16 (GPU: mixed "
+       "precision as torch.autocast(bfloat16), float32 master weights) or fp16 (GPU: the same in "
+       "float16 with GradScaler's dynamic loss scaling; a step with Inf/NaN gradients is skipped "
+       "and reported)",
        [](TrainOptions& o, auto& f, auto& v) {
-         o.precision = parse_choice<Precision>(
-             f, v, {{"tf32", Precision::tf32}, {"fp32", Precision::fp32}, {"bf16", Precision::bf16}});
+         o.precision = parse_choice<Precision>(f, v,
+                                               {{"tf32", Precision::tf32},
+                                                {"fp32", Precision::fp32},
+                                                {"bf16", Precision::bf16},
+                                                {"fp16", Precision::fp16}});
        }},
       {"--deterministic", nullptr, "GPU: only cuDNN algorithms that give the same bits every run (slower)",
        [](TrainOptions& o, auto&, auto&) { o.deterministic = true; }},
