@@ -11,7 +11,8 @@
 # 3. Measures every configuration
 #      32x32 images, cifar stem, 10 classes, batch 128: 20 warm-up steps, 5 windows of 50
 #      224x224 images, imagenet stem, 1000 classes, batch 256: 10 warm-up steps, 5 windows of 20
-#    in tf32, fp32 and bf16 (autocast's mixed precision on both sides), AdamW, with
+#    in tf32, fp32, bf16 and fp16 (autocast's mixed precision on both sides; fp16 with
+#    GradScaler's dynamic loss scaling), AdamW, with
 #    resnet_ddp (bench/cuda_step_bench), PyTorch eager and PyTorch torch.compile
 #    (bench/pytorch_ddp.py, with $RDDP_PYTHON or the first python3 whose torch sees the GPU); first
 #    resnet_ddp and eager for every configuration, then the compiled runs, which spend most of
@@ -52,7 +53,7 @@ configs=(
   "cifar 32 128 10 20 5 50"
   "imagenet 224 256 1000 10 5 20"
 )
-precisions=(tf32 fp32 bf16)
+precisions=(tf32 fp32 bf16 fp16)
 limit_ours=150 limit_eager=150 limit_compile=300
 min_left=30
 
