@@ -112,7 +112,7 @@ def markdown_table(header, rows):
     return "\n".join(lines)
 
 
-PRECISIONS = ["tf32", "fp32", "bf16"]
+PRECISIONS = ["tf32", "fp32", "bf16", "fp16"]
 
 
 def tables(records):

@@ -3,7 +3,7 @@
 // bench/compare_throughput.py sets beside PyTorch's, from bench/pytorch_ddp.py).
 //
 //   cuda_step_bench [--batch 256] [--size 224] [--stem auto|imagenet|cifar] [--classes 1000]
-//                   [--optimizer adamw|sgd] [--precision tf32|fp32|bf16]
+//                   [--optimizer adamw|sgd] [--precision tf32|fp32|bf16|fp16]
 //                   [--memory-format auto|nchw|nhwc]
 //                   [--warmup 15] [--windows 5] [--steps-per-window 30]
 //                   [--conv-algorithms timed|heuristic] [--deterministic] [--ddp] [--bucket-mb 25]
@@ -135,11 +135,13 @@ Settings parse(int argc, char** argv) {
     }
   }
   if (s.stem != "auto") parse_stem(s.stem);  // refuses an unknown stem now
-  if (s.precision != "tf32" && s.precision != "fp32" && s.precision != "bf16")
-    fail("--precision must be tf32, fp32 or bf16, got '", s.precision, "'");
+  if (s.precision != "tf32" && s.precision != "fp32" && s.precision != "bf16" &&
+      s.precision != "fp16")
+    fail("--precision must be tf32, fp32, bf16 or fp16, got '", s.precision, "'");
   if (s.memory_format != "auto" && s.memory_format != "nchw" && s.memory_format != "nhwc")
     fail("--memory-format must be auto, nchw or nhwc, got '", s.memory_format, "'");
-  if (s.memory_format == "auto") s.memory_format = s.precision == "bf16" ? "nhwc" : "nchw";
+  const bool half_precision = s.precision == "bf16" || s.precision == "fp16";
+  if (s.memory_format == "auto") s.memory_format = half_precision ? "nhwc" : "nchw";
   return s;
 }
 
@@ -162,6 +164,7 @@ EngineConfig engine_config(const Settings& s) {
     config.optimizer.momentum = 0.9;
   }
   config.precision = s.precision == "bf16"   ? Precision::bf16
+                     : s.precision == "fp16" ? Precision::fp16
                      : s.precision == "fp32" ? Precision::fp32
                                              : Precision::tf32;
   config.memory_format = s.memory_format == "nhwc" ? MemoryFormat::nhwc : MemoryFormat::nchw;
@@ -284,7 +287,7 @@ int device_info() {
   std::printf("device           %s, compute capability %d.%d, %d SMs, max clock %d MHz, %.1f GiB\n",
               d.name.c_str(), d.major, d.minor, d.sms, d.clock_mhz,
               static_cast<double>(d.memory_bytes) / (1 << 30));
-  for (const char* precision : {"fp32", "tf32", "bf16"})
+  for (const char* precision : {"fp32", "tf32", "bf16", "fp16"})
     std::printf("peak %s        %s\n", precision, peak_text(d, precision).c_str());
   if (d.known != nullptr && d.clock_mhz < d.known->boost_mhz)
     std::printf("note             the device's max clock is below the %s's boost clock the peaks "
@@ -303,7 +306,8 @@ int device_info() {
     JsonLine peaks;
     peaks.number("fp32", d.known->peak.fp32)
         .number("tf32", d.known->peak.tf32 > 0 ? d.known->peak.tf32 : NAN)
-        .number("bf16", d.known->peak.bf16 > 0 ? d.known->peak.bf16 : NAN);
+        .number("bf16", d.known->peak.bf16 > 0 ? d.known->peak.bf16 : NAN)
+        .number("fp16", d.known->peak.fp16 > 0 ? d.known->peak.fp16 : NAN);
     json.string("sku", d.known->sku)
         .integer("sku_boost_mhz", d.known->boost_mhz)
         .object("peak_tflops", peaks)

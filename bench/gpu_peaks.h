@@ -14,6 +14,9 @@ namespace rddp::bench {
 
 struct PeakTflops {
   double fp32 = 0, tf32 = 0, bf16 = 0;  // 0: the GPU has no such unit (V100: no TF32, BF16)
+  // Float16 tensor cores with float accumulation: bf16's rate from Ampere on; V100's tensor
+  // cores are float16 only.
+  double fp16 = 0;
 };
 
 struct KnownGpu {
@@ -28,20 +31,20 @@ struct KnownGpu {
 
 inline constexpr KnownGpu kKnownGpus[] = {
     // FP32: 132 SMs x 128 lanes x 2 FLOPs x 1.98 GHz.
-    {"H100 SXM5", {"H100", "HBM3"}, {"NVL", nullptr}, 9, 0, 132, 1980, {66.9, 494.7, 989.4},
+    {"H100 SXM5", {"H100", "HBM3"}, {"NVL", nullptr}, 9, 0, 132, 1980, {66.9, 494.7, 989.4, 989.4},
      "NVIDIA H100 Tensor Core GPU Architecture whitepaper, H100 SXM5 column (dense)"},
-    {"H100 PCIe", {"H100", "PCIe"}, {nullptr, nullptr}, 9, 0, 114, 1755, {51.2, 378.0, 756.0},
+    {"H100 PCIe", {"H100", "PCIe"}, {nullptr, nullptr}, 9, 0, 114, 1755, {51.2, 378.0, 756.0, 756.0},
      "NVIDIA H100 Tensor Core GPU Architecture whitepaper, H100 PCIe column (dense)"},
     // "GH200" (a Grace Hopper superchip) contains "H200" but is an H100 with other memory.
-    {"H200 SXM", {"H200", nullptr}, {"NVL", "GH200"}, 9, 0, 132, 1980, {66.9, 494.7, 989.4},
-     "NVIDIA H200 datasheet (67 FP32; TF32 989 and BF16 1979 with sparsity, halved)"},
+    {"H200 SXM", {"H200", nullptr}, {"NVL", "GH200"}, 9, 0, 132, 1980, {66.9, 494.7, 989.4, 989.4},
+     "NVIDIA H200 datasheet (67 FP32; TF32 989, BF16 and FP16 1979 with sparsity, halved)"},
     // Every A100 (SXM4 and PCIe, 40 and 80 GB) has the same peaks at 1.41 GHz.
-    {"A100", {"A100", nullptr}, {nullptr, nullptr}, 8, 0, 108, 1410, {19.5, 156.0, 312.0},
+    {"A100", {"A100", nullptr}, {nullptr, nullptr}, 8, 0, 108, 1410, {19.5, 156.0, 312.0, 312.0},
      "NVIDIA A100 Tensor Core GPU Architecture whitepaper, table 1 (dense)"},
-    {"V100 SXM2", {"V100-SXM2", nullptr}, {nullptr, nullptr}, 7, 0, 80, 1530, {15.7, 0, 0},
-     "NVIDIA Tesla V100 datasheet (SXM2)"},
-    {"V100 PCIe", {"V100-PCIE", nullptr}, {nullptr, nullptr}, 7, 0, 80, 1380, {14.0, 0, 0},
-     "NVIDIA Tesla V100 datasheet (PCIe)"},
+    {"V100 SXM2", {"V100-SXM2", nullptr}, {nullptr, nullptr}, 7, 0, 80, 1530, {15.7, 0, 0, 125.0},
+     "NVIDIA Tesla V100 datasheet (SXM2; tensor performance 125)"},
+    {"V100 PCIe", {"V100-PCIE", nullptr}, {nullptr, nullptr}, 7, 0, 80, 1380, {14.0, 0, 0, 112.0},
+     "NVIDIA Tesla V100 datasheet (PCIe; tensor performance 112)"},
 };
 
 // The entry that matches every condition, or null.
@@ -58,10 +61,11 @@ inline const KnownGpu* recognise_gpu(const std::string& name, int major, int min
   return nullptr;
 }
 
-// The peak for a precision name ("fp32", "tf32", "bf16"); 0 when the GPU lacks the unit.
+// The peak for a precision name ("fp32", "tf32", "bf16", "fp16"); 0 when the GPU lacks the unit.
 inline double peak_for(const PeakTflops& peak, const std::string& precision) {
   if (precision == "tf32") return peak.tf32;
   if (precision == "bf16") return peak.bf16;
+  if (precision == "fp16") return peak.fp16;
   return peak.fp32;
 }
 

@@ -4,7 +4,7 @@ bench/cuda_step_bench.cpp, made the same way, for the comparison of bench/run_th
 
     pytorch_ddp.py [--mode eager|compile] [--channels-last] [--batch 256] [--size 224]
                    [--stem auto|imagenet|cifar] [--classes 1000] [--optimizer adamw|sgd]
-                   [--precision tf32|fp32|bf16] [--warmup 15] [--windows 5]
+                   [--precision tf32|fp32|bf16|fp16] [--warmup 15] [--windows 5]
                    [--steps-per-window 30] [--conv-algorithms timed|heuristic] [--ddp]
     pytorch_ddp.py --describe [same flags]     the model's FLOPs and parameters, on the CPU
     torchrun --nproc-per-node 8 pytorch_ddp.py [flags]     DDP, one process per GPU
@@ -16,7 +16,8 @@ One batch of normally distributed images and uniform labels lives on the GPU and
 over and over. Precision: tf32 allows TF32 in cuDNN convolutions and cuBLAS matrix products
 (torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32), fp32 forbids both,
 bf16 runs forward and loss under torch.autocast(bfloat16) (TF32 allowed for what autocast keeps
-in float32). --conv-algorithms timed is torch.backends.cudnn.benchmark = True, as resnet_ddp's
+in float32); fp16 the same under torch.autocast(float16), with torch.cuda.amp.GradScaler's
+default dynamic loss scaling around backward and the optimizer step, as resnet_ddp's fp16. --conv-algorithms timed is torch.backends.cudnn.benchmark = True, as resnet_ddp's
 default timed search. The optimizers are torch.optim's with resnet_ddp's defaults (AdamW lr
 1e-3, betas 0.9/0.999, eps 1e-8, weight decay 1e-2; SGD lr 0.1, momentum 0.9, weight decay
 1e-4), in PyTorch's default implementation for CUDA tensors.
@@ -66,7 +67,7 @@ def parse_args(argv):
     parser.add_argument("--stem", choices=["auto", "imagenet", "cifar"], default="auto")
     parser.add_argument("--classes", type=int, default=1000)
     parser.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw")
-    parser.add_argument("--precision", choices=["tf32", "fp32", "bf16"], default="tf32")
+    parser.add_argument("--precision", choices=["tf32", "fp32", "bf16", "fp16"], default="tf32")
     parser.add_argument("--warmup", type=int, default=15)
     parser.add_argument("--windows", type=int, default=5)
     parser.add_argument("--steps-per-window", type=int, default=30)
@@ -299,8 +300,11 @@ def measure(args):
     labels = torch.randint(0, args.classes, (args.batch,), device=device, generator=generator)
     setup_s = time.perf_counter() - setup_start
 
-    autocast = (torch.autocast(device_type="cuda", dtype=torch.bfloat16)
-                if args.precision == "bf16" else contextlib.nullcontext())
+    autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
+    autocast = (torch.autocast(device_type="cuda", dtype=autocast_dtype)
+                if autocast_dtype is not None else contextlib.nullcontext())
+    # fp16 only; disabled, its scale/step/update are plain loss.backward() and optimizer.step().
+    scaler = torch.cuda.amp.GradScaler(enabled=args.precision == "fp16")
     events = StepEvents(args.steps_per_window)
     loss_sum = torch.zeros((), device=device)
 
@@ -311,9 +315,10 @@ def measure(args):
         optimizer.zero_grad(set_to_none=True)
         with autocast:
             loss = F.cross_entropy(model(images), labels)
-        loss.backward()
+        scaler.scale(loss).backward()
         backward_done.record()
-        optimizer.step()
+        scaler.step(optimizer)
+        scaler.update()
         end.record()
         loss_sum = loss_sum + loss.detach().float()
 

@@ -11,9 +11,10 @@
 # 3. Measures every configuration
 #      32x32 images, cifar stem, 10 classes, batch 128: 20 warm-up steps, 5 windows of 50
 #      224x224 images, imagenet stem, 1000 classes, batch 256: 10 warm-up steps, 5 windows of 20
-#    in tf32, fp32 and bf16 (autocast's mixed precision on both sides), AdamW, with
-#    resnet_ddp (bench/cuda_step_bench; NCHW activations, and under bf16 also NHWC, so that
-#    one run measures what channels_last buys), PyTorch eager and PyTorch torch.compile
+#    in tf32, fp32, bf16 and fp16 (autocast's mixed precision on both sides; fp16 with
+#    GradScaler's dynamic loss scaling), AdamW, with resnet_ddp (bench/cuda_step_bench; NCHW
+#    activations, and under bf16 and fp16 also NHWC, so that one run measures what
+#    channels_last buys), PyTorch eager and PyTorch torch.compile
 #    (bench/pytorch_ddp.py, with $RDDP_PYTHON or the first python3 whose torch sees the GPU); first
 #    resnet_ddp and eager for every configuration, then the compiled runs, which spend most of
 #    their time compiling, so that the main comparison comes first.
@@ -64,9 +65,9 @@ configs=(
   "cifar 32 128 10 20 5 50"
   "imagenet 224 256 1000 10 5 20"
 )
-precisions=(tf32 fp32 bf16)
-# resnet_ddp's activation layouts by precision: NHWC is where bf16 tensor cores gain.
-formats_of() { if [ "$1" = bf16 ]; then echo "nchw nhwc"; else echo nchw; fi; }
+precisions=(tf32 fp32 bf16 fp16)
+# resnet_ddp's activation layouts by precision: NHWC is where 16-bit tensor cores gain.
+formats_of() { case $1 in bf16 | fp16) echo "nchw nhwc" ;; *) echo nchw ;; esac; }
 limit_ours=150 limit_eager=150 limit_compile=300
 min_left=30
 

@@ -4,7 +4,10 @@
 //
 // PyTorch computes the per-step scalars (bias corrections, step size, decay factor) as Python
 // floats, in double, and rounds them to the tensor's type only when they meet a tensor; so do
-// we, on the host, once per step. The per-element update then runs in Compute.
+// we, once per step: on the host, or under float16 loss scaling on the device, where the step
+// count lives because only the device knows whether a step was skipped (kernels/loss_scaling.cu;
+// the device's double pow may differ from the host's in the last bit, which rounding to float
+// almost always hides). The per-element update then runs in Compute.
 #include <cmath>
 #include <cstdint>
 
@@ -22,13 +25,18 @@ struct Scalars {
   Compute eps;
 };
 
+// The step's settings, from the options and the learning-rate schedule.
+struct Hyperparameters {
+  double lr, weight_decay, beta1, beta2, eps;
+};
+
 // The scalars of step t (t counts from 1: the step being taken, after PyTorch's `step += 1`).
 template <typename Compute>
-inline Scalars<Compute> scalars(double lr, double weight_decay, double beta1, double beta2,
-                                double eps, int64_t step) {
+RDDP_HD Scalars<Compute> scalars(double lr, double weight_decay, double beta1, double beta2,
+                                 double eps, int64_t step) {
   const double t = static_cast<double>(step);
-  const double bias_correction1 = 1.0 - std::pow(beta1, t);
-  const double bias_correction2 = 1.0 - std::pow(beta2, t);
+  const double bias_correction1 = 1.0 - hd::pow_of(beta1, t);
+  const double bias_correction2 = 1.0 - hd::pow_of(beta2, t);
   Scalars<Compute> s;
   s.decay = static_cast<Compute>(1.0 - lr * weight_decay);
   s.beta1 = static_cast<Compute>(beta1);
@@ -36,9 +44,14 @@ inline Scalars<Compute> scalars(double lr, double weight_decay, double beta1, do
   s.beta2 = static_cast<Compute>(beta2);
   s.one_minus_beta2 = static_cast<Compute>(1.0 - beta2);
   s.step_size = static_cast<Compute>(lr / bias_correction1);
-  s.bias_correction2_sqrt = static_cast<Compute>(std::sqrt(bias_correction2));
+  s.bias_correction2_sqrt = static_cast<Compute>(hd::sqrt_of(bias_correction2));
   s.eps = static_cast<Compute>(eps);
   return s;
+}
+
+template <typename Compute>
+RDDP_HD Scalars<Compute> scalars(const Hyperparameters& h, int64_t step) {
+  return scalars<Compute>(h.lr, h.weight_decay, h.beta1, h.beta2, h.eps, step);
 }
 
 // One element, in PyTorch's order of operations:

@@ -3,6 +3,7 @@
 // so float results match bit for bit. They compute in float whatever T is: for bfloat16 that is
 // what PyTorch's bfloat16 kernels do (load, compute in float, round once on the store).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -124,5 +125,15 @@ template void add<bf16>(int64_t, const bf16*, const bf16*, bf16*, cudaStream_t);
 template void add_relu<bf16>(int64_t, const bf16*, const bf16*, bf16*, cudaStream_t);
 template void convert<float, bf16>(int64_t, const float*, bf16*, cudaStream_t);
 template void convert<bf16, float>(int64_t, const bf16*, float*, cudaStream_t);
+
+// float16 (half): float to half rounds to nearest even and overflows to Inf beyond 65504, as
+// PyTorch's .half() does.
+using fp16 = __half;
+template void relu_forward<fp16>(int64_t, const fp16*, fp16*, cudaStream_t);
+template void relu_backward<fp16>(int64_t, const fp16*, const fp16*, fp16*, cudaStream_t);
+template void add<fp16>(int64_t, const fp16*, const fp16*, fp16*, cudaStream_t);
+template void add_relu<fp16>(int64_t, const fp16*, const fp16*, fp16*, cudaStream_t);
+template void convert<float, fp16>(int64_t, const float*, fp16*, cudaStream_t);
+template void convert<fp16, float>(int64_t, const fp16*, float*, cudaStream_t);
 
 }  // namespace rddp::cuda

@@ -2,6 +2,7 @@
 // src/cpu/pooling.cpp, so both round the same exact-to-double sum to the same float (their
 // orders differ, which double precision makes immaterial for planes of any realistic size).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -130,5 +131,9 @@ template void global_avgpool_forward<__nv_bfloat16>(int, int, int, const __nv_bf
                                                     __nv_bfloat16*, cudaStream_t, MemoryFormat);
 template void global_avgpool_backward<__nv_bfloat16>(int, int, int, const __nv_bfloat16*,
                                                      __nv_bfloat16*, cudaStream_t, MemoryFormat);
+template void global_avgpool_forward<__half>(int, int, int, const __half*, __half*, cudaStream_t,
+                                             MemoryFormat);
+template void global_avgpool_backward<__half>(int, int, int, const __half*, __half*, cudaStream_t,
+                                              MemoryFormat);
 
 }  // namespace rddp::cuda

@@ -19,6 +19,7 @@ RDDP_HD float log_of(float x) { return ::logf(x); }
 RDDP_HD double log_of(double x) { return ::log(x); }
 RDDP_HD float sqrt_of(float x) { return ::sqrtf(x); }
 RDDP_HD double sqrt_of(double x) { return ::sqrt(x); }
+RDDP_HD double pow_of(double x, double y) { return ::pow(x, y); }
 // Neither Inf nor NaN.
 RDDP_HD bool is_finite(float x) { return isfinite(x); }
 RDDP_HD bool is_finite(double x) { return isfinite(x); }

@@ -8,6 +8,7 @@
 // CPU; values go through float, which is exact for float and bfloat16 and rounds to nearest
 // even when narrowing, like convert() (elementwise.cu).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -106,5 +107,9 @@ template void weights_to_ohwi<bf16>(const WeightPermutation*, int, int64_t, cons
                                     cudaStream_t);
 template void ohwi_to_oihw<float>(int, int, int, const float*, float*, cudaStream_t);
 template void ohwi_to_oihw<bf16>(int, int, int, const bf16*, float*, cudaStream_t);
+template void nchw_to_nhwc<float, __half>(int, int, int, int, const float*, __half*, cudaStream_t);
+template void weights_to_ohwi<__half>(const WeightPermutation*, int, int64_t, const float*, __half*,
+                                      cudaStream_t);
+template void ohwi_to_oihw<__half>(int, int, int, const __half*, float*, cudaStream_t);
 
 }  // namespace rddp::cuda

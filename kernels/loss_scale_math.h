@@ -58,4 +58,35 @@ RDDP_HD float inverse(float scale) {
 // One gradient element unscaled, in float, as PyTorch's unscale kernel does.
 RDDP_HD float unscale(float grad, float inverse_scale) { return grad * inverse_scale; }
 
+// Everything of the loss scaling that a step reads and writes, kept in device memory by the
+// CUDA engine so that no step waits for the host: GradScaler's state, this step's verdict, and
+// the optimizer's step count, which a skipped step must leave unchanged (AdamW's bias
+// corrections depend on it, as PyTorch's skipped optimizer.step() leaves its `step` alone).
+struct StepState {
+  State scaler;           // as after the last step
+  float inverse_scale;    // the step being taken: what its gradients are multiplied by
+  int32_t found_inf;      // the step being taken: 1 when a gradient is Inf or NaN
+  int64_t step_count;     // optimizer steps taken; skipped ones do not count
+  int64_t skipped_steps;  // steps skipped since the host last read (and zeroed) this count
+};
+
+inline StepState initial_step_state(const Config& config, int64_t step_count) {
+  return StepState{initial(config), 1.0f, 0, step_count, 0};
+}
+
+// Between the check of the gradients (found_inf set) and the optimizer: fixes the inverse
+// scale the optimizer unscales with (the scale the loss was multiplied by), counts the step as
+// taken or skipped, and then updates the scale for the next step, as GradScaler.step() followed
+// by GradScaler.update() do. Returns whether the optimizer may update the parameters.
+RDDP_HD bool begin_step(StepState& s, const Config& config) {
+  s.inverse_scale = inverse(s.scaler.scale);
+  const bool skip = s.found_inf != 0;
+  if (skip)
+    ++s.skipped_steps;
+  else
+    ++s.step_count;
+  update(s.scaler, skip, config);
+  return !skip;
+}
+
 }  // namespace rddp::loss_scale

@@ -2,6 +2,7 @@
 // the gradients of the outputs that chose it, in output order, with no atomics, so the result is
 // deterministic and equal to the CPU twin's scatter (src/cpu/pooling.cpp) bit for bit.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -211,5 +212,9 @@ template void maxpool_forward<__nv_bfloat16>(const cpu::PoolShape&, const __nv_b
 template void maxpool_backward<__nv_bfloat16>(const cpu::PoolShape&, const __nv_bfloat16*,
                                               const int32_t*, __nv_bfloat16*, cudaStream_t,
                                               MemoryFormat);
+template void maxpool_forward<__half>(const cpu::PoolShape&, const __half*, __half*, int32_t*,
+                                      cudaStream_t, MemoryFormat);
+template void maxpool_backward<__half>(const cpu::PoolShape&, const __half*, const int32_t*,
+                                       __half*, cudaStream_t, MemoryFormat);
 
 }  // namespace rddp::cuda

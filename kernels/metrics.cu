@@ -8,8 +8,14 @@
 namespace rddp::cuda {
 namespace {
 
-__global__ void accumulate_metrics_kernel(const XentMetrics* step, int batch, MetricSums* sums) {
+__global__ void accumulate_metrics_kernel(const XentMetrics* step, int batch, MetricSums* sums,
+                                          bool drop_nonfinite) {
   const XentMetrics m = *step;
+  if (drop_nonfinite && !isfinite(m.loss)) {
+    sums->nonfinite_losses += 1;
+    sums->bad_labels += m.bad_labels;
+    return;
+  }
   // The step's loss is a mean; the sum weights it by the batch, as the CPU engine does.
   sums->loss_sum += m.loss * batch;
   sums->correct += m.correct;
@@ -19,8 +25,9 @@ __global__ void accumulate_metrics_kernel(const XentMetrics* step, int batch, Me
 
 }  // namespace
 
-void accumulate_metrics(const XentMetrics* step, int batch, MetricSums* sums, cudaStream_t stream) {
-  accumulate_metrics_kernel<<<1, 1, 0, stream>>>(step, batch, sums);
+void accumulate_metrics(const XentMetrics* step, int batch, MetricSums* sums, cudaStream_t stream,
+                        bool drop_nonfinite) {
+  accumulate_metrics_kernel<<<1, 1, 0, stream>>>(step, batch, sums, drop_nonfinite);
   RDDP_CUDA_CHECK_LAUNCH("accumulate_metrics_kernel");
 }
 

@@ -2,6 +2,7 @@
 // per-element maths is kernels/adamw_math.h and kernels/sgd_math.h, shared with
 // src/optimizer.cpp; these kernels only move the data.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -41,24 +42,59 @@ __device__ Scalars read_scalars(const Scalars* from_device, const Scalars& by_va
   return from_device != nullptr ? *from_device : by_value;
 }
 
-// Rounds four updated parameters into their bfloat16 copy.
-__device__ Vec<__nv_bfloat16> to_bf16(const Vec<float>& p) {
-  Vec<__nv_bfloat16> out;
+// Rounds updated parameters into the 16-bit copy, if there is one.
+__device__ void store_copy(const ParamCopy16& copy, size_t vec_index, const Vec<float>& p) {
+  if (copy.bf16 != nullptr) {
+    Vec<__nv_bfloat16> out;
 #pragma unroll
-  for (int k = 0; k < kVector; ++k) out.v[k] = __float2bfloat16_rn(p.v[k]);
-  return out;
+    for (int k = 0; k < kVector; ++k) out.v[k] = __float2bfloat16_rn(p.v[k]);
+    store_vec(copy.bf16, vec_index, out);
+  } else if (copy.fp16 != nullptr) {
+    Vec<__half> out;
+#pragma unroll
+    for (int k = 0; k < kVector; ++k) out.v[k] = __float2half_rn(p.v[k]);
+    store_vec(copy.fp16, vec_index, out);
+  }
+}
+__device__ void store_copy_one(const ParamCopy16& copy, size_t i, float p) {
+  if (copy.bf16 != nullptr)
+    copy.bf16[i] = __float2bfloat16_rn(p);
+  else if (copy.fp16 != nullptr)
+    copy.fp16[i] = __float2half_rn(p);
+}
+
+// What a step does about loss scaling: nothing (no state: gradients taken as they are, bit for
+// bit as before loss scaling existed), unscale, or skip.
+struct Unscaling {
+  bool active = false;
+  float inverse_scale = 1.0f;
+  __device__ float operator()(float grad) const {
+    return active ? loss_scale::unscale(grad, inverse_scale) : grad;
+  }
+};
+
+// Reads the step's verdict; false: the step is skipped, and the kernel must write nothing.
+__device__ bool read_unscaling(const loss_scale::StepState* state, Unscaling& unscaling) {
+  if (state == nullptr) return true;
+  if (state->found_inf != 0) return false;
+  unscaling.active = true;
+  unscaling.inverse_scale = state->inverse_scale;
+  return true;
 }
 
 // Elements [0, vector_elements) go four at a time, the rest one at a time; vector_elements is
-// 0 when the pointers are not all aligned for vector access. params_bf16, when not null,
-// receives each updated parameter rounded to bfloat16 (see kernels.h).
+// 0 when the pointers are not all aligned for vector access. See kernels.h for `copy` and
+// `scaling`.
 template <typename Grad>
 __global__ void __launch_bounds__(kThreads)
     adamw_kernel(float* __restrict__ params, const Grad* __restrict__ grads,
-                 float* __restrict__ exp_avg, float* __restrict__ exp_avg_sq,
-                 __nv_bfloat16* __restrict__ params_bf16, size_t elements,
-                 size_t vector_elements, const adamw::Scalars<float>* device_scalars,
-                 adamw::Scalars<float> value_scalars) {
+                 float* __restrict__ exp_avg, float* __restrict__ exp_avg_sq, ParamCopy16 copy,
+                 size_t elements, size_t vector_elements,
+                 const adamw::Scalars<float>* device_scalars,
+                 adamw::Scalars<float> value_scalars,
+                 const loss_scale::StepState* __restrict__ scaling) {
+  Unscaling unscale;
+  if (!read_unscaling(scaling, unscale)) return;
   const adamw::Scalars<float> s = read_scalars(device_scalars, value_scalars);
   const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
@@ -66,24 +102,29 @@ __global__ void __launch_bounds__(kThreads)
     Vec<float> p = load_vec(params, i), m = load_vec(exp_avg, i), v = load_vec(exp_avg_sq, i);
     const Vec<Grad> g = load_vec(grads, i);
 #pragma unroll
-    for (int k = 0; k < kVector; ++k) adamw::update(p.v[k], g.v[k], m.v[k], v.v[k], s);
+    for (int k = 0; k < kVector; ++k)
+      adamw::update(p.v[k], unscale(static_cast<float>(g.v[k])), m.v[k], v.v[k], s);
     store_vec(params, i, p);
     store_vec(exp_avg, i, m);
     store_vec(exp_avg_sq, i, v);
-    if (params_bf16 != nullptr) store_vec(params_bf16, i, to_bf16(p));
+    store_copy(copy, i, p);
   }
   for (size_t i = vector_elements + first; i < elements; i += stride) {
-    adamw::update(params[i], grads[i], exp_avg[i], exp_avg_sq[i], s);
-    if (params_bf16 != nullptr) params_bf16[i] = __float2bfloat16_rn(params[i]);
+    adamw::update(params[i], unscale(static_cast<float>(grads[i])), exp_avg[i], exp_avg_sq[i],
+                  s);
+    store_copy_one(copy, i, params[i]);
   }
 }
 
 template <typename Grad>
 __global__ void __launch_bounds__(kThreads)
     sgd_kernel(float* __restrict__ params, const Grad* __restrict__ grads,
-               float* __restrict__ momentum_buffer, __nv_bfloat16* __restrict__ params_bf16,
-               size_t elements, size_t vector_elements,
-               const sgd::Scalars<float>* device_scalars, sgd::Scalars<float> value_scalars) {
+               float* __restrict__ momentum_buffer, ParamCopy16 copy, size_t elements,
+               size_t vector_elements, const sgd::Scalars<float>* device_scalars,
+               sgd::Scalars<float> value_scalars,
+               const loss_scale::StepState* __restrict__ scaling) {
+  Unscaling unscale;
+  if (!read_unscaling(scaling, unscale)) return;
   const sgd::Scalars<float> s = read_scalars(device_scalars, value_scalars);
   const bool has_buffer = s.momentum != 0.0f;
   const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -93,15 +134,17 @@ __global__ void __launch_bounds__(kThreads)
     Vec<float> buf = has_buffer ? load_vec(momentum_buffer, i) : Vec<float>{};
     const Vec<Grad> g = load_vec(grads, i);
 #pragma unroll
-    for (int k = 0; k < kVector; ++k) sgd::update(p.v[k], g.v[k], buf.v[k], s);
+    for (int k = 0; k < kVector; ++k)
+      sgd::update(p.v[k], unscale(static_cast<float>(g.v[k])), buf.v[k], s);
     store_vec(params, i, p);
     if (has_buffer) store_vec(momentum_buffer, i, buf);
-    if (params_bf16 != nullptr) store_vec(params_bf16, i, to_bf16(p));
+    store_copy(copy, i, p);
   }
   for (size_t i = vector_elements + first; i < elements; i += stride) {
     float unused = 0.0f;
-    sgd::update(params[i], grads[i], has_buffer ? momentum_buffer[i] : unused, s);
-    if (params_bf16 != nullptr) params_bf16[i] = __float2bfloat16_rn(params[i]);
+    sgd::update(params[i], unscale(static_cast<float>(grads[i])),
+                has_buffer ? momentum_buffer[i] : unused, s);
+    store_copy_one(copy, i, params[i]);
   }
 }
 
@@ -111,7 +154,7 @@ bool vector_aligned(const void* pointer) {
 
 // The part of the buffer the vector loop covers: all of it but a tail of fewer than four
 // elements, or none of it when a pointer is misaligned. A Grad vector is 16 bytes for float and
-// 8 for bf16, so 16-byte alignment of every pointer covers both (and the bfloat16 copy's).
+// 8 for bf16, so 16-byte alignment of every pointer covers both (and the 16-bit copy's).
 size_t vector_part(size_t elements, std::initializer_list<const void*> pointers) {
   for (const void* pointer : pointers)
     if (pointer != nullptr && !vector_aligned(pointer)) return 0;
@@ -128,26 +171,28 @@ template <typename Grad>
 void launch_adamw(float* params, const Grad* grads, float* exp_avg, float* exp_avg_sq,
                   size_t elements, const adamw::Scalars<float>* device_scalars,
                   const adamw::Scalars<float>& value_scalars, cudaStream_t stream,
-                  __nv_bfloat16* params_bf16) {
+                  ParamCopy16 copy, const loss_scale::StepState* scaling) {
+  RDDP_ASSERT(copy.bf16 == nullptr || copy.fp16 == nullptr);
   if (elements == 0) return;
   const size_t vector_elements =
-      vector_part(elements, {params, grads, exp_avg, exp_avg_sq, params_bf16});
+      vector_part(elements, {params, grads, exp_avg, exp_avg_sq, copy.bf16, copy.fp16});
   adamw_kernel<Grad><<<grid_for(elements), kThreads, 0, stream>>>(
-      params, grads, exp_avg, exp_avg_sq, params_bf16, elements, vector_elements, device_scalars,
-      value_scalars);
+      params, grads, exp_avg, exp_avg_sq, copy, elements, vector_elements, device_scalars,
+      value_scalars, scaling);
   RDDP_CUDA_CHECK_LAUNCH("adamw_kernel");
 }
 
 template <typename Grad>
 void launch_sgd(float* params, const Grad* grads, float* momentum_buffer, size_t elements,
                 const sgd::Scalars<float>* device_scalars, const sgd::Scalars<float>& value_scalars,
-                cudaStream_t stream, __nv_bfloat16* params_bf16) {
+                cudaStream_t stream, ParamCopy16 copy, const loss_scale::StepState* scaling) {
+  RDDP_ASSERT(copy.bf16 == nullptr || copy.fp16 == nullptr);
   if (elements == 0) return;
   const size_t vector_elements =
-      vector_part(elements, {params, grads, momentum_buffer, params_bf16});
+      vector_part(elements, {params, grads, momentum_buffer, copy.bf16, copy.fp16});
   sgd_kernel<Grad><<<grid_for(elements), kThreads, 0, stream>>>(
-      params, grads, momentum_buffer, params_bf16, elements, vector_elements, device_scalars,
-      value_scalars);
+      params, grads, momentum_buffer, copy, elements, vector_elements, device_scalars,
+      value_scalars, scaling);
   RDDP_CUDA_CHECK_LAUNCH("sgd_kernel");
 }
 
@@ -156,45 +201,51 @@ void launch_sgd(float* params, const Grad* grads, float* momentum_buffer, size_t
 template <typename Grad>
 void adamw_step(float* params, const Grad* grads, float* exp_avg, float* exp_avg_sq,
                 size_t elements, const adamw::Scalars<float>& scalars, cudaStream_t stream,
-                __nv_bfloat16* params_bf16) {
-  launch_adamw(params, grads, exp_avg, exp_avg_sq, elements, nullptr, scalars, stream,
-               params_bf16);
+                ParamCopy16 copy, const loss_scale::StepState* scaling) {
+  launch_adamw(params, grads, exp_avg, exp_avg_sq, elements, nullptr, scalars, stream, copy,
+               scaling);
 }
 
 template <typename Grad>
 void adamw_step(float* params, const Grad* grads, float* exp_avg, float* exp_avg_sq,
                 size_t elements, const adamw::Scalars<float>* device_scalars,
-                cudaStream_t stream, __nv_bfloat16* params_bf16) {
+                cudaStream_t stream, ParamCopy16 copy, const loss_scale::StepState* scaling) {
   RDDP_ASSERT(device_scalars != nullptr);
-  launch_adamw(params, grads, exp_avg, exp_avg_sq, elements, device_scalars, {}, stream,
-               params_bf16);
+  launch_adamw(params, grads, exp_avg, exp_avg_sq, elements, device_scalars, {}, stream, copy,
+               scaling);
 }
 
 template <typename Grad>
 void sgd_step(float* params, const Grad* grads, float* momentum_buffer, size_t elements,
-              const sgd::Scalars<float>& scalars, cudaStream_t stream,
-              __nv_bfloat16* params_bf16) {
+              const sgd::Scalars<float>& scalars, cudaStream_t stream, ParamCopy16 copy,
+              const loss_scale::StepState* scaling) {
   RDDP_ASSERT(momentum_buffer != nullptr || scalars.momentum == 0.0f);
-  launch_sgd(params, grads, momentum_buffer, elements, nullptr, scalars, stream, params_bf16);
+  launch_sgd(params, grads, momentum_buffer, elements, nullptr, scalars, stream, copy,
+             scaling);
 }
 
 template <typename Grad>
 void sgd_step(float* params, const Grad* grads, float* momentum_buffer, size_t elements,
-              const sgd::Scalars<float>* device_scalars, cudaStream_t stream,
-              __nv_bfloat16* params_bf16) {
+              const sgd::Scalars<float>* device_scalars, cudaStream_t stream, ParamCopy16 copy,
+              const loss_scale::StepState* scaling) {
   RDDP_ASSERT(device_scalars != nullptr);
-  launch_sgd(params, grads, momentum_buffer, elements, device_scalars, {}, stream, params_bf16);
+  launch_sgd(params, grads, momentum_buffer, elements, device_scalars, {}, stream, copy,
+             scaling);
 }
 
-#define RDDP_INSTANTIATE_OPTIMIZERS(Grad)                                                     \
-  template void adamw_step<Grad>(float*, const Grad*, float*, float*, size_t,                \
-                                 const adamw::Scalars<float>&, cudaStream_t, __nv_bfloat16*); \
-  template void adamw_step<Grad>(float*, const Grad*, float*, float*, size_t,                \
-                                 const adamw::Scalars<float>*, cudaStream_t, __nv_bfloat16*); \
-  template void sgd_step<Grad>(float*, const Grad*, float*, size_t,                          \
-                               const sgd::Scalars<float>&, cudaStream_t, __nv_bfloat16*);    \
-  template void sgd_step<Grad>(float*, const Grad*, float*, size_t,                          \
-                               const sgd::Scalars<float>*, cudaStream_t, __nv_bfloat16*);
+#define RDDP_INSTANTIATE_OPTIMIZERS(Grad)                                                    \
+  template void adamw_step<Grad>(float*, const Grad*, float*, float*, size_t,               \
+                                 const adamw::Scalars<float>&, cudaStream_t, ParamCopy16,   \
+                                 const loss_scale::StepState*);                             \
+  template void adamw_step<Grad>(float*, const Grad*, float*, float*, size_t,               \
+                                 const adamw::Scalars<float>*, cudaStream_t, ParamCopy16,   \
+                                 const loss_scale::StepState*);                             \
+  template void sgd_step<Grad>(float*, const Grad*, float*, size_t,                         \
+                               const sgd::Scalars<float>&, cudaStream_t, ParamCopy16,       \
+                               const loss_scale::StepState*);                               \
+  template void sgd_step<Grad>(float*, const Grad*, float*, size_t,                         \
+                               const sgd::Scalars<float>*, cudaStream_t, ParamCopy16,       \
+                               const loss_scale::StepState*);
 RDDP_INSTANTIATE_OPTIMIZERS(float)
 RDDP_INSTANTIATE_OPTIMIZERS(__nv_bfloat16)
 #undef RDDP_INSTANTIATE_OPTIMIZERS

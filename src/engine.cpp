@@ -11,6 +11,7 @@ const char* to_string(Precision precision) {
     case Precision::tf32: return "tf32";
     case Precision::fp32: return "fp32";
     case Precision::bf16: return "bf16";
+    case Precision::fp16: return "fp16";
   }
   return "?";
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "loss_scale_math.h"
 #include "resnet_ddp/memory_format.h"
 #include "resnet_ddp/model_state.h"
 #include "resnet_ddp/optimizer.h"
@@ -25,7 +26,12 @@ const char* to_string(DeviceKind kind);
 //         activations with float parameters and statistics, logits, loss, every gradient handed
 //         to the reducer and the optimizer, and the optimizer state in float32. The flat float
 //         buffers (params, grads, moments) are the same as in float32 training.
-enum class Precision { tf32, fp32, bf16 };
+//   fp16: the same with float16 storage, as torch.autocast(dtype=torch.float16) with
+//         torch.cuda.amp.GradScaler: d(loss)/d(logits) is multiplied by a dynamic loss scale
+//         (kernels/loss_scale_math.h) so that small gradients survive float16, the optimizer
+//         divides it out, and a step whose gradients hold an Inf or a NaN is skipped (nothing
+//         changes, the step count included) and halves the scale, instead of ending training.
+enum class Precision { tf32, fp32, bf16, fp16 };
 const char* to_string(Precision precision);
 
 // One batch as the loader delivers it, in host memory (pinned when a GPU is used).
@@ -41,10 +47,18 @@ struct Metrics {
   double loss_sum = 0.0;
   int64_t correct = 0;
   int64_t count = 0;
+  // fp16 loss scaling only; the same on every rank, which all take the same decision on the same
+  // averaged gradients, so a sum over ranks keeps this rank's values. Steps skipped for
+  // non-finite gradients; of these, the ones whose loss itself was not finite, which are left
+  // out of loss_sum, correct and count (a mean loss of Inf would tell nothing more).
+  int64_t skipped_steps = 0;
+  int64_t nonfinite_losses = 0;
   Metrics& operator+=(const Metrics& other) {
     loss_sum += other.loss_sum;
     correct += other.correct;
     count += other.count;
+    skipped_steps += other.skipped_steps;
+    nonfinite_losses += other.nonfinite_losses;
     return *this;
   }
 };
@@ -66,6 +80,10 @@ class StepHooks {
 struct OptimizerState {
   int64_t step_count = 0;
   std::vector<float> first_moment, second_moment;  // as CpuOptimizer documents them
+  // fp16 only: GradScaler's "scale" and "_growth_tracker". A state without them (saved in
+  // another precision) starts the loss scaling afresh from the configured initial scale.
+  bool has_loss_scale = false;
+  loss_scale::State loss_scale{};
 };
 
 struct EngineConfig {
@@ -79,6 +97,8 @@ struct EngineConfig {
   // CUDA: how activations are laid out on the device (memory_format.h); parameters, gradients,
   // checkpoints and batches are NCHW / OIHW either way. The CPU engine is NCHW only.
   MemoryFormat memory_format = MemoryFormat::nchw;
+  // fp16 only: GradScaler's settings (its defaults unless a test wants a short growth interval).
+  loss_scale::Config loss_scale;
   int device_index = 0;  // CUDA device of this rank
   // CUDA: only cuDNN algorithms that give the same bits on every run
   // (torch.backends.cudnn.deterministic).
@@ -111,7 +131,8 @@ class Engine {
   virtual void train_step(const HostBatch& batch, double lr, StepHooks* hooks) = 0;
   // Forward in evaluation mode; metrics likewise.
   virtual void eval_step(const HostBatch& batch) = 0;
-  // Waits for the device and returns the metrics gathered since the last call (this rank's).
+  // Waits for the device and returns the metrics gathered since the last call (this rank's),
+  // skipped steps included.
   virtual Metrics take_metrics() = 0;
 
   // Whole state in host memory, for checkpoints and weight files. Waits for the device.

@@ -12,12 +12,12 @@ namespace rddp {
 
 namespace {
 
-// tf32 and fp32 both mean float32 here (the CPU has no TF32); bf16 is refused rather than
-// silently trained in float32, which would not be what the user measured or asked for.
+// tf32 and fp32 both mean float32 here (the CPU has no TF32); bf16 and fp16 are refused rather
+// than silently trained in float32, which would not be what the user measured or asked for.
 const EngineConfig& checked_precision(const EngineConfig& config) {
-  if (config.precision == Precision::bf16)
-    fail("--precision bf16 needs the CUDA engine: the CPU engine computes in float32; use ",
-         "--device cuda on a GPU, or --precision fp32 on the CPU");
+  if (config.precision == Precision::bf16 || config.precision == Precision::fp16)
+    fail("--precision ", to_string(config.precision), " needs the CUDA engine: the CPU engine ",
+         "computes in float32; use --device cuda on a GPU, or --precision fp32 on the CPU");
   // Likewise NHWC: the CPU executor's layers are NCHW only.
   if (config.memory_format == MemoryFormat::nhwc)
     fail("--memory-format nhwc needs the CUDA engine: the CPU engine lays activations out NCHW; ",

@@ -77,43 +77,91 @@ void linear_backward_bias(cublasHandle_t handle, int batch, int out_features, co
 // it (autocast's backward does the same: the gradient of a bfloat16 matmul is bfloat16). The
 // bias gradient keeps the float dlogits and cublasSgemv. Tensor cores are used for these types
 // whatever the handle's math mode; CUBLAS_GEMM_DEFAULT lets cuBLAS choose the kernel.
+// float16 is the same with CUDA_R_16F (A, B 16F; C 16F or 32F; compute 32F), autocast's
+// float16 linear: products accumulated in float, never in half.
 
 namespace {
 
-void gemm_bf16(cublasHandle_t handle, cublasOperation_t op_a, cublasOperation_t op_b, int m,
-               int n, int k, const __nv_bfloat16* a, int lda, const __nv_bfloat16* b, int ldb,
-               float beta, void* c, cudaDataType_t c_type, int ldc) {
+// cudaDataType_t of the 16-bit storage types.
+template <typename T>
+constexpr cudaDataType_t gemm_type_of();
+template <>
+constexpr cudaDataType_t gemm_type_of<__nv_bfloat16>() {
+  return CUDA_R_16BF;
+}
+template <>
+constexpr cudaDataType_t gemm_type_of<__half>() {
+  return CUDA_R_16F;
+}
+
+template <typename T>
+void gemm_16bit(cublasHandle_t handle, cublasOperation_t op_a, cublasOperation_t op_b, int m,
+                int n, int k, const T* a, int lda, const T* b, int ldb, float beta, void* c,
+                cudaDataType_t c_type, int ldc) {
   const float alpha = 1.0f;
-  RDDP_CUBLAS_CHECK(cublasGemmEx(handle, op_a, op_b, m, n, k, &alpha, a, CUDA_R_16BF, lda, b,
-                                 CUDA_R_16BF, ldb, &beta, c, c_type, ldc, CUBLAS_COMPUTE_32F,
-                                 CUBLAS_GEMM_DEFAULT));
+  RDDP_CUBLAS_CHECK(cublasGemmEx(handle, op_a, op_b, m, n, k, &alpha, a, gemm_type_of<T>(), lda,
+                                 b, gemm_type_of<T>(), ldb, &beta, c, c_type, ldc,
+                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+template <typename T>
+void linear_forward_16bit(cublasHandle_t handle, int batch, int in_features, int out_features,
+                          const T* x, const T* w, const float* b, float* y) {
+  check_linear(batch, in_features, out_features);
+  cudaStream_t stream = nullptr;
+  RDDP_CUBLAS_CHECK(cublasGetStream(handle, &stream));
+  // As the float version: the float bias first, the product added onto it (beta 1) in float.
+  broadcast_rows(batch, out_features, b, y, stream);
+  gemm_16bit(handle, CUBLAS_OP_T, CUBLAS_OP_N, out_features, batch, in_features, w, in_features,
+             x, in_features, 1.0f, y, CUDA_R_32F, out_features);
+}
+
+template <typename T>
+void linear_backward_data_16bit(cublasHandle_t handle, int batch, int in_features,
+                                int out_features, const T* dy, const T* w, T* dx) {
+  check_linear(batch, in_features, out_features);
+  gemm_16bit(handle, CUBLAS_OP_N, CUBLAS_OP_N, in_features, batch, out_features, w, in_features,
+             dy, out_features, 0.0f, dx, gemm_type_of<T>(), in_features);
+}
+
+template <typename T>
+void linear_backward_weight_16bit(cublasHandle_t handle, int batch, int in_features,
+                                  int out_features, const T* x, const T* dy, float* dw) {
+  check_linear(batch, in_features, out_features);
+  gemm_16bit(handle, CUBLAS_OP_N, CUBLAS_OP_T, in_features, out_features, batch, x, in_features,
+             dy, out_features, 0.0f, dw, CUDA_R_32F, in_features);
 }
 
 }  // namespace
 
 void linear_forward(cublasHandle_t handle, int batch, int in_features, int out_features,
                     const __nv_bfloat16* x, const __nv_bfloat16* w, const float* b, float* y) {
-  check_linear(batch, in_features, out_features);
-  cudaStream_t stream = nullptr;
-  RDDP_CUBLAS_CHECK(cublasGetStream(handle, &stream));
-  // As the float version: the float bias first, the product added onto it (beta 1) in float.
-  broadcast_rows(batch, out_features, b, y, stream);
-  gemm_bf16(handle, CUBLAS_OP_T, CUBLAS_OP_N, out_features, batch, in_features, w, in_features,
-            x, in_features, 1.0f, y, CUDA_R_32F, out_features);
+  linear_forward_16bit(handle, batch, in_features, out_features, x, w, b, y);
 }
 
 void linear_backward_data(cublasHandle_t handle, int batch, int in_features, int out_features,
                           const __nv_bfloat16* dy, const __nv_bfloat16* w, __nv_bfloat16* dx) {
-  check_linear(batch, in_features, out_features);
-  gemm_bf16(handle, CUBLAS_OP_N, CUBLAS_OP_N, in_features, batch, out_features, w, in_features,
-            dy, out_features, 0.0f, dx, CUDA_R_16BF, in_features);
+  linear_backward_data_16bit(handle, batch, in_features, out_features, dy, w, dx);
 }
 
 void linear_backward_weight(cublasHandle_t handle, int batch, int in_features, int out_features,
                             const __nv_bfloat16* x, const __nv_bfloat16* dy, float* dw) {
-  check_linear(batch, in_features, out_features);
-  gemm_bf16(handle, CUBLAS_OP_N, CUBLAS_OP_T, in_features, out_features, batch, x, in_features,
-            dy, out_features, 0.0f, dw, CUDA_R_32F, in_features);
+  linear_backward_weight_16bit(handle, batch, in_features, out_features, x, dy, dw);
+}
+
+void linear_forward(cublasHandle_t handle, int batch, int in_features, int out_features,
+                    const __half* x, const __half* w, const float* b, float* y) {
+  linear_forward_16bit(handle, batch, in_features, out_features, x, w, b, y);
+}
+
+void linear_backward_data(cublasHandle_t handle, int batch, int in_features, int out_features,
+                          const __half* dy, const __half* w, __half* dx) {
+  linear_backward_data_16bit(handle, batch, in_features, out_features, dy, w, dx);
+}
+
+void linear_backward_weight(cublasHandle_t handle, int batch, int in_features, int out_features,
+                            const __half* x, const __half* dy, float* dw) {
+  linear_backward_weight_16bit(handle, batch, in_features, out_features, x, dy, dw);
 }
 
 }  // namespace rddp::cuda

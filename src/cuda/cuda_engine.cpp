@@ -2,10 +2,16 @@
 // kernels behind the Engine interface, behaving as the CPU engine does (src/cpu/cpu_engine.cpp):
 // the same initialisation, loss, metrics, optimizer maths and saved state.
 //
+// Under fp16 the step also carries GradScaler's dynamic loss scaling (cuda/loss_scaling.h), all
+// of it on the device: the scale, the verdict on each step, the optimizer's step count and the
+// count of skipped steps live in one loss_scale::StepState, which the host reads only with the
+// metrics and checkpoints.
+//
 // A step only enqueues work: the batch is copied on a stream of its own, metrics are summed on
 // the device, the optimizer's scalars are read from device memory, and nothing is allocated. The
 // one wait inside a step is for the copy of the batch out of host memory (see batch_upload.h).
 #include <cmath>
+#include <cstddef>
 #include <optional>
 #include <utility>
 
@@ -18,6 +24,7 @@
 #include "resnet_ddp/cuda/handles.h"
 #include "resnet_ddp/cuda/kernels.h"
 #include "resnet_ddp/cuda/layer_kernels.h"
+#include "resnet_ddp/cuda/loss_scaling.h"
 #include "resnet_ddp/cuda/staged_value.h"
 #include "resnet_ddp/error.h"
 
@@ -57,24 +64,35 @@ cuda::MathPolicy math_policy(Precision precision, MemoryFormat memory_format,
   policy.allow_tf32 = precision == Precision::tf32;
   policy.deterministic = options.deterministic;
   policy.search = options.conv_search;
-  policy.data_type = precision == Precision::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+  policy.data_type = precision == Precision::bf16   ? CUDNN_DATA_BFLOAT16
+                     : precision == Precision::fp16 ? CUDNN_DATA_HALF
+                                                    : CUDNN_DATA_FLOAT;
   policy.format = memory_format == MemoryFormat::nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   return policy;
 }
 
 // The model and optimizer state on the device: one allocation per flat buffer, laid out by the
 // ParamLayout, so that a gradient bucket is a slice of `grads` and the optimizer one launch.
-// Under bf16 a bfloat16 copy of the parameters joins them (same layout; see DeviceModel); the
-// float buffers are the same in every precision, so the reducer and checkpoints never notice.
+// Under bf16 (fp16) a bfloat16 (float16) copy of the parameters joins them (same layout; see
+// DeviceModel); the float buffers are the same in every precision, so the reducer and
+// checkpoints never notice. fp16 adds the loss scaling's state and the AdamW scalars that the
+// device computes from its own step count.
 struct DeviceState {
   DeviceState(const ModelState<float>& initial, const OptimizerConfig& optimizer,
-              Precision precision, cudaStream_t stream)
+              Precision precision, const loss_scale::Config& scaling, cudaStream_t stream)
       : params(initial.layout.parameter_elements()),
         grads(initial.layout.parameter_elements()),
         running(initial.layout.running_stat_elements()),
         first_moment(has_first_moment(optimizer) ? params.size() : 0),
         second_moment(has_second_moment(optimizer) ? params.size() : 0),
-        params_bf16(precision == Precision::bf16 ? params.size() : 0) {
+        params_bf16(precision == Precision::bf16 ? params.size() : 0),
+        params_fp16(precision == Precision::fp16 ? params.size() : 0),
+        loss_scaling(precision == Precision::fp16 ? 1 : 0),
+        adamw_scalars(precision == Precision::fp16 ? 1 : 0) {
+    if (loss_scaling.size() > 0) {
+      const loss_scale::StepState start = loss_scale::initial_step_state(scaling, 0);
+      cuda::copy_to_device(loss_scaling.get(), &start, 1, stream);
+    }
     cuda::copy_to_device(params.get(), initial.params.data(), params.size(), stream);
     cuda::copy_to_device(running.get(), initial.running.data(), running.size(), stream);
     // Gradient padding must read zero forever (the optimizer runs over it); moments start at 0.
@@ -86,6 +104,9 @@ struct DeviceState {
 
   DeviceBuffer<float> params, grads, running, first_moment, second_moment;
   DeviceBuffer<__nv_bfloat16> params_bf16;  // empty unless bf16
+  DeviceBuffer<__half> params_fp16;         // empty unless fp16
+  DeviceBuffer<loss_scale::StepState> loss_scaling;    // fp16 only
+  DeviceBuffer<adamw::Scalars<float>> adamw_scalars;   // fp16 only: written by the device
 };
 
 class CudaEngine final : public Engine {
@@ -97,7 +118,7 @@ class CudaEngine final : public Engine {
         layout_(net_),
         counters_(layout_.batch_counter_elements(), 0),
         state_(initial_state(config.spec, init_seed), config.optimizer, config.precision,
-               context_.stream()),
+               config.loss_scale, context_.stream()),
         dlogits_(static_cast<size_t>(config.max_batch) * config.spec.num_classes),
         xent_rows_(static_cast<size_t>(config.max_batch)),
         step_metrics_(1),
@@ -105,12 +126,14 @@ class CudaEngine final : public Engine {
         upload_(config.max_batch, config.spec.in_channels, config.height, config.width),
         executor_(net_, layout_, device_model(), config.max_batch, config.height, config.width,
                   context_, math_policy(config.precision, config.memory_format, options)) {
-    if (config_.optimizer.kind == OptimizerKind::adamw)
-      adamw_scalars_.emplace();
-    else
+    if (config_.optimizer.kind == OptimizerKind::sgd)
       sgd_scalars_.emplace();
+    else if (loss_scaling())
+      adamw_hyperparameters_.emplace();
+    else
+      adamw_scalars_.emplace();
     // The timed algorithm search ran backward-filter candidates into the gradient buffer;
-    // gradients start at zero, as on the CPU. (The bfloat16 copy was made before the search,
+    // gradients start at zero, as on the CPU. (The 16-bit copy was made before the search,
     // which reads it, in device_model().)
     RDDP_CUDA_CHECK(
         cudaMemsetAsync(state_.grads.get(), 0, state_.grads.bytes(), context_.stream()));
@@ -128,8 +151,8 @@ class CudaEngine final : public Engine {
   const ParamLayout& layout() const override { return layout_; }
   float* params() override {
     // The caller may write the parameters through this pointer (the reducer broadcasts rank 0's
-    // into it), behind the bfloat16 copy's back: the next step refreshes the copy first.
-    params_bf16_stale_ = true;
+    // into it), behind the 16-bit copy's back: the next step refreshes the copy first.
+    params_copy_stale_ = true;
     return state_.params.get();
   }
   float* grads() override { return state_.grads.get(); }
@@ -143,9 +166,13 @@ class CudaEngine final : public Engine {
     cudaStream_t stream = context_.stream();
     const cuda::BatchUpload::Slot slot = upload_.upload(batch, stream);
     if (hooks) hooks->before_forward();
-    refresh_params_bf16();
+    refresh_params_copy();
     const float* logits = executor_.forward(slot.images, batch.size, /*training=*/true);
     loss(logits, slot.labels, batch.size, dlogits_.get());
+    if (loss_scaling())
+      cuda::scale_loss_gradient(dlogits_.get(),
+                                static_cast<int64_t>(batch.size) * config_.spec.num_classes,
+                                state_.loss_scaling.get(), stream);
     if (hooks)
       executor_.backward(dlogits_.get(),
                          [hooks](const TensorInfo& tensor) { hooks->grad_ready(tensor); });
@@ -165,7 +192,7 @@ class CudaEngine final : public Engine {
     executor_.check_batch(batch.size, /*training=*/false);
     cudaStream_t stream = context_.stream();
     const cuda::BatchUpload::Slot slot = upload_.upload(batch, stream);
-    refresh_params_bf16();
+    refresh_params_copy();
     const float* logits = executor_.forward(slot.images, batch.size, /*training=*/false);
     // The training criterion, label smoothing included, as the CPU engine reports it.
     loss(logits, slot.labels, batch.size, nullptr);
@@ -184,7 +211,18 @@ class CudaEngine final : public Engine {
            ") reached the GPU although the batches passed the host's check: the batch memory ",
            "was rewritten while a step was copying it; keep each HostBatch unchanged until ",
            "train_step or eval_step returns");
-    return Metrics{sums.loss_sum, sums.correct, sums.count};
+    Metrics metrics{sums.loss_sum, sums.correct, sums.count};
+    metrics.nonfinite_losses = sums.nonfinite_losses;
+    if (loss_scaling()) {
+      loss_scale::StepState scaling{};
+      cuda::copy_to_host(&scaling, state_.loss_scaling.get(), 1, context_.stream());
+      metrics.skipped_steps = scaling.skipped_steps;
+      void* skipped = reinterpret_cast<char*>(state_.loss_scaling.get()) +
+                      offsetof(loss_scale::StepState, skipped_steps);
+      RDDP_CUDA_CHECK(
+          cudaMemsetAsync(skipped, 0, sizeof(scaling.skipped_steps), context_.stream()));
+    }
+    return metrics;
   }
 
   void save_state(ModelState<float>& model, OptimizerState& optimizer) override {
@@ -195,6 +233,15 @@ class CudaEngine final : public Engine {
     cuda::copy_to_host(model.running.data(), state_.running.get(), state_.running.size(), stream);
     model.counters = counters_;
     optimizer.step_count = step_count_;
+    optimizer.has_loss_scale = false;
+    if (loss_scaling()) {
+      // The device counts the steps taken, skipped ones excluded.
+      loss_scale::StepState scaling{};
+      cuda::copy_to_host(&scaling, state_.loss_scaling.get(), 1, stream);
+      optimizer.step_count = scaling.step_count;
+      optimizer.has_loss_scale = true;
+      optimizer.loss_scale = scaling.scaler;
+    }
     optimizer.first_moment =
         cuda::download(state_.first_moment.get(), state_.first_moment.size(), stream);
     optimizer.second_moment =
@@ -211,8 +258,8 @@ class CudaEngine final : public Engine {
     if (optimizer != nullptr) check_optimizer_state(*optimizer);
     cudaStream_t stream = context_.stream();
     cuda::copy_to_device(state_.params.get(), model.params.data(), state_.params.size(), stream);
-    params_bf16_stale_ = true;
-    refresh_params_bf16();
+    params_copy_stale_ = true;
+    refresh_params_copy();
     cuda::copy_to_device(state_.running.get(), model.running.data(), state_.running.size(), stream);
     counters_ = model.counters;
     if (optimizer != nullptr) {
@@ -221,6 +268,12 @@ class CudaEngine final : public Engine {
                            state_.first_moment.size(), stream);
       cuda::copy_to_device(state_.second_moment.get(), optimizer->second_moment.data(),
                            state_.second_moment.size(), stream);
+      if (loss_scaling()) {
+        loss_scale::StepState scaling =
+            loss_scale::initial_step_state(config_.loss_scale, optimizer->step_count);
+        if (optimizer->has_loss_scale) scaling.scaler = optimizer->loss_scale;
+        cuda::copy_to_device(state_.loss_scaling.get(), &scaling, 1, stream);
+      }
     }
   }
 
@@ -261,13 +314,15 @@ class CudaEngine final : public Engine {
     cuda::softmax_cross_entropy<float>(logits, labels, batch, config_.spec.num_classes,
                                        static_cast<float>(config_.label_smoothing), dlogits,
                                        xent_rows_.get(), step_metrics_.get(), stream);
-    cuda::accumulate_metrics(step_metrics_.get(), batch, metric_sums_.get(), stream);
+    cuda::accumulate_metrics(step_metrics_.get(), batch, metric_sums_.get(), stream,
+                             /*drop_nonfinite=*/loss_scaling() && dlogits != nullptr);
   }
 
-  // One update of every parameter. The scalars are computed on the host in double, from the step
-  // count and `lr`, exactly as CpuOptimizer computes them, and reach the kernel through device
-  // memory.
+  // One update of every parameter. The scalars are computed in double from the step count and
+  // `lr`, exactly as CpuOptimizer computes them, and reach the kernel through device memory:
+  // computed on the host, or under loss scaling on the device, which alone knows the count.
   void optimizer_step(double lr) {
+    if (loss_scaling()) return scaled_optimizer_step(lr);
     ++step_count_;
     cudaStream_t stream = context_.stream();
     const OptimizerConfig& o = config_.optimizer;
@@ -277,26 +332,57 @@ class CudaEngine final : public Engine {
           adamw::scalars<float>(lr, o.weight_decay, o.beta1, o.beta2, o.eps, step_count_), stream);
       cuda::adamw_step<float>(state_.params.get(), state_.grads.get(), state_.first_moment.get(),
                               state_.second_moment.get(), elements, adamw_scalars_->device(),
-                              stream, params_bf16());
+                              stream, params_copy());
     } else {
       sgd_scalars_->set(sgd::scalars<float>(lr, o.weight_decay, o.momentum, o.nesterov), stream);
       cuda::sgd_step<float>(state_.params.get(), state_.grads.get(), state_.first_moment.get(),
-                            elements, sgd_scalars_->device(), stream, params_bf16());
+                            elements, sgd_scalars_->device(), stream, params_copy());
     }
   }
 
-  // The bfloat16 copy of the parameters, or null when the engine computes in float32.
-  __nv_bfloat16* params_bf16() const {
-    return state_.params_bf16.size() > 0 ? state_.params_bf16.get() : nullptr;
+  // fp16: GradScaler.unscale_, step and update, on the device. The gradients have been averaged
+  // across ranks by now (before_optimizer), so every rank finds the same Inf or NaN, or none,
+  // and skips or takes the same step.
+  void scaled_optimizer_step(double lr) {
+    cudaStream_t stream = context_.stream();
+    const OptimizerConfig& o = config_.optimizer;
+    const size_t elements = state_.params.size();
+    loss_scale::StepState* scaling = state_.loss_scaling.get();
+    cuda::find_non_finite(state_.grads.get(), elements, scaling, stream);
+    if (o.kind == OptimizerKind::adamw) {
+      adamw_hyperparameters_->set(
+          adamw::Hyperparameters{lr, o.weight_decay, o.beta1, o.beta2, o.eps}, stream);
+      cuda::begin_scaled_step(scaling, config_.loss_scale, adamw_hyperparameters_->device(),
+                              state_.adamw_scalars.get(), stream);
+      cuda::adamw_step<float>(state_.params.get(), state_.grads.get(), state_.first_moment.get(),
+                              state_.second_moment.get(), elements, state_.adamw_scalars.get(),
+                              stream, params_copy(), scaling);
+    } else {
+      sgd_scalars_->set(sgd::scalars<float>(lr, o.weight_decay, o.momentum, o.nesterov), stream);
+      cuda::begin_scaled_step(scaling, config_.loss_scale, nullptr, nullptr, stream);
+      cuda::sgd_step<float>(state_.params.get(), state_.grads.get(), state_.first_moment.get(),
+                            elements, sgd_scalars_->device(), stream, params_copy(), scaling);
+    }
   }
 
-  // Under bf16, the executor's view of the model, with a bfloat16 copy of the parameters made
-  // now: the executor's timed search runs on it.
+  bool loss_scaling() const { return config_.precision == Precision::fp16; }
+
+  // The 16-bit copy of the parameters the optimizer keeps up to date, if any.
+  cuda::ParamCopy16 params_copy() const {
+    cuda::ParamCopy16 copy;
+    if (state_.params_bf16.size() > 0) copy.bf16 = state_.params_bf16.get();
+    if (state_.params_fp16.size() > 0) copy.fp16 = state_.params_fp16.get();
+    return copy;
+  }
+
+  // Under bf16 or fp16, the executor's view of the model, with the 16-bit copy of the parameters
+  // made now: the executor's timed search runs on it.
   cuda::DeviceModel device_model() {
+    const cuda::ParamCopy16 copy = params_copy();
     cuda::DeviceModel model{state_.params.get(), state_.grads.get(), state_.running.get(),
-                            params_bf16()};
-    params_bf16_stale_ = true;
-    refresh_params_bf16();
+                            copy.bf16, copy.fp16};
+    params_copy_stale_ = true;
+    refresh_params_copy();
     return model;
   }
 
@@ -304,12 +390,15 @@ class CudaEngine final : public Engine {
   // the float parameters (load_state, and whoever was handed params()), with one conversion
   // launch on the compute stream, ordered after their writes: load_state's copies wait for the
   // device, and the reducer makes the compute stream wait for its broadcast of rank 0's.
-  void refresh_params_bf16() {
-    if (!params_bf16_stale_) return;
-    params_bf16_stale_ = false;
-    if (params_bf16() == nullptr) return;
-    cuda::convert(static_cast<int64_t>(state_.params.size()), state_.params.get(), params_bf16(),
-                  context_.stream());
+  void refresh_params_copy() {
+    if (!params_copy_stale_) return;
+    params_copy_stale_ = false;
+    const cuda::ParamCopy16 copy = params_copy();
+    const auto count = static_cast<int64_t>(state_.params.size());
+    if (copy.bf16 != nullptr)
+      cuda::convert(count, state_.params.get(), copy.bf16, context_.stream());
+    if (copy.fp16 != nullptr)
+      cuda::convert(count, state_.params.get(), copy.fp16, context_.stream());
   }
 
   void reset_metric_sums() {
@@ -322,8 +411,8 @@ class CudaEngine final : public Engine {
   NetDesc net_;
   ParamLayout layout_;
   std::vector<int64_t> counters_;  // BatchNorm num_batches_tracked, by layout offset
-  int64_t step_count_ = 0;
-  bool params_bf16_stale_ = false;  // the float parameters may have changed since the last copy
+  int64_t step_count_ = 0;  // all precisions but fp16, whose count lives on the device
+  bool params_copy_stale_ = false;  // the float parameters may have changed since the last copy
   cuda::ComputeContext context_;
   DeviceState state_;
   DeviceBuffer<float> dlogits_;
@@ -332,6 +421,7 @@ class CudaEngine final : public Engine {
   DeviceBuffer<cuda::MetricSums> metric_sums_;
   std::optional<cuda::StagedValue<adamw::Scalars<float>>> adamw_scalars_;
   std::optional<cuda::StagedValue<sgd::Scalars<float>>> sgd_scalars_;
+  std::optional<cuda::StagedValue<adamw::Hyperparameters>> adamw_hyperparameters_;  // fp16
   cuda::BatchUpload upload_;
   cuda::Executor executor_;
 };

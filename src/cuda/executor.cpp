@@ -160,8 +160,10 @@ struct Plan {
   const float* param(const TensorInfo* info) const { return model.params + info->offset; }
   // What convolutions and the fc multiply by: the float parameter, or its bfloat16 copy.
   const T* weight(const TensorInfo* info) const {
-    if constexpr (kMixed)
+    if constexpr (std::is_same_v<T, __nv_bfloat16>)
       return model.params_bf16 + info->offset;
+    else if constexpr (std::is_same_v<T, __half>)
+      return model.params_fp16 + info->offset;
     else
       return model.params + info->offset;
   }
@@ -638,8 +640,14 @@ std::unique_ptr<detail::ExecutorImpl> make_impl(const NetDesc& net, const ParamL
              "please report this");
       return std::make_unique<TypedExecutor<__nv_bfloat16>>(net, layout, model, max_batch,
                                                             height, width, context, policy);
+    case CUDNN_DATA_HALF:
+      if (model.params_fp16 == nullptr)
+        fail("internal error: a float16 executor needs the float16 copy of the parameters; ",
+             "please report this");
+      return std::make_unique<TypedExecutor<__half>>(net, layout, model, max_batch, height, width,
+                                                     context, policy);
     default:
-      fail("the CUDA executor stores activations in float32 or bfloat16, not ",
+      fail("the CUDA executor stores activations in float32, bfloat16 or float16, not ",
            to_string(policy.data_type));
   }
 }

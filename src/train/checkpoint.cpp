@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <system_error>
 
 #include "resnet_ddp/error.h"
@@ -19,6 +21,9 @@ namespace {
 constexpr const char* kPrefix = "checkpoint-";
 constexpr const char* kSuffix = ".rddp";
 constexpr const char* kOptimizerPrefix = "optimizer.";
+// fp16 loss scaling: torch.cuda.amp.GradScaler.state_dict()'s names for what resume needs.
+constexpr const char* kScaleKey = "grad_scaler.scale";
+constexpr const char* kGrowthTrackerKey = "grad_scaler._growth_tracker";
 
 // PyTorch's names for the optimizer state of a parameter.
 std::vector<const char*> moment_names(OptimizerKind kind) {
@@ -58,6 +63,25 @@ int64_t metadata_int(const TensorFile& file, const std::string& key) {
   fail(file.describe_source(), ": metadata '", key, "' is '", it->second, "', not a whole number");
 }
 
+// "%.9g" and back: nine significant digits give every float back exactly.
+std::string float_text(float value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.9g", static_cast<double>(value));
+  return text;
+}
+
+float metadata_float(const TensorFile& file, const std::string& key) {
+  const auto it = file.metadata.find(key);
+  if (it == file.metadata.end()) fail(file.describe_source(), ": no '", key, "'");
+  try {
+    size_t used = 0;
+    const float value = std::stof(it->second, &used);
+    if (used == it->second.size()) return value;
+  } catch (const std::exception&) {
+  }
+  fail(file.describe_source(), ": metadata '", key, "' is '", it->second, "', not a number");
+}
+
 }  // namespace
 
 std::vector<std::string> list_checkpoints(const std::string& dir) {
@@ -85,6 +109,10 @@ std::string save_checkpoint(const std::string& dir, const ModelState<float>& mod
   put_model_spec(model.spec, file.metadata);
   file.metadata["optimizer.kind"] = to_string(optimizer_config.kind);
   file.metadata["optimizer.step_count"] = std::to_string(optimizer.step_count);
+  if (optimizer.has_loss_scale) {
+    file.metadata[kScaleKey] = float_text(optimizer.loss_scale.scale);
+    file.metadata[kGrowthTrackerKey] = std::to_string(optimizer.loss_scale.growth_tracker);
+  }
   file.metadata["train.epoch"] = std::to_string(position.epoch);
   file.metadata["train.step_in_epoch"] = std::to_string(position.step_in_epoch);
   file.metadata["train.global_step"] = std::to_string(position.global_step);
@@ -141,6 +169,19 @@ ResumedCheckpoint load_latest_checkpoint(const std::string& dir, ModelState<floa
              position.step_in_epoch, " of it, global step ", position.global_step, ", ",
              position.world_size, " rank(s) of batch ", position.batch_size, ", optimizer step ",
              loaded.step_count, ". It was not written by resnet_ddp, or edited since");
+      // Written by fp16 runs only; the other precisions ignore it, and an fp16 run resumed from
+      // a checkpoint without it starts the scale afresh.
+      if (file.metadata.count(kScaleKey) != 0) {
+        loaded.has_loss_scale = true;
+        loaded.loss_scale.scale = metadata_float(file, kScaleKey);
+        const int64_t tracker = metadata_int(file, kGrowthTrackerKey);
+        if (!(loaded.loss_scale.scale > 0.0f) || !std::isfinite(loaded.loss_scale.scale) || tracker < 0 ||
+            tracker > std::numeric_limits<int32_t>::max())
+          fail(path, ": its loss scale ", loaded.loss_scale.scale, " with growth tracker ", tracker,
+               " cannot be (the scale is finite and > 0, the tracker a count >= 0). It was not written by "
+               "resnet_ddp, or edited since");
+        loaded.loss_scale.growth_tracker = static_cast<int32_t>(tracker);
+      }
       const std::vector<const char*> moments = moment_names(optimizer_config.kind);
       const bool keeps_moments = optimizer_config.kind == OptimizerKind::adamw || optimizer_config.momentum != 0;
       for (size_t which = 0; keeps_moments && which < moments.size(); ++which) {

@@ -122,15 +122,20 @@ const std::vector<Flag>& flags() {
                                                      {"cpu", DeviceChoice::cpu}, {"cuda", DeviceChoice::cuda}});
        }},
       {"--precision", "KIND",
-       "tf32 (default: TF32 tensor cores, as PyTorch's cuDNN), fp32 (strict) or bf16 (GPU: mixed "
-       "precision as torch.autocast(bfloat16), float32 master weights)",
+       "tf32 (default: TF32 tensor cores, as PyTorch's cuDNN), fp32 (strict), bf16 (GPU: mixed "
+       "precision as torch.autocast(bfloat16), float32 master weights) or fp16 (GPU: the same in "
+       "float16 with GradScaler's dynamic loss scaling; a step with Inf/NaN gradients is skipped "
+       "and reported)",
        [](TrainOptions& o, auto& f, auto& v) {
-         o.precision = parse_choice<Precision>(
-             f, v, {{"tf32", Precision::tf32}, {"fp32", Precision::fp32}, {"bf16", Precision::bf16}});
+         o.precision = parse_choice<Precision>(f, v,
+                                               {{"tf32", Precision::tf32},
+                                                {"fp32", Precision::fp32},
+                                                {"bf16", Precision::bf16},
+                                                {"fp16", Precision::fp16}});
        }},
       {"--memory-format", "KIND",
        "GPU activations' layout: nchw or nhwc (torch.channels_last); default nhwc with --precision "
-       "bf16, else nchw",
+       "bf16 or fp16, else nchw",
        [](TrainOptions& o, auto& f, auto& v) {
          o.memory_format =
              parse_choice<MemoryFormat>(f, v, {{"nchw", MemoryFormat::nchw}, {"nhwc", MemoryFormat::nhwc}});
@@ -218,13 +223,16 @@ const std::vector<Flag>& flags() {
   return table;
 }
 
-// bfloat16 convolutions run on tensor cores, whose cuDNN kernels read NHWC; given NCHW, cuDNN
+// 16-bit (bf16, fp16) convolutions run on tensor cores, whose cuDNN kernels read NHWC; given NCHW, cuDNN
 // transposes around them, which is why PyTorch recipes pair autocast with channels_last. In
 // float32 and TF32 NCHW stays the default: it is PyTorch's default, what every float32 result so
 // far was measured and tested with, and strict float32's FMA kernels gain nothing from NHWC.
 void apply_memory_format_default(TrainOptions& options) {
   if (!options.memory_format_given)
-    options.memory_format = options.precision == Precision::bf16 ? MemoryFormat::nhwc : MemoryFormat::nchw;
+    options.memory_format =
+        options.precision == Precision::bf16 || options.precision == Precision::fp16
+            ? MemoryFormat::nhwc
+            : MemoryFormat::nchw;
 }
 
 void apply_optimizer_defaults(TrainOptions& options) {

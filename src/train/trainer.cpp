@@ -291,6 +291,9 @@ void Trainer::show_settings() const {
 }
 
 Metrics Trainer::take_checked_metrics(int64_t epoch, int64_t step, double lr) {
+  // Under fp16 a step with a non-finite loss is skipped by the loss scaling and left out of the
+  // loss sums by the engine (counted in nonfinite_losses), so the check below only stops the
+  // other precisions; fp16 reports its skipped steps with each epoch instead.
   const Metrics metrics = engine_->take_metrics();
   if (!std::isfinite(metrics.loss_sum))
     fail("the training loss became ", std::isnan(metrics.loss_sum) ? "NaN" : "infinite", " in epoch ", epoch + 1,
@@ -415,17 +418,29 @@ int Trainer::run() {
     last_val = val;
     console_.end_progress();
     const double images_per_s = train.count / train_seconds;
+    const bool loss_scaling = options_.precision == Precision::fp16;
     console_.info("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(options_.epochs) + ": train loss " +
                   fixed(mean_loss(train), 4) + " acc " + percent(train.correct, train.count) +
                   (val_loader_ ? " | val loss " + fixed(mean_loss(val), 4) + " acc " + percent(val.correct, val.count)
                                : "") +
                   " | " + fixed(train_seconds, 1) + " s, " + fixed(images_per_s, 0) + " img/s, data wait " +
-                  fixed(100.0 * data_wait / train_seconds, 1) + "%");
-    metrics_log.write(Json().str("type", "epoch").num("epoch", epoch + 1).num("global_step", global_step_)
-                          .num("lr", lr).num("train_loss", mean_loss(train)).num("train_accuracy", accuracy(train))
-                          .num("val_loss", mean_loss(val)).num("val_accuracy", accuracy(val))
-                          .num("seconds", train_seconds).num("images_per_s", images_per_s)
-                          .num("data_wait_share", data_wait / train_seconds).text());
+                  fixed(100.0 * data_wait / train_seconds, 1) + "%" +
+                  (loss_scaling ? " | " + std::to_string(train.skipped_steps) + " step(s) skipped" : ""));
+    if (loss_scaling && train.skipped_steps > 0 && console_.is_main())
+      console_.warn("epoch " + std::to_string(epoch + 1) + ": " + std::to_string(train.skipped_steps) +
+                    " optimizer step(s) skipped for Inf/NaN gradients (" + std::to_string(train.nonfinite_losses) +
+                    " with a non-finite loss, left out of the mean), each halving the loss scale; a few early "
+                    "in training are normal, many mean fp16 overflows: try --precision bf16 or a lower --lr");
+    Json epoch_json;
+    epoch_json.str("type", "epoch").num("epoch", epoch + 1).num("global_step", global_step_)
+        .num("lr", lr).num("train_loss", mean_loss(train)).num("train_accuracy", accuracy(train))
+        .num("val_loss", mean_loss(val)).num("val_accuracy", accuracy(val))
+        .num("seconds", train_seconds).num("images_per_s", images_per_s)
+        .num("data_wait_share", data_wait / train_seconds);
+    if (loss_scaling)
+      epoch_json.num("skipped_steps", static_cast<double>(train.skipped_steps))
+          .num("nonfinite_losses", static_cast<double>(train.nonfinite_losses));
+    metrics_log.write(epoch_json.text());
     // A run stopped by --max-steps mid-epoch saves where it stopped, so --resume carries on.
     if (step < steps_per_epoch_) checkpoint(epoch, step);
     else checkpoint(epoch + 1, 0);

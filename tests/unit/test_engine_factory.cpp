@@ -31,11 +31,14 @@ TEST_CASE("the CPU engine is built whatever the machine") {
   CHECK(engine->layout().parameter_count() > 0);
 }
 
-TEST_CASE("the CPU engine refuses bf16 rather than training in float32 unasked") {
+TEST_CASE("the CPU engine refuses bf16 and fp16 rather than training in float32 unasked") {
   EngineConfig config = small_config();
   config.precision = Precision::bf16;
   CHECK_THROWS_WITH_AS(make_engine(DeviceKind::cpu, config, 1),
                        doctest::Contains("--precision bf16 needs the CUDA engine"), Error);
+  config.precision = Precision::fp16;
+  CHECK_THROWS_WITH_AS(make_engine(DeviceKind::cpu, config, 1),
+                       doctest::Contains("--precision fp16 needs the CUDA engine"), Error);
   config.precision = Precision::fp32;
   CHECK(make_engine(DeviceKind::cpu, config, 1)->device() == DeviceKind::cpu);
 }

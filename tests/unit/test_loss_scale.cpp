@@ -93,3 +93,44 @@ TEST_CASE("gradients are unscaled by 1/scale computed in double and rounded once
   CHECK(loss_scale::unscale(grad * 65536.0f, loss_scale::inverse(65536.0f)) == grad);
   CHECK(std::isnan(loss_scale::unscale(NAN, 1.0f)));
 }
+
+TEST_CASE("a step's verdict: unscale by the scale the loss was multiplied by, then update") {
+  loss_scale::Config config;
+  config.growth_interval = 2;
+  loss_scale::StepState s = loss_scale::initial_step_state(config, 10);
+  CHECK(s.scaler.scale == 65536.0f);
+  CHECK(s.step_count == 10);
+
+  // A finite step: taken, counted; the inverse is of the scale before the update.
+  s.found_inf = 0;
+  CHECK(loss_scale::begin_step(s, config));
+  CHECK(s.inverse_scale == 1.0f / 65536.0f);
+  CHECK(s.step_count == 11);
+  CHECK(s.skipped_steps == 0);
+  CHECK(s.scaler.growth_tracker == 1);
+
+  // The second finite step grows the scale, after fixing this step's inverse.
+  CHECK(loss_scale::begin_step(s, config));
+  CHECK(s.inverse_scale == 1.0f / 65536.0f);
+  CHECK(s.scaler.scale == 131072.0f);
+  CHECK(s.step_count == 12);
+
+  // A non-finite step: skipped, the optimizer's count unchanged, the skip counted, the scale
+  // halved for the next step.
+  s.found_inf = 1;
+  CHECK_FALSE(loss_scale::begin_step(s, config));
+  CHECK(s.step_count == 12);
+  CHECK(s.skipped_steps == 1);
+  CHECK(s.scaler.scale == 65536.0f);
+  CHECK(s.scaler.growth_tracker == 0);
+}
+
+TEST_CASE("unscaling by a power-of-two scale is exact") {
+  // Multiplying by 2^-k only changes the exponent of a normal float, so grad * scale * (1/scale)
+  // gives grad back: what lets the GPU test compare an fp16 step bit for bit.
+  for (const float scale : {1.0f, 2.0f, 1024.0f, 65536.0f, 1048576.0f}) {
+    const float inverse = loss_scale::inverse(scale);
+    for (const float grad : {1e-3f, -0.7f, 3.14159f, 1e-20f})
+      CHECK(loss_scale::unscale(grad * scale, inverse) == grad);
+  }
+}

@@ -46,15 +46,17 @@ TEST_CASE("options parse in both --flag value and --flag=value forms") {
   CHECK(o.seed == 7);
 }
 
-TEST_CASE("--precision: tf32 by default, fp32 and bf16 on request, anything else refused") {
+TEST_CASE("--precision: tf32 by default, fp32, bf16 and fp16 on request, anything else refused") {
   CHECK(parse({"--data", "/d"}).precision == Precision::tf32);
   CHECK(parse({"--data", "/d", "--precision", "fp32"}).precision == Precision::fp32);
   CHECK(parse({"--data", "/d", "--precision=bf16"}).precision == Precision::bf16);
+  CHECK(parse({"--data", "/d", "--precision", "fp16"}).precision == Precision::fp16);
   CHECK(std::string(to_string(Precision::bf16)) == "bf16");
-  refused({"--data", "/d", "--precision", "fp8"}, "--precision: 'fp8' is not one of: tf32, fp32, bf16");
+  CHECK(std::string(to_string(Precision::fp16)) == "fp16");
+  refused({"--data", "/d", "--precision", "fp8"}, "--precision: 'fp8' is not one of: tf32, fp32, bf16, fp16");
 }
 
-TEST_CASE("--memory-format: nhwc by default under bf16, nchw otherwise, either on request") {
+TEST_CASE("--memory-format: nhwc by default under bf16 and fp16, nchw otherwise, either on request") {
   const TrainOptions plain = parse({"--data", "/d"});
   CHECK(plain.memory_format == MemoryFormat::nchw);
   CHECK_FALSE(plain.memory_format_given);
@@ -69,6 +71,7 @@ TEST_CASE("--memory-format: nhwc by default under bf16, nchw otherwise, either o
   CHECK(parse({"--data", "/d", "--precision", "bf16", "--memory-format=nchw"}).memory_format ==
         MemoryFormat::nchw);
   CHECK(parse({"--data", "/d", "--memory-format", "nhwc"}).memory_format == MemoryFormat::nhwc);
+  CHECK(parse({"--data", "/d", "--precision", "fp16"}).memory_format == MemoryFormat::nhwc);
   CHECK(parse({"--data", "/d", "--precision", "tf32", "--memory-format", "nhwc"}).memory_format ==
         MemoryFormat::nhwc);
   CHECK(std::string(to_string(MemoryFormat::nhwc)) == "nhwc");

@@ -5,6 +5,7 @@
 // float32 (see Executor).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 namespace rddp::cuda {
 
@@ -31,5 +32,14 @@ void linear_backward_data(cublasHandle_t handle, int batch, int in_features, int
                           const __nv_bfloat16* dy, const __nv_bfloat16* w, __nv_bfloat16* dx);
 void linear_backward_weight(cublasHandle_t handle, int batch, int in_features, int out_features,
                             const __nv_bfloat16* x, const __nv_bfloat16* dy, float* dw);
+
+// And under float16 mixed precision (autocast(dtype=float16)'s linear), the same way: float16
+// inputs and weights, float accumulation, float logits and weight gradient, float16 dx.
+void linear_forward(cublasHandle_t handle, int batch, int in_features, int out_features,
+                    const __half* x, const __half* w, const float* b, float* y);
+void linear_backward_data(cublasHandle_t handle, int batch, int in_features, int out_features,
+                          const __half* dy, const __half* w, __half* dx);
+void linear_backward_weight(cublasHandle_t handle, int batch, int in_features, int out_features,
+                            const __half* x, const __half* dy, float* dw);
 
 }  // namespace rddp::cuda

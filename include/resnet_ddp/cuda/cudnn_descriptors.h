@@ -7,6 +7,7 @@
 // cuDNN only attaches the deprecation attribute when CUDNN_WARN_DEPRECATED is defined, which
 // this project does not do, so the build stays free of warnings without suppressing any.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cudnn.h>
 
 #include <map>
@@ -15,9 +16,10 @@
 
 namespace rddp::cuda {
 
-// The types activations may be stored in: float, or bfloat16 under mixed precision (the
-// executor is instantiated for each). Parameters, gradients and optimizer state stay float
-// either way; under bfloat16 the convolutions and the fc read a bfloat16 copy of their weights.
+// The types activations may be stored in: float, or bfloat16 or float16 under mixed precision
+// (the executor is instantiated for each). Parameters, gradients and optimizer state stay float
+// either way; under a 16-bit type the convolutions and the fc read a 16-bit copy of their
+// weights.
 template <typename T>
 constexpr cudnnDataType_t data_type_of();
 template <>
@@ -27,6 +29,10 @@ constexpr cudnnDataType_t data_type_of<float>() {
 template <>
 constexpr cudnnDataType_t data_type_of<__nv_bfloat16>() {
   return CUDNN_DATA_BFLOAT16;
+}
+template <>
+constexpr cudnnDataType_t data_type_of<__half>() {
+  return CUDNN_DATA_HALF;
 }
 const char* to_string(cudnnDataType_t type);
 // The memory format of activations and convolution filters alike: CUDNN_TENSOR_NCHW
@@ -86,6 +92,8 @@ std::unique_ptr<FilterDescriptor> make_filter_descriptor(
 // and for bfloat16 data alike: cuDNN's legacy convolution API lists FLOAT_CONFIG (x, w, y FLOAT,
 // compute FLOAT) and PSEUDO_BFLOAT16_CONFIG (x, w, y BFLOAT16, compute FLOAT, compute capability
 // 8.0 and later); there is no bfloat16 accumulation, which is what autocast asks for anyway.
+// float16 data likewise uses PSEUDO_HALF_CONFIG (x, w, y HALF, compute FLOAT), as PyTorch's
+// half convolutions do, rather than TRUE_HALF_CONFIG's half accumulation.
 std::unique_ptr<ConvolutionDescriptor> make_convolution_descriptor(int stride, int pad,
                                                                    cudnnMathType_t math);
 

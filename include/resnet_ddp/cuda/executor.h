@@ -4,6 +4,7 @@
 // buffers. Every activation, gradient and workspace is allocated when it is built; a step only
 // enqueues work on the context's stream, and never waits for the device.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <functional>
 #include <memory>
@@ -33,6 +34,8 @@ struct DeviceModel {
   // convolutions and the fc read (BatchNorm reads the float ones). The owner keeps it equal to
   // round(params) whenever a step runs.
   const __nv_bfloat16* params_bf16 = nullptr;
+  // float16 mixed precision only: the same, rounded to float16.
+  const __half* params_fp16 = nullptr;
 };
 
 class Executor {
@@ -43,7 +46,7 @@ class Executor {
   // applies to cuBLAS too. `net`, `layout`, `model` and `context` must outlive the executor.
   //
   // The policy's data_type is the activations' type: CUDNN_DATA_FLOAT, or CUDNN_DATA_BFLOAT16
-  // for PyTorch autocast's mixed precision (bfloat16 activations and conv/fc weights, float
+  // (or CUDNN_DATA_HALF, with params_fp16, likewise) for PyTorch autocast's mixed precision (bfloat16 activations and conv/fc weights, float
   // accumulation, BatchNorm statistics, logits and every parameter gradient in float; the model
   // must then carry params_bf16). Input, logits and gradients are float either way.
   //

@@ -3,12 +3,14 @@
 // synchronises), checks the launch, and may be captured into a CUDA graph. The maths of each
 // kernel lives in kernels/*_math.h, shared with its CPU twin.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <cstdint>
 
 #include "adamw_math.h"
+#include "loss_scale_math.h"
 #include "sgd_math.h"
 
 namespace rddp::cuda {
@@ -46,37 +48,53 @@ void softmax_cross_entropy(const T* logits, const int32_t* labels, int batch, in
 // written four elements at a time; any other alignment or length falls back to one at a time.
 //
 // The per-step scalars (learning rate, bias corrections, step size) come either by value or
-// from device memory. The host always computes them, in double as PyTorch does, with
-// adamw::scalars / sgd::scalars from its own step count and schedule. Passed by value they are
+// from device memory. They are computed in double as PyTorch does, with adamw::scalars /
+// sgd::scalars: by the host from its own step count and schedule, or under float16 loss scaling
+// by begin_scaled_step on the device, from the device's step count (cuda/loss_scaling.h). Passed by value they are
 // frozen into a captured CUDA graph; passed through a device pointer the graph reads them when
 // it replays, so the host writes each step's scalars there first (cudaMemcpyAsync from pinned
 // memory on the same stream, before cudaGraphLaunch) and the graph is never captured again
 // when the learning rate or the step count changes.
 
 //
-// params_bf16, when not null, is a bfloat16 copy of the parameters (same layout): each updated
-// parameter is also rounded into it (to nearest even) in the same pass, which is how mixed
-// precision keeps the weights its convolutions and fc read in step with the float masters at
-// the cost of a 2-byte store per element, rather than a second launch that would read the
+// `copy`, when not empty, is a 16-bit copy of the parameters (same layout), bfloat16 or float16:
+// each updated parameter is also rounded into it (to nearest even) in the same pass, which is how
+// mixed precision keeps the weights its convolutions and fc read in step with the float masters
+// at the cost of a 2-byte store per element, rather than a second launch that would read the
 // 4-byte masters back.
+//
+// `scaling`, when not null, is float16 loss scaling's state on the device (see
+// cuda/loss_scaling.h), read after begin_scaled_step: each gradient is multiplied by its
+// inverse_scale before the update, and when found_inf is set the kernel changes nothing at all
+// (parameters, moments, copy), so that the step is skipped without the host knowing.
+
+struct ParamCopy16 {
+  ParamCopy16() = default;
+  ParamCopy16(std::nullptr_t) {}
+  ParamCopy16(__nv_bfloat16* copy) : bf16(copy) {}
+  ParamCopy16(__half* copy) : fp16(copy) {}
+  __nv_bfloat16* bf16 = nullptr;  // at most one of the two is set
+  __half* fp16 = nullptr;
+};
 
 template <typename Grad>
 void adamw_step(float* params, const Grad* grads, float* exp_avg, float* exp_avg_sq,
                 size_t elements, const adamw::Scalars<float>& scalars, cudaStream_t stream,
-                __nv_bfloat16* params_bf16 = nullptr);
+                ParamCopy16 copy = {}, const loss_scale::StepState* scaling = nullptr);
 template <typename Grad>
 void adamw_step(float* params, const Grad* grads, float* exp_avg, float* exp_avg_sq,
                 size_t elements, const adamw::Scalars<float>* device_scalars,
-                cudaStream_t stream, __nv_bfloat16* params_bf16 = nullptr);
+                cudaStream_t stream, ParamCopy16 copy = {},
+                const loss_scale::StepState* scaling = nullptr);
 
 // momentum_buffer may be null only when the scalars' momentum is 0.
 template <typename Grad>
 void sgd_step(float* params, const Grad* grads, float* momentum_buffer, size_t elements,
-              const sgd::Scalars<float>& scalars, cudaStream_t stream,
-              __nv_bfloat16* params_bf16 = nullptr);
+              const sgd::Scalars<float>& scalars, cudaStream_t stream, ParamCopy16 copy = {},
+              const loss_scale::StepState* scaling = nullptr);
 template <typename Grad>
 void sgd_step(float* params, const Grad* grads, float* momentum_buffer, size_t elements,
               const sgd::Scalars<float>* device_scalars, cudaStream_t stream,
-              __nv_bfloat16* params_bf16 = nullptr);
+              ParamCopy16 copy = {}, const loss_scale::StepState* scaling = nullptr);
 
 }  // namespace rddp::cuda

@@ -96,9 +96,13 @@ struct MetricSums {
   int64_t correct;
   int64_t count;
   int64_t bad_labels;
+  int64_t nonfinite_losses;  // steps left out of the sums above (drop_nonfinite only)
 };
 
-// sums += the metrics of one step of `batch` rows (one thread; no host round trip).
-void accumulate_metrics(const XentMetrics* step, int batch, MetricSums* sums, cudaStream_t stream);
+// sums += the metrics of one step of `batch` rows (one thread; no host round trip). With
+// drop_nonfinite (fp16 loss scaling, where such a step is skipped rather than fatal), a step
+// whose loss is Inf or NaN only counts in nonfinite_losses.
+void accumulate_metrics(const XentMetrics* step, int batch, MetricSums* sums, cudaStream_t stream,
+                        bool drop_nonfinite = false);
 
 }  // namespace rddp::cuda
