@@ -12,6 +12,7 @@
 
 #include "pack_format.h"
 #include "resnet_ddp/data/image_decode.h"
+#include "resnet_ddp/data/mapped_file_fault.h"
 #include "resnet_ddp/data/pack.h"
 #include "resnet_ddp/error.h"
 
@@ -90,6 +91,7 @@ PackedDataset::PackedDataset(const std::string& path, const std::string& name) :
   ::close(fd);  // the mapping keeps the file open
   if (map == MAP_FAILED) fail("cannot map '", path, "' into memory: ", std::strerror(map_errno));
   map_ = static_cast<const uint8_t*>(map);
+  report_bus_errors_for(path);
   try {
     // The magic and the version first: a later version may lay out everything else otherwise.
     if (map_size_ < 8 && std::memcmp(map_, fmt::kMagic, map_size_) == 0)
@@ -187,6 +189,7 @@ PackedDataset::PackedDataset(const std::string& path, const std::string& name) :
            " bytes lie between the last image and the index", kFix);
   } catch (...) {
     ::munmap(const_cast<uint8_t*>(map_), map_size_);
+    stop_reporting_bus_errors_for(path);
     throw;
   }
   description_ = name + " (" + path + ", " + std::to_string(count_) + " images, " +
@@ -194,7 +197,10 @@ PackedDataset::PackedDataset(const std::string& path, const std::string& name) :
                  std::to_string(info_.short_side) + ")";
 }
 
-PackedDataset::~PackedDataset() { ::munmap(const_cast<uint8_t*>(map_), map_size_); }
+PackedDataset::~PackedDataset() {
+  ::munmap(const_cast<uint8_t*>(map_), map_size_);
+  stop_reporting_bus_errors_for(path_);
+}
 
 Sample PackedDataset::get(size_t index) const {
   RDDP_ASSERT(index < count_);

@@ -1,6 +1,9 @@
 // Packed data sets: resnet_ddp_pack's packing on PNGs and JPEGs the test writes, the
 // memory-mapped reader, and its refusal of damaged files.
 #include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stb_image_write.h>  // implemented in test_data_image_folder.cpp
 
 #include <cstdint>
@@ -310,4 +313,35 @@ TEST_CASE("the pack writer refuses what the reader would refuse, and leaves no f
   info.classes = {"only"};
   PackWriter empty(dir + "/r.rddp-pack", info);
   CHECK_THROWS_AS(empty.finish(), Error);
+}
+
+TEST_CASE("a pack truncated under a running reader ends it with SIGBUS and a message naming it") {
+  const std::string dir = fresh_dir("sigbus");
+  const std::string path = make_small_pack(dir);
+  const std::string log = dir + "/stderr.txt";
+  // In a child: the signal must end a process, and this one runs the other tests.
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    if (!std::freopen(log.c_str(), "w", stderr)) _exit(3);
+    try {
+      PackedDataset pack(path, "test");
+      // A file shrunk to nothing leaves no page of the mapping behind: the next read faults.
+      if (truncate(path.c_str(), 0) != 0) _exit(4);
+      pack.get(pack.size() - 1);
+    } catch (...) {
+      _exit(5);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFSIGNALED(status));
+  if (WIFSIGNALED(status)) CHECK(WTERMSIG(status) == SIGBUS);
+  const std::vector<uint8_t> bytes = file_bytes(log);
+  const std::string message(bytes.begin(), bytes.end());
+  CAPTURE(message);
+  CHECK(message.find("SIGBUS") != std::string::npos);
+  CHECK(message.find(path) != std::string::npos);
+  CHECK(message.find("resnet_ddp_pack") != std::string::npos);
 }
