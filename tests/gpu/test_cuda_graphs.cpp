@@ -57,6 +57,7 @@ Batch random_batch(int size, uint64_t seed) {
 }
 
 struct Outcome {
+  explicit Outcome(const ModelSpec& spec) : model(spec) {}
   ModelState<float> model;
   OptimizerState optimizer;
   std::vector<Metrics> metrics;
@@ -72,7 +73,7 @@ Outcome train(OptimizerKind optimizer, Precision precision, bool graphs) {
   options.deterministic = true;
   options.conv_search = cuda::ConvAlgorithmSearch::heuristic;
   std::unique_ptr<Engine> engine = make_cuda_engine(config, /*init_seed=*/11, options);
-  Outcome outcome;
+  Outcome outcome(config.spec);
   int step = 0;
   for (int epoch = 0; epoch < 3; ++epoch) {
     for (int i = 0; i < 6; ++i, ++step) {
@@ -116,7 +117,8 @@ void check_identical(OptimizerKind optimizer, Precision precision) {
   CHECK(same_bits(eager.optimizer.second_moment, graphed.optimizer.second_moment));
   CHECK(eager.optimizer.step_count == graphed.optimizer.step_count);
   CHECK(eager.optimizer.has_loss_scale == graphed.optimizer.has_loss_scale);
-  CHECK(eager.optimizer.loss_scale == graphed.optimizer.loss_scale);
+  CHECK(eager.optimizer.loss_scale.scale == graphed.optimizer.loss_scale.scale);
+  CHECK(eager.optimizer.loss_scale.growth_tracker == graphed.optimizer.loss_scale.growth_tracker);
   REQUIRE(eager.metrics.size() == graphed.metrics.size());
   for (size_t i = 0; i < eager.metrics.size(); ++i) {
     CAPTURE(i);
