@@ -7,7 +7,7 @@
 //                   [--memory-format auto|nchw|nhwc]
 //                   [--warmup 15] [--windows 5] [--steps-per-window 30]
 //                   [--conv-algorithms timed|heuristic] [--deterministic] [--ddp] [--bucket-mb 25]
-//                   [--grad-allreduce fp32|bf16]
+//                   [--grad-allreduce fp32|bf16] [--cuda-graphs on|off]
 //   cuda_step_bench --describe [same flags]   the model, its FLOPs and parameters (no GPU needed)
 //   cuda_step_bench --device-info             the GPU, its known peak FLOP/s, library versions
 //   mpirun -np 8 cuda_step_bench [flags]      one rank per GPU of the node, as resnet_ddp runs
@@ -26,6 +26,10 @@
 // halves the bytes, which only pays with more than one rank; with one (--ddp alone) it measures
 // what the two cast kernels and NCCL's bf16 pass cost.
 // `--memory-format auto` is resnet_ddp's default: nhwc under bf16, nchw otherwise.
+// --cuda-graphs on (one process, no --ddp, as resnet_ddp allows) captures the step after the
+// engine's own warm-up steps and replays it; the engine runs without step hooks then, so the
+// split of a step is not measured (its forward+backward holds the whole step) and the report
+// says how many steps were replayed and how many nodes the graph holds.
 // Without a CUDA device it prints SKIPPED and exits 0.
 #include <cudnn.h>
 #include <nccl.h>
@@ -44,6 +48,7 @@
 #include "json_line.h"
 #include "model_flops.h"
 #include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/cuda/cuda_engine.h"
 #include "resnet_ddp/cuda/device.h"
 #include "resnet_ddp/cuda/device_buffer.h"
 #include "resnet_ddp/dist/comm.h"
@@ -79,7 +84,7 @@ struct Settings {
   std::string precision = "tf32";
   std::string memory_format = "auto";  // resolved by parse(): nchw or nhwc
   int warmup = 15, windows = 5, steps_per_window = 30;
-  bool timed_search = true, deterministic = false, ddp = false;
+  bool timed_search = true, deterministic = false, ddp = false, cuda_graphs = false;
   double bucket_mb = 25.0;
   dist::GradAllreduce grad_allreduce = dist::GradAllreduce::fp32;
 };
@@ -121,6 +126,11 @@ Settings parse(int argc, char** argv) {
       s.timed_search = how == "timed";
     } else if (flag == "--deterministic") s.deterministic = true;
     else if (flag == "--ddp") s.ddp = true;
+    else if (flag == "--cuda-graphs") {
+      const std::string how = value();
+      if (how != "on" && how != "off") fail("--cuda-graphs must be 'on' or 'off', got '", how, "'");
+      s.cuda_graphs = how == "on";
+    }
     else if (flag == "--bucket-mb") {
       const std::string text = value();
       char* end = nullptr;
@@ -170,6 +180,7 @@ EngineConfig engine_config(const Settings& s) {
   config.memory_format = s.memory_format == "nhwc" ? MemoryFormat::nhwc : MemoryFormat::nchw;
   config.deterministic = s.deterministic;
   config.conv_timed_search = s.timed_search;
+  config.cuda_graphs = s.cuda_graphs;
   return config;
 }
 
@@ -189,7 +200,7 @@ JsonLine config_json(const char* record, const Settings& s, const EngineConfig& 
                      const ParamLayout& layout) {
   JsonLine json;
   json.string("record", record)
-      .string("impl", "resnet_ddp")
+      .string("impl", s.cuda_graphs ? "resnet_ddp-graphs" : "resnet_ddp")
       .string("stem", to_string(config.spec.stem))
       .integer("image_size", s.size)
       .integer("batch_per_gpu", s.batch)
@@ -198,6 +209,7 @@ JsonLine config_json(const char* record, const Settings& s, const EngineConfig& 
       .string("precision", s.precision)
       .string("grad_allreduce", dist::to_string(s.grad_allreduce))
       .string("memory_format", to_string(config.memory_format))
+      .boolean("cuda_graphs", s.cuda_graphs)
       .integer("params", static_cast<long long>(layout.parameter_count()))
       .number("flops_per_image", bench::training_flops_per_image(describe(config.spec), s.size))
       .string("flops_formula", bench::kTrainingFlopsFormula);
@@ -357,7 +369,8 @@ Measurement train_and_time(const Settings& s, Engine& engine, StepHooks* reducer
                            static_cast<cudaStream_t>(engine.compute_stream()), reducer);
   auto step = [&](int index) {
     events.begin_step(index);
-    engine.train_step(batch, lr, &events);
+    // Hooks make every step eager (cuda/graph_step_policy.h).
+    engine.train_step(batch, lr, s.cuda_graphs ? nullptr : &events);
     events.end_step();
   };
 
@@ -371,7 +384,7 @@ Measurement train_and_time(const Settings& s, Engine& engine, StepHooks* reducer
   for (int w = 0; w < s.windows; ++w) {
     for (int i = 0; i < s.steps_per_window; ++i) step(i);
     m.window_ms.push_back(events.window_ms());
-    const bench::StepSplit split = events.split();
+    const bench::StepSplit split = events.split(/*whole_steps=*/s.cuda_graphs);
     m.split.data += split.data / s.windows;
     m.split.forward_backward += split.forward_backward / s.windows;
     m.split.exposed_comm += split.exposed_comm / s.windows;
@@ -455,6 +468,13 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
               "warmed up, and after the windows\n",
               m.peak_bytes / gib, m.end_bytes / gib);
   std::printf("last loss        %.4f\n", m.last_loss);
+  const CudaGraphStats graphs = cuda_graph_stats(engine);
+  if (s.cuda_graphs)
+    std::printf("cuda graphs      %lld steps replayed from a graph of %zu nodes, %lld eager%s%s\n",
+                static_cast<long long>(graphs.replays), graphs.graph_nodes,
+                static_cast<long long>(graphs.eager_steps),
+                graphs.capture_failure.empty() ? "" : "; the capture failed: ",
+                graphs.capture_failure.c_str());
 
   JsonLine split;
   split.number("data", t.data)
@@ -484,6 +504,8 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
       .number("setup_s", m.build_s)
       .number("warmup_s", m.warmup_s)
       .number("last_loss", m.last_loss)
+      .integer("graph_replays", static_cast<long long>(graphs.replays))
+      .integer("graph_nodes", static_cast<long long>(graphs.graph_nodes))
       .object("versions", versions_json());
   std::printf("%s\n", json.text().c_str());
 }
@@ -506,6 +528,9 @@ int measure(const Settings& s, dist::DistributedContext& context) {
   const double build_s = seconds_since(build_start);
 
   const bool ddp = s.ddp || context.world_size() > 1;
+  if (ddp && s.cuda_graphs)
+    fail("--cuda-graphs on is for one process without the gradient reducer, as in resnet_ddp: "
+         "drop --ddp, start one rank, or use --cuda-graphs off");
   if (!ddp && s.grad_allreduce != dist::GradAllreduce::fp32)
     fail("--grad-allreduce ", dist::to_string(s.grad_allreduce),
          " acts in the gradient reducer, which one process does not run: add --ddp (or start several ranks)");

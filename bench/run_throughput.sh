@@ -22,6 +22,11 @@
 #    and PyTorch versions, date, commit, the tables of bench/compare_throughput.py and the raw
 #    JSON lines; and beside it a .log with every run's own output.
 #
+# resnet_ddp also runs every configuration with --cuda-graphs on (column resnet_ddp-graphs: the
+# step captured once and replayed as a CUDA graph), so that one run measures what the graph
+# saves in launch overhead; not with --grad-allreduce, since graphs are for one process without
+# the gradient reducer.
+#
 # --grad-allreduce TYPE runs every configuration with DDP in a world of one (--ddp on both sides)
 # and its gradients sent as TYPE (bf16: our reducer's bfloat16 buckets against DDP's
 # bf16_compress_hook). Sending half the bytes only pays with several GPUs; on this one GPU the
@@ -217,6 +222,7 @@ measure() {
   local command
   case $impl in
     resnet_ddp) command=("$bench_program" "${flags[@]}" --memory-format "$format") ;;
+    resnet_ddp-graphs) command=("$bench_program" "${flags[@]}" --memory-format "$format" --cuda-graphs on) ;;
     pytorch-*)
       if [ -z "$python" ]; then
         status_record "$impl" "$stem" "$size" "$batch" "$classes" "$precision" "not run: no Python with torch and torchvision"
@@ -281,6 +287,10 @@ for impls in "resnet_ddp pytorch-eager" "pytorch-compile"; do
           for format in $(formats_of "$precision"); do
             measure "$impl" "$limit" "$stem" "$size" "$batch" "$classes" "$precision" \
               "$warmup" "$windows" "$steps" "$format"
+            if [ -z "$grad_allreduce" ]; then
+              measure resnet_ddp-graphs "$limit" "$stem" "$size" "$batch" "$classes" "$precision" \
+                "$warmup" "$windows" "$steps" "$format"
+            fi
           done
         else
           measure "$impl" "$limit" "$stem" "$size" "$batch" "$classes" "$precision" \

@@ -73,9 +73,17 @@ class StepEvents final : public StepHooks {
   }
   // The split of the window's steps, which add up to the window's time over its steps. Call
   // after window_ms().
-  StepSplit split() const {
+  // With `whole_steps` (the engine ran without hooks, as under --cuda-graphs, where the step is
+  // one graph launch with no boundaries inside it to record at) forward_backward holds the whole
+  // step from its begin to its end, batch copy and optimizer included, and only idle is split off.
+  StepSplit split(bool whole_steps = false) const {
     StepSplit s;
     for (int i = 0; i < steps(); ++i) {
+      if (whole_steps) {
+        s.forward_backward += elapsed(at(i, kBegin), at(i, kEnd));
+        if (i > 0) s.idle += elapsed(at(i - 1, kEnd), at(i, kBegin));
+        continue;
+      }
       s.data += elapsed(at(i, kBegin), at(i, kUploaded));
       s.exposed_comm += elapsed(at(i, kUploaded), at(i, kForward));
       s.forward_backward += elapsed(at(i, kForward), at(i, kBackwardDone));

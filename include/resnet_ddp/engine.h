@@ -106,6 +106,10 @@ struct EngineConfig {
   // CUDA: choose convolution algorithms by timing them (torch.backends.cudnn.benchmark)
   // rather than by cuDNN's heuristics.
   bool conv_timed_search = true;
+  // CUDA: capture the training step once (after a few eager warm-up steps) and replay it as a
+  // CUDA graph; steps with StepHooks and batches smaller than max_batch stay eager
+  // (cuda/graph_step_policy.h).
+  bool cuda_graphs = false;
 };
 
 class Engine {

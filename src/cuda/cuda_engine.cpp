@@ -10,17 +10,39 @@
 // A step only enqueues work: the batch is copied on a stream of its own, metrics are summed on
 // the device, the optimizer's scalars are read from device memory, and nothing is allocated. The
 // one wait inside a step is for the copy of the batch out of host memory (see batch_upload.h).
+//
+// With EngineConfig::cuda_graphs the device work of a training step, forward to optimizer, is
+// captured once as a CUDA graph and replayed (cuda/graph_step_policy.h decides which steps may).
+// A replay repeats the captured kernels with their captured arguments and does none of the host
+// work the step did while it was captured, so the step is split along that line:
+//  - outside the graph, before it: the batch's copy out of its host buffer (the loader hands a
+//    different pinned buffer each step, and BatchUpload alternates between two device slots),
+//    then one device-to-device copy of the slot into a fixed input buffer, which is where the
+//    graph starts; the optimizer's step count and scalars, computed on the host and staged into
+//    device memory (StagedValue copies from a ring of pinned slots, another moving address), so
+//    that a new learning rate reaches the graph through memory, never as a baked-in constant;
+//    the refresh of the 16-bit copy of the parameters when someone wrote them;
+//  - inside: every kernel, cuDNN and cuBLAS call of forward, loss, backward and optimizer, all
+//    reading and writing buffers allocated once (activations, workspaces, the cuBLAS workspace
+//    set with cublasSetWorkspace, gradients, moments, metric sums, fp16's loss-scaling state);
+//  - outside, after it: the BatchNorm counters (host memory) and the batch slot's release.
+// StepHooks (the DDP reducer) count gradients, arm the watchdog for each allreduce and query
+// events on the host while backward is enqueued; none of that would happen on replay, so a step
+// with hooks always runs eagerly, and the trainer refuses graphs with more than one rank.
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
 #include <optional>
 #include <utility>
 
 #include "resnet_ddp/cuda/batch_upload.h"
+#include "resnet_ddp/cuda/captured_graph.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/cuda_engine.h"
 #include "resnet_ddp/cuda/device.h"
 #include "resnet_ddp/cuda/device_buffer.h"
 #include "resnet_ddp/cuda/executor.h"
+#include "resnet_ddp/cuda/graph_step_policy.h"
 #include "resnet_ddp/cuda/handles.h"
 #include "resnet_ddp/cuda/kernels.h"
 #include "resnet_ddp/cuda/layer_kernels.h"
@@ -124,6 +146,9 @@ class CudaEngine final : public Engine {
         step_metrics_(1),
         metric_sums_(1),
         upload_(config.max_batch, config.spec.in_channels, config.height, config.width),
+        graph_policy_(config.cuda_graphs, config.max_batch),
+        graph_images_(config.cuda_graphs ? image_elements(config) * config.max_batch : 0),
+        graph_labels_(config.cuda_graphs ? static_cast<size_t>(config.max_batch) : 0),
         executor_(net_, layout_, device_model(), config.max_batch, config.height, config.width,
                   context_, math_policy(config.precision, config.memory_format, options)) {
     if (config_.optimizer.kind == OptimizerKind::sgd)
@@ -167,25 +192,28 @@ class CudaEngine final : public Engine {
     const cuda::BatchUpload::Slot slot = upload_.upload(batch, stream);
     if (hooks) hooks->before_forward();
     refresh_params_copy();
-    const float* logits = executor_.forward(slot.images, batch.size, /*training=*/true);
-    loss(logits, slot.labels, batch.size, dlogits_.get());
-    if (loss_scaling())
-      cuda::scale_loss_gradient(dlogits_.get(),
-                                static_cast<int64_t>(batch.size) * config_.spec.num_classes,
-                                state_.loss_scaling.get(), stream);
-    if (hooks)
-      executor_.backward(dlogits_.get(),
-                         [hooks](const TensorInfo& tensor) { hooks->grad_ready(tensor); });
-    else
-      executor_.backward(dlogits_.get());
-    upload_.release(slot, stream);
-    if (hooks) hooks->before_optimizer();
-    optimizer_step(lr);
+    stage_optimizer_scalars(lr);
+    const cuda::GraphStepMode mode = graph_policy_.next(batch.size, hooks != nullptr);
+    if (mode == cuda::GraphStepMode::eager) {
+      ++graph_stats_.eager_steps;
+      enqueue_step(slot.images, slot.labels, batch.size, hooks, &slot);
+    } else {
+      copy_into_graph_input(slot, batch.size);
+      upload_.release(slot, stream);
+      if (mode == cuda::GraphStepMode::replay) {
+        ++graph_stats_.replays;
+        graph_.replay(stream);
+      } else {
+        capture_and_run_step(batch.size);
+      }
+    }
     // Every BatchNorm counted one more training batch; the counters live on the host, where
     // only checkpoints read them.
     for (int64_t& counter : counters_) ++counter;
     upload_.wait_until_read(slot);
   }
+
+  const CudaGraphStats& graph_stats() const { return graph_stats_; }
 
   void eval_step(const HostBatch& batch) override {
     check_batch(batch);
@@ -307,6 +335,71 @@ class CudaEngine final : public Engine {
            "; resume with the optimizer settings the checkpoint was saved with");
   }
 
+  static size_t image_elements(const EngineConfig& config) {
+    return static_cast<size_t>(config.spec.in_channels) * config.height * config.width;
+  }
+
+  // The device work of one training step, from the batch on the device to the updated
+  // parameters; the optimizer's scalars are staged already. This is what a CUDA graph captures
+  // (with no hooks and no slot: see the comment at the top of the file). `slot`, when given, is
+  // released once backward has read the last of it.
+  void enqueue_step(const float* images, const int32_t* labels, int batch, StepHooks* hooks,
+                    const cuda::BatchUpload::Slot* slot) {
+    cudaStream_t stream = context_.stream();
+    const float* logits = executor_.forward(images, batch, /*training=*/true);
+    loss(logits, labels, batch, dlogits_.get());
+    if (loss_scaling())
+      cuda::scale_loss_gradient(dlogits_.get(),
+                                static_cast<int64_t>(batch) * config_.spec.num_classes,
+                                state_.loss_scaling.get(), stream);
+    if (hooks)
+      executor_.backward(dlogits_.get(),
+                         [hooks](const TensorInfo& tensor) { hooks->grad_ready(tensor); });
+    else
+      executor_.backward(dlogits_.get());
+    if (slot) upload_.release(*slot, stream);
+    if (hooks) hooks->before_optimizer();
+    enqueue_optimizer();
+  }
+
+  // The graph reads its batch from one fixed buffer; the slot the batch landed in alternates.
+  void copy_into_graph_input(const cuda::BatchUpload::Slot& slot, int batch) {
+    cudaStream_t stream = context_.stream();
+    RDDP_CUDA_CHECK(cudaMemcpyAsync(graph_images_.get(), slot.images,
+                                    image_elements(config_) * batch * sizeof(float),
+                                    cudaMemcpyDeviceToDevice, stream));
+    RDDP_CUDA_CHECK(cudaMemcpyAsync(graph_labels_.get(), slot.labels,
+                                    static_cast<size_t>(batch) * sizeof(int32_t),
+                                    cudaMemcpyDeviceToDevice, stream));
+  }
+
+  // Captures the step (capturing runs nothing) and runs it by its first replay. A capture that
+  // fails (any CUDA, cuDNN or cuBLAS error, or a call that cannot be captured) leaves the stream
+  // out of capture mode with nothing run; the step then runs eagerly, and so does every later
+  // one, with the cause on stderr: slower, never wrong, never hung.
+  void capture_and_run_step(int batch) {
+    cudaStream_t stream = context_.stream();
+    const std::string failure = graph_.capture(stream, [&] {
+      enqueue_step(graph_images_.get(), graph_labels_.get(), batch, nullptr, nullptr);
+    });
+    if (failure.empty()) {
+      graph_policy_.captured();
+      ++graph_stats_.captures;
+      ++graph_stats_.replays;
+      graph_stats_.graph_nodes = graph_.nodes();
+      graph_.replay(stream);
+      return;
+    }
+    graph_policy_.capture_failed();
+    graph_stats_.capture_failure = failure;
+    ++graph_stats_.eager_steps;
+    std::fprintf(stderr,
+                 "resnet_ddp: warning: capturing the training step as a CUDA graph failed; "
+                 "every step runs eagerly from now on, as with --cuda-graphs off. Cause: %s\n",
+                 failure.c_str());
+    enqueue_step(graph_images_.get(), graph_labels_.get(), batch, nullptr, nullptr);
+  }
+
   // Loss, d(loss)/d(logits) when `dlogits` is not null, and the step's metrics added to the
   // running sums: all on the device.
   void loss(const float* logits, const int32_t* labels, int batch, float* dlogits) {
@@ -318,47 +411,56 @@ class CudaEngine final : public Engine {
                              /*drop_nonfinite=*/loss_scaling() && dlogits != nullptr);
   }
 
-  // One update of every parameter. The scalars are computed in double from the step count and
-  // `lr`, exactly as CpuOptimizer computes them, and reach the kernel through device memory:
-  // computed on the host, or under loss scaling on the device, which alone knows the count.
-  void optimizer_step(double lr) {
-    if (loss_scaling()) return scaled_optimizer_step(lr);
-    ++step_count_;
+  // The host's part of one optimizer update, done before any of the step's kernels are
+  // enqueued: the step count advanced and the scalars computed in double from it and `lr`,
+  // exactly as CpuOptimizer computes them, and staged into device memory, where the kernels
+  // (eager or replayed from a graph) read them. Under loss scaling the device alone knows the
+  // count: only the hyperparameters are staged, and the device computes AdamW's scalars.
+  void stage_optimizer_scalars(double lr) {
     cudaStream_t stream = context_.stream();
     const OptimizerConfig& o = config_.optimizer;
-    const size_t elements = state_.params.size();
-    if (o.kind == OptimizerKind::adamw) {
+    if (o.kind == OptimizerKind::sgd) {
+      if (!loss_scaling()) ++step_count_;
+      sgd_scalars_->set(sgd::scalars<float>(lr, o.weight_decay, o.momentum, o.nesterov), stream);
+    } else if (loss_scaling()) {
+      adamw_hyperparameters_->set(
+          adamw::Hyperparameters{lr, o.weight_decay, o.beta1, o.beta2, o.eps}, stream);
+    } else {
+      ++step_count_;
       adamw_scalars_->set(
           adamw::scalars<float>(lr, o.weight_decay, o.beta1, o.beta2, o.eps, step_count_), stream);
+    }
+  }
+
+  // One update of every parameter, reading the scalars staged by stage_optimizer_scalars().
+  void enqueue_optimizer() {
+    if (loss_scaling()) return enqueue_scaled_optimizer();
+    cudaStream_t stream = context_.stream();
+    const size_t elements = state_.params.size();
+    if (config_.optimizer.kind == OptimizerKind::adamw)
       cuda::adamw_step<float>(state_.params.get(), state_.grads.get(), state_.first_moment.get(),
                               state_.second_moment.get(), elements, adamw_scalars_->device(),
                               stream, params_copy());
-    } else {
-      sgd_scalars_->set(sgd::scalars<float>(lr, o.weight_decay, o.momentum, o.nesterov), stream);
+    else
       cuda::sgd_step<float>(state_.params.get(), state_.grads.get(), state_.first_moment.get(),
                             elements, sgd_scalars_->device(), stream, params_copy());
-    }
   }
 
   // fp16: GradScaler.unscale_, step and update, on the device. The gradients have been averaged
   // across ranks by now (before_optimizer), so every rank finds the same Inf or NaN, or none,
   // and skips or takes the same step.
-  void scaled_optimizer_step(double lr) {
+  void enqueue_scaled_optimizer() {
     cudaStream_t stream = context_.stream();
-    const OptimizerConfig& o = config_.optimizer;
     const size_t elements = state_.params.size();
     loss_scale::StepState* scaling = state_.loss_scaling.get();
     cuda::find_non_finite(state_.grads.get(), elements, scaling, stream);
-    if (o.kind == OptimizerKind::adamw) {
-      adamw_hyperparameters_->set(
-          adamw::Hyperparameters{lr, o.weight_decay, o.beta1, o.beta2, o.eps}, stream);
+    if (config_.optimizer.kind == OptimizerKind::adamw) {
       cuda::begin_scaled_step(scaling, config_.loss_scale, adamw_hyperparameters_->device(),
                               state_.adamw_scalars.get(), stream);
       cuda::adamw_step<float>(state_.params.get(), state_.grads.get(), state_.first_moment.get(),
                               state_.second_moment.get(), elements, state_.adamw_scalars.get(),
                               stream, params_copy(), scaling);
     } else {
-      sgd_scalars_->set(sgd::scalars<float>(lr, o.weight_decay, o.momentum, o.nesterov), stream);
       cuda::begin_scaled_step(scaling, config_.loss_scale, nullptr, nullptr, stream);
       cuda::sgd_step<float>(state_.params.get(), state_.grads.get(), state_.first_moment.get(),
                             elements, sgd_scalars_->device(), stream, params_copy(), scaling);
@@ -423,6 +525,12 @@ class CudaEngine final : public Engine {
   std::optional<cuda::StagedValue<sgd::Scalars<float>>> sgd_scalars_;
   std::optional<cuda::StagedValue<adamw::Hyperparameters>> adamw_hyperparameters_;  // fp16
   cuda::BatchUpload upload_;
+  // --cuda-graphs: which steps replay, the graph, and its fixed input (empty when off).
+  cuda::GraphStepPolicy graph_policy_;
+  cuda::CapturedGraph graph_;
+  CudaGraphStats graph_stats_;
+  DeviceBuffer<float> graph_images_;
+  DeviceBuffer<int32_t> graph_labels_;
   cuda::Executor executor_;
 };
 
@@ -431,6 +539,14 @@ class CudaEngine final : public Engine {
 std::unique_ptr<Engine> make_cuda_engine(const EngineConfig& config, uint64_t init_seed,
                                          const CudaEngineOptions& options) {
   return std::make_unique<CudaEngine>(config, init_seed, options);
+}
+
+CudaGraphStats cuda_graph_stats(const Engine& engine) {
+  const auto* cuda_engine = dynamic_cast<const CudaEngine*>(&engine);
+  if (cuda_engine == nullptr)
+    fail("internal error: CUDA graph statistics asked of the ", to_string(engine.device()),
+         " engine; only a CUDA engine has them");
+  return cuda_engine->graph_stats();
 }
 
 std::unique_ptr<Engine> make_cuda_engine(const EngineConfig& config, uint64_t init_seed) {

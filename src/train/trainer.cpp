@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "resnet_ddp/cuda/device.h"
+#include "resnet_ddp/cuda/graph_step_policy.h"
 #include "resnet_ddp/data/data_config.h"
 #include "resnet_ddp/engine_factory.h"
 #include "resnet_ddp/error.h"
@@ -130,6 +131,8 @@ class Trainer {
  private:
   void open_data();
   void make_engine_and_state();
+  void check_cuda_graphs_possible() const;
+  StepHooks* train_step_hooks();
   void show_settings() const;
   Metrics evaluate(int epoch);
   // This rank's metrics since the last call; a loss that is no longer finite stops training.
@@ -170,6 +173,30 @@ void Trainer::open_data() {
   group_.require_same(steps_per_epoch_, "training steps per epoch");
 }
 
+// A replayed CUDA graph does none of the host work the step did while it was captured. With
+// more than one rank that work is the reducer's: counting each bucket's gradients, launching its
+// allreduce, arming the watchdog for it and polling its event; the NCCL calls alone could be
+// captured, but a replay would run them unwatched and without the bookkeeping that keeps every
+// rank's launch order checked, so graphs are for one rank only.
+void Trainer::check_cuda_graphs_possible() const {
+  if (!options_.cuda_graphs) return;
+  if (device_ != DeviceKind::cuda)
+    fail("--cuda-graphs on replays CUDA work, but this run trains on the CPU (", device_reason_,
+         "): use --cuda-graphs off, or run where a GPU answers");
+  if (group_.size() > 1)
+    fail("--cuda-graphs on is for one rank: with ", group_.size(), " ranks the gradient reducer's "
+         "host bookkeeping and the watchdog's checks of each allreduce would not run on replay; "
+         "use --cuda-graphs off with more than one rank");
+}
+
+// With one rank the reducer's allreduces average over that rank alone, which changes no bit of
+// the gradients, and it broadcasts nothing before a step; graphed steps go without it, because
+// a step with hooks always runs eagerly (cuda/graph_step_policy.h).
+StepHooks* Trainer::train_step_hooks() {
+  if (options_.cuda_graphs && group_.size() == 1) return nullptr;
+  return group_.step_hooks();
+}
+
 void Trainer::make_engine_and_state() {
   const int image_size = data_.train_transform.size;
   engine_config_.spec.stem = options_.stem == "auto" ? (image_size <= 64 ? Stem::cifar : Stem::imagenet)
@@ -184,6 +211,8 @@ void Trainer::make_engine_and_state() {
   engine_config_.memory_format = options_.memory_format;
   engine_config_.deterministic = options_.deterministic;
   engine_config_.conv_timed_search = options_.conv_timed_search;
+  engine_config_.cuda_graphs = options_.cuda_graphs;
+  check_cuda_graphs_possible();
   engine_config_.device_index = group_.prepare_device(device_);
   engine_ = make_engine(device_, engine_config_, options_.seed);
 
@@ -278,6 +307,11 @@ void Trainer::show_settings() const {
                                   (options_.memory_format_given ? "" : " (the default for " +
                                        std::string(to_string(options_.precision)) + ")")
                             : std::string("nchw (the CPU engine's only layout)")},
+      {"cuda graphs", options_.cuda_graphs
+                          ? "on: the training step captured after " +
+                                std::to_string(cuda::GraphStepPolicy::kWarmupSteps) +
+                                " eager steps and replayed; smaller batches and evaluation eager"
+                          : std::string("off")},
       {"loader", std::to_string(train_loader_->workers()) + " worker thread(s) per rank, " +
                      allocator_->description() + " batch buffers"},
       {"communication", group_.describe()},
@@ -370,7 +404,7 @@ int Trainer::run() {
         if (!lease) break;
         data_wait += lease->wait_seconds;
         lr = schedule.at(global_step_);
-        engine_->train_step(host_batch(*lease), lr, group_.step_hooks());
+        engine_->train_step(host_batch(*lease), lr, train_step_hooks());
       }
       ++step;
       ++global_step_;

@@ -164,3 +164,14 @@ TEST_CASE("--grad-allreduce chooses the type gradients travel as") {
                        "--grad-allreduce: 'fp16' is not one of: fp32, bf16", Error);
   CHECK(usage().find("--grad-allreduce TYPE") != std::string::npos);
 }
+
+TEST_CASE("--cuda-graphs: off by default, on or off on request, never with the CPU engine") {
+  CHECK_FALSE(parse({"--dataset", "synthetic"}).cuda_graphs);
+  CHECK(parse({"--dataset", "synthetic", "--cuda-graphs", "on"}).cuda_graphs);
+  CHECK(parse({"--dataset", "synthetic", "--cuda-graphs=on", "--device", "cuda"}).cuda_graphs);
+  CHECK_FALSE(parse({"--dataset", "synthetic", "--cuda-graphs", "off"}).cuda_graphs);
+  refused({"--dataset", "synthetic", "--cuda-graphs", "yes"}, "--cuda-graphs");
+  refused({"--dataset", "synthetic", "--cuda-graphs", "on", "--device", "cpu"}, "needs the CUDA engine");
+  CHECK_NOTHROW(parse({"--dataset", "synthetic", "--cuda-graphs", "off", "--device", "cpu"}));
+  CHECK(usage().find("--cuda-graphs") != std::string::npos);
+}

@@ -4,6 +4,7 @@
 // conv_timed_search.
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "resnet_ddp/cuda/conv_algorithms.h"
 #include "resnet_ddp/engine.h"
@@ -21,5 +22,17 @@ struct CudaEngineOptions {
 
 std::unique_ptr<Engine> make_cuda_engine(const EngineConfig& config, uint64_t init_seed,
                                          const CudaEngineOptions& options);
+
+// How a CUDA engine's training steps ran (EngineConfig::cuda_graphs), for benchmarks and tests
+// that must know the graph was really replayed.
+struct CudaGraphStats {
+  int64_t eager_steps = 0;
+  int64_t captures = 0;        // successful ones; the captured step runs as the first replay
+  int64_t replays = 0;         // every step run from the graph, the captured one included
+  size_t graph_nodes = 0;      // of the captured graph, 0 if none
+  std::string capture_failure; // why the capture failed, empty if it did not
+};
+// Throws Error unless `engine` was made by make_cuda_engine.
+CudaGraphStats cuda_graph_stats(const Engine& engine);
 
 }  // namespace rddp
