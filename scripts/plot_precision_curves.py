@@ -165,16 +165,18 @@ def plot(runs, output, title):
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for index, (label, (steps, epochs)) in enumerate(runs.items()):
         colour = colours[index % len(colours)]
+        # A line style per run too: runs that agree to the pixel would otherwise hide each other.
+        style = "o" + ("-", "--", ":", "-.")[index % 4]
         if steps:
             x = [s["global_step"] for s in steps]
             train_loss.plot(x, [s["loss"] for s in steps], color=colour, alpha=0.35, linewidth=1)
             train_accuracy.plot(x, [100 * s["accuracy"] for s in steps], color=colour, alpha=0.35, linewidth=1)
         x = [e["global_step"] for e in epochs]
         # Epoch means over the whole epoch, drawn over the noisier per-window curves.
-        train_loss.plot(x, [e["train_loss"] for e in epochs], "o-", color=colour, label=label)
-        train_accuracy.plot(x, [100 * e["train_accuracy"] for e in epochs], "o-", color=colour, label=label)
-        val_loss.plot(x, [e["val_loss"] for e in epochs], "o-", color=colour, label=label)
-        val_accuracy.plot(x, [100 * e["val_accuracy"] for e in epochs], "o-", color=colour, label=label)
+        train_loss.plot(x, [e["train_loss"] for e in epochs], style, color=colour, label=label)
+        train_accuracy.plot(x, [100 * e["train_accuracy"] for e in epochs], style, color=colour, label=label)
+        val_loss.plot(x, [e["val_loss"] for e in epochs], style, color=colour, label=label)
+        val_accuracy.plot(x, [100 * e["val_accuracy"] for e in epochs], style, color=colour, label=label)
     train_loss.set(title="training loss (lines: --print-every windows; dots: epoch means)", ylabel="cross-entropy")
     val_loss.set(title="validation loss (after each epoch)", ylabel="cross-entropy")
     train_accuracy.set(title="training accuracy", xlabel="step", ylabel="%")
