@@ -1,115 +1,456 @@
 #!/usr/bin/env bash
 # Runs everything that needs a GPU, on a machine that has one and a built tree (cmake --build
-# build), and writes a report to bench/results/gpu-check-<gpu>-<date>.md with every output:
-#   1. the gpu tests (every CUDA layer and kernel against its CPU twin; the whole net's loss,
-#      gradients and AdamW step against the CPU executor);
-#   2. the NCCL communicator tests, alone and under mpirun -np 1 when mpirun is there;
-#   3. Fashion-MNIST for 5 epochs on the GPU (accuracy after each epoch), and the same recipe
-#      in PyTorch on the same GPU (bench/pytorch_recipe.py): the accuracies must agree within
-#      half a point;
-#   4. resume on the GPU with deterministic algorithms: k steps + resume + k steps must give
-#      bit-identical weights to 2k steps;
-#   5. a plain single-process run and mpirun -np 1, both through the NCCL path;
-#   6. the throughput benchmark against PyTorch (bench/run_throughput.sh), when present.
-# Exits non-zero when any step fails. Environment: RDDP_BUILD_DIR (build), RDDP_FASHION_MNIST
-# (/usr/share/datasets/fashion-mnist), RDDP_REPORT_DIR (bench/results), RDDP_EPOCHS (5).
+# build), in parts that each end within a budget (520 s, under 9 minutes; the throughput part
+# 530 s), so that a machine lent for 10 minutes a command can run them one command at a time:
+#
+#   scripts/gpu_check.sh                   every part, one after the other
+#   scripts/gpu_check.sh --part precision  one part (by name or number; repeat --part, or give
+#                                          a comma list: --part 1,engine)
+#   scripts/gpu_check.sh --list            the parts, their budgets and what they check
+#   scripts/gpu_check.sh --dry-run [...]   print each part's commands and limits, run nothing
+#                                          (needs neither a GPU nor a build)
+#
+# The parts (--list says the same):
+#   1 tests       the gpu tests (every CUDA layer and kernel against its CPU twin, the whole net
+#                 against the CPU executor, bf16, fp16 and NHWC) and the NCCL communicator tests
+#   2 fashion     Fashion-MNIST for 5 epochs on the GPU and the same recipe in PyTorch on the
+#                 same GPU (bench/pytorch_recipe.py): the accuracies must agree within half a point
+#   3 precision   Fashion-MNIST for 3 epochs (cosine schedule) in fp32, tf32, bf16 and fp16, each
+#                 with --log-json; scripts/plot_precision_curves.py overlays the curves in a PNG
+#                 and judges them: final accuracy within 1 point, final loss within 20 % of fp32
+#   4 engine      resume with deterministic algorithms (k + resume + k steps bit-identical to 2k),
+#                 a plain run and mpirun -np 1 through NCCL
+#   5 mixed       300 steps of synthetic data in bf16 and fp16, NCHW and NHWC each: the run ends 0
+#                 and fp16 reports its skipped steps
+#   6 data        a folder of ImageNet-like JPEGs (bench/make_jpegs.py), packed with
+#                 resnet_ddp_pack; 3 epochs from the folder and from the pack, and the data-wait
+#                 share of every epoch side by side
+#   7 throughput  bench/run_throughput.sh with its own budget (--budget 470), last
+#
+# Each step has its own time limit, cut to what is left of its part's budget; a step that the
+# budget leaves no time for is NOT RUN and counts as failed. The report is
+# bench/results/gpu-check-<gpu>-<date>.md: a part run later the same day appends to it, so that
+# the parts of several commands make one report, and the end of each command lists which parts
+# the report holds and which it does not yet. Beside it: -precision.png and the --log-json
+# files. Exits non-zero when any step of the parts run failed.
+#
+# Environment: RDDP_BUILD_DIR (build), RDDP_FASHION_MNIST (/usr/share/datasets/fashion-mnist),
+# RDDP_REPORT_DIR (bench/results), RDDP_EPOCHS (5, the fashion part), RDDP_PRECISION_EPOCHS
+# (3), RDDP_DATA_PRECISION (bf16: the data part trains at the fastest precision, where the
+# loader has the least time per batch), RDDP_DATA_PER_CLASS (640 training JPEGs in each of the
+# data part's 8 classes, a tenth as many for validation), RDDP_PART_BUDGET (520 seconds).
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${RDDP_BUILD_DIR:-$root/build}
 data=${RDDP_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 epochs=${RDDP_EPOCHS:-5}
+precision_epochs=${RDDP_PRECISION_EPOCHS:-3}
+data_precision=${RDDP_DATA_PRECISION:-bf16}
 report_dir=${RDDP_REPORT_DIR:-$root/bench/results}
+part_budget=${RDDP_PART_BUDGET:-520}
+per_class=${RDDP_DATA_PER_CLASS:-640}
 bin=$build/resnet_ddp
+pack_bin=$build/resnet_ddp_pack
 
-[ -x "$bin" ] || { echo "gpu_check.sh: no $bin: build first (cmake --build build)" >&2; exit 1; }
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
-[ -n "$gpu" ] || { echo "gpu_check.sh: nvidia-smi sees no GPU" >&2; exit 1; }
-driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
-slug=$(echo "$gpu" | tr -cs 'A-Za-z0-9' '-' | sed 's/-$//')
-mkdir -p "$report_dir"
-report=$report_dir/gpu-check-$slug-$(date +%Y-%m-%d).md
+parts=(tests fashion precision engine mixed data throughput)
+describe_part() {
+  case $1 in
+    tests) echo "gpu tests (CUDA vs CPU, bf16, fp16, NHWC) and the NCCL communicator tests" ;;
+    fashion) echo "Fashion-MNIST, $epochs epochs, resnet_ddp and PyTorch on the GPU: within half a point" ;;
+    precision) echo "Fashion-MNIST, $precision_epochs epochs in fp32, tf32, bf16, fp16: curves PNG and verdict" ;;
+    engine) echo "resume bit-identical under --deterministic; one process and mpirun -np 1 through NCCL" ;;
+    mixed) echo "300 synthetic steps in bf16 and fp16, NCHW and NHWC; fp16's skipped steps" ;;
+    data) echo "JPEG folder vs resnet_ddp_pack pack: data-wait share per epoch" ;;
+    throughput) echo "bench/run_throughput.sh --budget 470 against PyTorch" ;;
+  esac
+}
+budget_of() { [ "$1" = throughput ] && echo 530 || echo "$part_budget"; }
+
+usage() { sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+
+dry_run=0 list=0 chosen=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --dry-run) dry_run=1 ;;
+    --list) list=1 ;;
+    --part)
+      [ $# -ge 2 ] || { echo "gpu_check.sh: --part needs a part name or number; see --list" >&2; exit 2; }
+      IFS=, read -ra names <<<"$2"
+      for name in "${names[@]}"; do
+        if [[ $name =~ ^[0-9]+$ ]] && [ "$name" -ge 1 ] && [ "$name" -le ${#parts[@]} ]; then
+          name=${parts[name - 1]}
+        fi
+        [[ " ${parts[*]} " == *" $name "* ]] ||
+          { echo "gpu_check.sh: --part: no part '$name'; the parts are: ${parts[*]} (or 1-${#parts[@]})" >&2; exit 2; }
+        chosen+=("$name")
+      done
+      shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "gpu_check.sh: unknown argument '$1'; see --help" >&2; exit 2 ;;
+  esac
+  shift
+done
+[[ $part_budget =~ ^[0-9]+$ ]] || { echo "gpu_check.sh: RDDP_PART_BUDGET must be whole seconds, not '$part_budget'" >&2; exit 2; }
+
+if [ $list = 1 ]; then
+  for i in "${!parts[@]}"; do
+    printf '%d %-10s %4s s  %s\n' $((i + 1)) "${parts[i]}" "$(budget_of "${parts[i]}")" "$(describe_part "${parts[i]}")"
+  done
+  exit 0
+fi
+# In the parts' order, whatever order --part named them in, each once.
+selected=()
+for part in "${parts[@]}"; do
+  if [ ${#chosen[@]} -eq 0 ] || [[ " ${chosen[*]} " == *" $part "* ]]; then selected+=("$part"); fi
+done
+
+if [ $dry_run = 1 ]; then
+  gpu="(dry run: no GPU asked)" driver=none
+else
+  [ -x "$bin" ] || { echo "gpu_check.sh: no $bin: build first (cmake --build build)" >&2; exit 1; }
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  [ -n "$gpu" ] || { echo "gpu_check.sh: nvidia-smi sees no GPU" >&2; exit 1; }
+  driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
+fi
+slug=$(echo "$gpu" | tr -cs 'A-Za-z0-9' '-' | sed 's/^-//; s/-$//')
+report_base=$report_dir/gpu-check-$slug-$(date -u +%Y-%m-%d)
+report=$report_base.md
 logs=$(mktemp -d)
-failures=0
+trap 'rm -rf "$logs"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1} OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
 
-{
-  echo "# GPU check: $gpu"
-  echo
-  echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  echo "- driver $driver; $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo 'nvcc not found')"
-  echo "- host $(hostname), $(nproc) CPUs"
-} >"$report"
+# Appends standard input to the report; a dry run writes nothing.
+to_report() { if [ $dry_run = 1 ]; then cat >/dev/null; else cat >>"$report"; fi; }
 
-# step NAME COMMAND...: runs it, appends its status, time and output tail to the report.
-step() {
-  local name=$1
-  shift
-  local log=$logs/$(printf '%s' "$name" | tr -cs 'A-Za-z0-9' '_').log start status
-  echo "== $name"
-  start=$(date +%s)
-  "$@" >"$log" 2>&1
-  status=$?
-  local verdict=PASS
-  [ $status -eq 0 ] || { verdict="FAIL (exit $status)"; failures=$((failures + 1)); }
-  [ $status -eq 77 ] && { verdict=SKIPPED; failures=$((failures - 1)); }
-  echo "   $verdict in $(($(date +%s) - start)) s"
+if [ $dry_run = 0 ]; then
+  mkdir -p "$report_dir"
+  commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  git -C "$root" diff --quiet HEAD 2>/dev/null || commit+=" (with uncommitted changes)"
+  if [ ! -s "$report" ]; then
+    {
+      echo "# GPU check: $gpu"
+      echo
+      echo "Parts: ${parts[*]} (\`scripts/gpu_check.sh --list\`); each command that runs some of them appends here."
+    } >"$report"
+  fi
   {
     echo
-    echo "## $name: $verdict ($(($(date +%s) - start)) s)"
+    echo "---"
+    echo
+    echo "Command \`scripts/gpu_check.sh ${chosen[*]:+--part $(IFS=,; echo "${chosen[*]}")}\`:"
+    echo "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit, driver $driver," \
+         "$(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo 'nvcc not found'), host $(hostname), $(nproc) CPUs"
+  } >>"$report"
+fi
+
+failures=0         # failed steps in this command
+part_failures=0    # failed steps in the current part
+part_start=$SECONDS
+show() { printf '%q ' "$@"; }
+
+# step LIMIT NAME COMMAND...: runs COMMAND under `timeout`, its limit cut to what the part's
+# budget has left, and appends its status, time and output tail to the report. In a dry run it
+# prints the command and its limit. Returns the command's status (124: it ran out of time).
+step() {
+  local limit=$1 name=$2
+  shift 2
+  local left=$((part_limit - (SECONDS - part_start)))
+  [ "$limit" -le "$left" ] || limit=$left
+  local log=$logs/$(printf '%s' "$name" | tr -cs 'A-Za-z0-9' '_').log
+  if [ $dry_run = 1 ]; then
+    printf '   [%4s s] %s\n' "$limit" "$name"
+    planned=$((planned + limit))
+    printf '            $ %s\n' "$(show "$@")"
+    : >"$log"
+    return 0
+  fi
+  echo "== $name"
+  if [ "$limit" -lt 10 ]; then
+    echo "   NOT RUN: the part's budget of $part_limit s is spent"
+    printf '\n### %s: NOT RUN (the part'"'"'s budget of %s s is spent)\n' "$name" "$part_limit" >>"$report"
+    failures=$((failures + 1)) part_failures=$((part_failures + 1))
+    : >"$log"
+    return 124
+  fi
+  local start=$SECONDS status
+  timeout --signal=TERM --kill-after=15 "$limit" "$@" >"$log" 2>&1
+  status=$?
+  local verdict=PASS
+  if [ $status -eq 77 ]; then
+    verdict=SKIPPED
+  elif [ $status -eq 124 ] || [ $status -eq 137 ]; then
+    verdict="FAIL (ran past its limit of $limit s)"
+  elif [ $status -ne 0 ]; then
+    verdict="FAIL (exit $status)"
+  fi
+  [[ $verdict != FAIL* ]] || { failures=$((failures + 1)) part_failures=$((part_failures + 1)); }
+  echo "   $verdict in $((SECONDS - start)) s"
+  {
+    echo
+    echo "### $name: $verdict ($((SECONDS - start)) s)"
     echo
     echo '```'
-    echo "\$ $*"
+    echo "\$ $(show "$@")"
     tail -n 60 "$log"
     echo '```'
   } >>"$report"
   return $status
 }
 
-step "gpu tests" "$build/tests/gpu_tests"
-step "NCCL communicator, one process" "$build/tests/mpi/nccl_comm_test"
-if command -v mpirun >/dev/null; then
-  step "NCCL communicator, mpirun -np 1" mpirun -np 1 "$build/tests/mpi/nccl_comm_test"
-fi
+# A check computed from the steps' outputs: counts as a failed step when it fails.
+verdict_line() {
+  local ok=$1 text=$2
+  [ $dry_run = 1 ] && return 0
+  echo "   $text"
+  printf '\n**%s**\n' "$text" >>"$report"
+  [ "$ok" = yes ] || { failures=$((failures + 1)) part_failures=$((part_failures + 1)); }
+}
 
-fashion=(--data "$data" --device cuda --epochs "$epochs" --batch-size 128 --print-every 100)
-if [ -f "$data/train-images-idx3-ubyte.gz" ] || [ -f "$data/train-images-idx3-ubyte" ]; then
-  step "Fashion-MNIST, $epochs epochs on the GPU" "$bin" "${fashion[@]}" --log-json "$logs/fashion.jsonl"
-  ours=$(grep -ho 'final validation accuracy [0-9.]*' "$logs"/Fashion_MNIST_*GPU*.log | grep -o '[0-9.]*$')
-  python=$("$root/scripts/find_python.sh" torch torchvision numpy 2>/dev/null)
-  if [ -n "$python" ]; then
-    step "the same recipe in PyTorch" "$python" "$root/bench/pytorch_recipe.py" --data "$data" --epochs "$epochs" --device cuda
-    theirs=$(grep -ho 'final validation accuracy [0-9.]*' "$logs"/the_same_recipe_in_PyTorch.log | grep -o '[0-9.]*$')
-    if [ -n "$ours" ] && [ -n "$theirs" ]; then
-      within=$(awk -v a="$ours" -v b="$theirs" 'BEGIN { d = a - b; if (d < 0) d = -d; print (d <= 0.5) ? "yes" : "no" }')
-      [ "$within" = yes ] || failures=$((failures + 1))
-      printf '\n## Fashion-MNIST after %s epochs: resnet_ddp %s%%, PyTorch %s%%: within half a point: %s\n' \
-        "$epochs" "$ours" "$theirs" "$within" >>"$report"
-    fi
+have_fashion() { [ -f "$data/train-images-idx3-ubyte.gz" ] || [ -f "$data/train-images-idx3-ubyte" ]; }
+no_fashion() { verdict_line no "no Fashion-MNIST in $data: set RDDP_FASHION_MNIST"; }
+# epoch_field FILE FIELD: the FIELD of every epoch record of a --log-json file, one a line.
+epoch_field() { grep '"type":"epoch"' "$1" 2>/dev/null | grep -o "\"$2\":[^,}]*" | cut -d: -f2; }
+
+part_tests() {
+  step 400 "gpu tests" "$build/tests/gpu_tests"
+  step 60 "NCCL communicator, one process" "$build/tests/mpi/nccl_comm_test"
+  if command -v mpirun >/dev/null || [ $dry_run = 1 ]; then
+    step 60 "NCCL communicator, mpirun -np 1" mpirun -np 1 "$build/tests/mpi/nccl_comm_test"
   fi
-else
-  echo "no Fashion-MNIST in $data: set RDDP_FASHION_MNIST" | tee -a "$report"
-  failures=$((failures + 1))
+}
+
+part_fashion() {
+  have_fashion || [ $dry_run = 1 ] || { no_fashion; return; }
+  step 240 "Fashion-MNIST, $epochs epochs on the GPU" "$bin" --data "$data" --device cuda --epochs "$epochs" \
+    --batch-size 128 --print-every 100
+  local ours theirs python
+  ours=$(grep -ho 'final validation accuracy [0-9.]*' "$logs"/Fashion_MNIST_*GPU*.log | grep -o '[0-9.]*$')
+  python=$("$root/scripts/find_python.sh" torch torchvision numpy 2>/dev/null) || python=""
+  [ -n "$python" ] || [ $dry_run = 0 ] || python=python3
+  if [ -z "$python" ]; then
+    verdict_line no "no Python with torch, torchvision and numpy: the PyTorch side of the comparison did not run"
+    return
+  fi
+  step 270 "the same recipe in PyTorch" "$python" "$root/bench/pytorch_recipe.py" --data "$data" \
+    --epochs "$epochs" --device cuda
+  theirs=$(grep -ho 'final validation accuracy [0-9.]*' "$logs"/the_same_recipe_in_PyTorch.log | grep -o '[0-9.]*$')
+  if [ -n "$ours" ] && [ -n "$theirs" ]; then
+    local within
+    within=$(awk -v a="$ours" -v b="$theirs" 'BEGIN { d = a - b; if (d < 0) d = -d; print (d <= 0.5) ? "yes" : "no" }')
+    verdict_line "$within" "Fashion-MNIST after $epochs epochs: resnet_ddp $ours%, PyTorch $theirs%: within half a point: $within"
+  else
+    verdict_line no "Fashion-MNIST: no final accuracy from ${ours:+PyTorch}${ours:-resnet_ddp}: nothing to compare"
+  fi
+}
+
+part_precision() {
+  have_fashion || [ $dry_run = 1 ] || { no_fashion; return; }
+  # Same seed, data order and cosine schedule for every precision: only the rounding differs,
+  # and the decayed learning rate makes the last epoch's numbers steady enough to compare.
+  local runs=() precision file png=$report_base-precision.png
+  for precision in fp32 tf32 bf16 fp16; do
+    file=$report_base-precision-$precision.jsonl
+    # --log-json appends; a leftover of an earlier command would be a second run in the file.
+    [ $dry_run = 1 ] || rm -f "$file"
+    step 115 "precision $precision: Fashion-MNIST, $precision_epochs epochs" "$bin" --data "$data" --device cuda \
+      --precision "$precision" --epochs "$precision_epochs" --lr-schedule cosine --batch-size 128 --seed 0 \
+      --print-every 25 --log-json "$file"
+    # A run that stopped early still has its finished epochs to show.
+    if [ $dry_run = 1 ] || grep -q '"type":"epoch"' "$file" 2>/dev/null; then runs+=("$precision=$file"); fi
+  done
+  local python
+  python=$("$root/scripts/find_python.sh" matplotlib 2>/dev/null) || python=""
+  [ -n "$python" ] || [ $dry_run = 0 ] || python=python3
+  if [ -z "$python" ]; then
+    verdict_line no "no Python with matplotlib: the precision curves were not drawn (the --log-json files are $report_base-precision-*.jsonl)"
+    return
+  fi
+  if [ ${#runs[@]} -lt 2 ]; then
+    verdict_line no "precision: fewer than two runs finished an epoch: nothing to compare"
+    return
+  fi
+  step 60 "precision curves and verdict" "$python" "$root/scripts/plot_precision_curves.py" "${runs[@]}" \
+    --reference "${runs[0]%%=*}" -o "$png" --title "Fashion-MNIST, $precision_epochs epochs, on $gpu"
+  [ $dry_run = 1 ] && return
+  {
+    echo
+    echo "Precision curves: \`${png#"$root"/}\`"
+    echo
+    # A blank line ends the Markdown table before the verdict's lines.
+    grep -E '^(\||rule:|FAIL:|verdict:)' "$logs/precision_curves_and_verdict.log" | sed '/^rule:/{x;p;x}'
+  } >>"$report"
+}
+
+part_engine() {
+  local resume=(--dataset synthetic --device cuda --deterministic --batch-size 64 --limit-train 1024 --limit-val 256
+                --epochs 2 --print-every 8)
+  [ $dry_run = 1 ] || rm -rf "$logs/ck"
+  step 90 "resume, straight run" "$bin" "${resume[@]}" --max-steps 24 --save-weights "$logs/straight.rddp"
+  step 90 "resume, first half" "$bin" "${resume[@]}" --max-steps 12 --checkpoint-dir "$logs/ck"
+  step 90 "resume, second half" "$bin" "${resume[@]}" --max-steps 24 --checkpoint-dir "$logs/ck" --resume \
+    --save-weights "$logs/resumed.rddp"
+  step 10 "resumed weights bit-identical to the straight run" cmp "$logs/straight.rddp" "$logs/resumed.rddp"
+
+  local nccl_run=(--dataset synthetic --device cuda --batch-size 128 --limit-train 1024 --limit-val 256 --epochs 2
+                  --print-every 4)
+  step 90 "one process through NCCL" "$bin" "${nccl_run[@]}"
+  if command -v mpirun >/dev/null || [ $dry_run = 1 ]; then
+    step 90 "mpirun -np 1 through NCCL" mpirun -np 1 "$bin" "${nccl_run[@]}"
+  fi
+}
+
+part_mixed() {
+  # Synthetic data has 1024 training images: 8 steps of 128 an epoch, so 300 steps take 38
+  # epochs, each with its epoch line and record.
+  local precision format file rows=""
+  for precision in bf16 fp16; do
+    for format in nchw nhwc; do
+      file=$logs/mixed-$precision-$format.jsonl
+      step 90 "$precision $format: 300 synthetic steps" "$bin" --dataset synthetic --device cuda \
+        --precision "$precision" --memory-format "$format" --batch-size 128 --epochs 40 --max-steps 300 \
+        --print-every 50 --log-json "$file"
+      [ $dry_run = 1 ] && continue
+      local log=$logs/${precision}_${format}_300_synthetic_steps.log
+      local loss speed skipped="" ok=yes
+      loss=$(epoch_field "$file" train_loss | tail -1)
+      speed=$(epoch_field "$file" images_per_s | tail -1)
+      if [ $precision = fp16 ]; then
+        # Every epoch line must say how many steps the loss scaling skipped.
+        local lines counted
+        lines=$(grep -c 'epoch [0-9]*/40: ' "$log")
+        # (Not the warning that follows an epoch with skipped steps: it says "step(s) skipped" too.)
+        counted=$(grep -c 'epoch [0-9]*/40: .*step(s) skipped' "$log")
+        skipped=$(epoch_field "$file" skipped_steps | awk '{ s += $1 } END { print s + 0 }')
+        [ "$lines" -gt 0 ] && [ "$lines" = "$counted" ] || ok=no
+        verdict_line "$ok" "fp16 $format: $counted of $lines epoch lines report skipped steps; $skipped step(s) skipped in all"
+      fi
+      rows+="| $precision | $format | ${loss:-none} | ${speed:-none} | ${skipped:--} |"$'\n'
+    done
+  done
+  [ $dry_run = 1 ] && return
+  {
+    echo
+    echo "| precision | memory format | last epoch's train loss | last epoch's images/s | skipped steps (fp16) |"
+    echo "| --- | --- | ---: | ---: | ---: |"
+    printf '%s' "$rows"
+  } >>"$report"
+}
+
+part_data() {
+  local folder=$logs/jpegs packed=$logs/packed python
+  # ImageNet-like JPEGs (500x375, photograph-like content) make the loader decode as much per
+  # image as ImageNet does; the classes are random, so the accuracies mean nothing here. 8
+  # classes of 640 training images: 40 steps of 128 an epoch. Without numpy and Pillow,
+  # Fashion-MNIST as PNGs (standard library only), which decode far faster.
+  if python=$("$root/scripts/find_python.sh" numpy PIL 2>/dev/null) || [ $dry_run = 1 ]; then
+    python=${python:-python3}
+      local val_count=$((per_class / 10 > 0 ? per_class / 10 : 1))
+    step 150 "an image folder of 8x$per_class + 8x$val_count synthetic JPEGs" bash -c '
+      python=$1 maker=$2 out=$3 count=$4 val_count=$5 pids=()
+      for class in 0 1 2 3 4 5 6 7; do
+        "$python" "$maker" --out "$out/train/class-$class" --count "$count" --seed "$class" & pids+=($!)
+        "$python" "$maker" --out "$out/val/class-$class" --count "$val_count" --seed $((100 + class)) & pids+=($!)
+      done
+      failed=0
+      for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+      exit $failed' make-folder "$python" "$root/bench/make_jpegs.py" "$folder" "$per_class" "$val_count"
+  elif have_fashion; then
+    step 150 "an image folder of Fashion-MNIST PNGs (no numpy and Pillow for JPEGs)" python3 \
+      "$root/data/fashion_mnist_to_folder.py" --source "$data" --out "$folder" --train-per-class 600 --val-per-class 60
+  else
+    verdict_line no "data: neither numpy and Pillow (for JPEGs) nor Fashion-MNIST (for PNGs): no image folder"
+    return
+  fi
+  step 60 "resnet_ddp_pack of the folder" "$pack_bin" "$folder" "$packed"
+  local from source file
+  for from in folder pack; do
+    source=$folder
+    [ $from = pack ] && source=$packed
+    file=$logs/data-$from.jsonl
+    step 130 "3 epochs from the $from, $data_precision" "$bin" --data "$source" --device cuda \
+      --precision "$data_precision" --epochs 3 --batch-size 128 --print-every 10 --log-json "$file"
+  done
+  [ $dry_run = 1 ] && return
+  # The share of each epoch's training time spent waiting for a batch, as each epoch prints it.
+  local epoch rows="" folder_wait pack_wait folder_speed pack_speed
+  folder_wait=($(epoch_field "$logs/data-folder.jsonl" data_wait_share))
+  pack_wait=($(epoch_field "$logs/data-pack.jsonl" data_wait_share))
+  folder_speed=($(epoch_field "$logs/data-folder.jsonl" images_per_s))
+  pack_speed=($(epoch_field "$logs/data-pack.jsonl" images_per_s))
+  for epoch in 0 1 2; do
+    rows+="| $((epoch + 1)) | $(awk -v s="${folder_wait[epoch]:-nan}" 'BEGIN { printf "%.1f", 100 * s }') "
+    rows+="| $(printf '%.0f' "${folder_speed[epoch]:-0}") "
+    rows+="| $(awk -v s="${pack_wait[epoch]:-nan}" 'BEGIN { printf "%.1f", 100 * s }') "
+    rows+="| $(printf '%.0f' "${pack_speed[epoch]:-0}") |"$'\n'
+  done
+  {
+    echo
+    echo "Data wait ($data_precision, batch 128, $(nproc) CPUs; epoch 1 includes timing the convolution algorithms):"
+    echo
+    echo "| epoch | folder: data wait % | folder: images/s | pack: data wait % | pack: images/s |"
+    echo "| ---: | ---: | ---: | ---: | ---: |"
+    printf '%s' "$rows"
+    echo
+    echo "As each epoch line printed it:"
+    echo
+    echo '```'
+    for from in folder pack; do
+      grep 'data wait' "$logs/3_epochs_from_the_${from}_$data_precision.log" | sed "s/^/$from: /"
+    done
+    echo '```'
+  } >>"$report"
+  printf '%s' "$rows"
+}
+
+part_throughput() {
+  [ -x "$root/bench/run_throughput.sh" ] || { verdict_line no "no bench/run_throughput.sh"; return; }
+  # Its GPU tests take minutes of its budget; the tests part has run them on this build when
+  # the report records it as passed.
+  local flags=(--budget 470)
+  if [ $dry_run = 0 ] && grep -q '^\*\*part tests: PASS' "$report"; then flags+=(--skip-tests); fi
+  step 525 "throughput against PyTorch" "$root/bench/run_throughput.sh" "${flags[@]}"
+}
+
+ran=()
+for part in "${selected[@]}"; do
+  part_limit=$(budget_of "$part") part_start=$SECONDS part_failures=0 planned=0
+  number=0
+  for i in "${!parts[@]}"; do [ "${parts[i]}" = "$part" ] && number=$((i + 1)); done
+  echo "=== part $number $part (budget $part_limit s): $(describe_part "$part")"
+  printf '\n## Part %s %s: %s\n' "$number" "$part" "$(describe_part "$part")" | to_report
+  "part_$part"
+  status=PASS
+  [ $part_failures -eq 0 ] || status="FAIL ($part_failures failed)"
+  if [ $dry_run = 1 ]; then
+    status="dry run: its steps' limits add up to $planned s of its $part_limit s budget"
+    [ $planned -le $part_limit ] || status+=" (the budget cuts the last ones short)"
+    echo "   $status"
+  fi
+  ran+=("$part: $status in $((SECONDS - part_start)) s")
+  printf '\n**part %s: %s** (%s s)\n' "$part" "$status" "$((SECONDS - part_start))" | to_report
+done
+
+echo
+echo "parts run by this command:"
+printf '  %s\n' "${ran[@]}"
+not_run=()
+for part in "${parts[@]}"; do [[ " ${selected[*]} " == *" $part "* ]] || not_run+=("$part"); done
+echo "parts not run by this command: ${not_run[*]:-none}"
+if [ $dry_run = 1 ]; then
+  echo "dry run: nothing ran; the report would be $report"
+  exit 0
 fi
-
-resume=(--dataset synthetic --device cuda --deterministic --batch-size 64 --limit-train 1024 --limit-val 256
-        --epochs 2 --print-every 8)
-step "resume, straight run" "$bin" "${resume[@]}" --max-steps 24 --save-weights "$logs/straight.rddp"
-step "resume, first half" "$bin" "${resume[@]}" --max-steps 12 --checkpoint-dir "$logs/ck"
-step "resume, second half" "$bin" "${resume[@]}" --max-steps 24 --checkpoint-dir "$logs/ck" --resume \
-  --save-weights "$logs/resumed.rddp"
-step "resumed weights bit-identical to the straight run" cmp "$logs/straight.rddp" "$logs/resumed.rddp"
-
-nccl_run=(--dataset synthetic --device cuda --batch-size 128 --limit-train 2048 --limit-val 256 --epochs 1 --print-every 4)
-step "one process through NCCL" "$bin" "${nccl_run[@]}"
-if command -v mpirun >/dev/null; then
-  step "mpirun -np 1 through NCCL" mpirun -np 1 "$bin" "${nccl_run[@]}"
-fi
-
-if [ -x "$root/bench/run_throughput.sh" ]; then
-  step "throughput against PyTorch" "$root/bench/run_throughput.sh"
-fi
-
-echo >>"$report"
-echo "$failures step(s) failed" | tee -a "$report"
+# The report gathers the parts of every command today: say which are in it and which are not.
+{
+  echo
+  echo "Parts in this report so far:"
+  for part in "${parts[@]}"; do
+    line=$(grep "^\*\*part $part: " "$report" | tail -1)
+    if [ -n "$line" ]; then echo "- $part: $(echo "$line" | sed 's/^\*\*part [a-z]*: //; s/\*\*//')"
+    else echo "- $part: not run yet"; fi
+  done
+  echo
+  echo "$failures step(s) failed in this command"
+} | tee -a "$report"
 echo "report: $report"
 [ $failures -eq 0 ]
