@@ -36,9 +36,13 @@
 #include "resnet_ddp/cuda/layer_kernels.h"
 #include "resnet_ddp/engine.h"
 #include "resnet_ddp/rng.h"
+#include "support/engine_batches.h"
+#include "support/test_tensors.h"
 
 using namespace rddp;
 using cuda::DeviceBuffer;
+using testing::Batch;
+using testing::random_batch;
 
 namespace {
 
@@ -68,40 +72,9 @@ EngineConfig bf16_config(Stem stem, int max_batch) {
   return config;
 }
 
-struct Batch {
-  int size = 0, channels = 0, height = 0, width = 0;
-  std::vector<float> images;
-  std::vector<int32_t> labels;
-  HostBatch view() const {
-    return HostBatch{size, channels, height, width, images.data(), labels.data()};
-  }
-};
-
-Batch random_batch(const EngineConfig& config, int size, uint64_t seed) {
-  Batch batch{size, config.spec.in_channels, config.height, config.width, {}, {}};
-  Rng rng(derive_seed(seed, "batch"));
-  batch.images.resize(static_cast<size_t>(size) * batch.channels * batch.height * batch.width);
-  for (float& v : batch.images) v = static_cast<float>(rng.normal());
-  batch.labels.resize(size);
-  for (int32_t& label : batch.labels)
-    label = static_cast<int32_t>(rng.below(static_cast<uint64_t>(config.spec.num_classes)));
-  return batch;
-}
-
-template <typename T>
-double max_abs(const T* values, size_t count) {
-  double m = 0.0;
-  for (size_t i = 0; i < count; ++i) m = std::max(m, std::fabs(static_cast<double>(values[i])));
-  return m;
-}
-
 template <typename Ref>
 std::vector<double> element_tolerance(const Ref* want, size_t count) {
-  const double scale = max_abs(want, count);
-  std::vector<double> tolerance(count);
-  for (size_t i = 0; i < count; ++i)
-    tolerance[i] = kElementRel * (scale + std::fabs(static_cast<double>(want[i])));
-  return tolerance;
+  return testing::scaled_tolerance(want, count, kElementRel);
 }
 
 // Both checks of the header on one tensor; returns its relative L2 error.

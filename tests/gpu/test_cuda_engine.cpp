@@ -23,9 +23,14 @@
 #include "resnet_ddp/engine.h"
 #include "resnet_ddp/engine_factory.h"
 #include "resnet_ddp/rng.h"
+#include "support/engine_batches.h"
+#include "support/test_tensors.h"
 
 using namespace rddp;
 using cuda::DeviceBuffer;
+using testing::Batch;
+using testing::random_batch;
+using testing::bitwise_equal;
 
 namespace {
 
@@ -66,46 +71,10 @@ CudaEngineOptions exact_options(
   return options;
 }
 
-struct Batch {
-  int size = 0, channels = 0, height = 0, width = 0;
-  std::vector<float> images;
-  std::vector<int32_t> labels;
-  HostBatch view() const {
-    return HostBatch{size, channels, height, width, images.data(), labels.data()};
-  }
-};
-
-Batch random_batch(const EngineConfig& config, int size, uint64_t seed) {
-  Batch batch{size, config.spec.in_channels, config.height, config.width, {}, {}};
-  Rng rng(derive_seed(seed, "batch"));
-  batch.images.resize(static_cast<size_t>(size) * batch.channels * batch.height * batch.width);
-  for (float& v : batch.images) v = static_cast<float>(rng.normal());
-  batch.labels.resize(size);
-  for (int32_t& label : batch.labels)
-    label = static_cast<int32_t>(rng.below(static_cast<uint64_t>(config.spec.num_classes)));
-  return batch;
-}
-
-template <typename T>
-bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
-
-template <typename T>
-double max_abs(const T* values, size_t count) {
-  double m = 0.0;
-  for (size_t i = 0; i < count; ++i) m = std::max(m, std::fabs(static_cast<double>(values[i])));
-  return m;
-}
-
 // The allowed error of each element of a tensor under kNetRel.
 template <typename Ref>
 std::vector<double> net_tolerance(const Ref* want, size_t count) {
-  const double scale = max_abs(want, count);
-  std::vector<double> tolerance(count);
-  for (size_t i = 0; i < count; ++i)
-    tolerance[i] = kNetRel * (scale + std::fabs(static_cast<double>(want[i])));
-  return tolerance;
+  return testing::scaled_tolerance(want, count, kNetRel);
 }
 
 // Compares one tensor elementwise within `tolerance`; reports the first failures by name.

@@ -30,9 +30,14 @@
 #include "resnet_ddp/cuda/kernels.h"
 #include "resnet_ddp/engine.h"
 #include "resnet_ddp/rng.h"
+#include "support/engine_batches.h"
+#include "support/test_tensors.h"
 
 using namespace rddp;
 using cuda::DeviceBuffer;
+using testing::Batch;
+using testing::random_batch;
+using testing::max_abs;
 
 namespace {
 
@@ -58,32 +63,6 @@ CudaEngineOptions heuristic_options(bool deterministic = false) {
   options.conv_search = cuda::ConvAlgorithmSearch::heuristic;
   options.deterministic = deterministic;
   return options;
-}
-
-struct Batch {
-  int size = 0, channels = 0, height = 0, width = 0;
-  std::vector<float> images;
-  std::vector<int32_t> labels;
-  HostBatch view() const {
-    return HostBatch{size, channels, height, width, images.data(), labels.data()};
-  }
-};
-
-Batch random_batch(const EngineConfig& config, int size, uint64_t seed) {
-  Batch batch{size, config.spec.in_channels, config.height, config.width, {}, {}};
-  Rng rng(derive_seed(seed, "batch"));
-  batch.images.resize(static_cast<size_t>(size) * batch.channels * batch.height * batch.width);
-  for (float& v : batch.images) v = static_cast<float>(rng.normal());
-  batch.labels.resize(size);
-  for (int32_t& label : batch.labels)
-    label = static_cast<int32_t>(rng.below(static_cast<uint64_t>(config.spec.num_classes)));
-  return batch;
-}
-
-double max_abs(const float* values, size_t count) {
-  double m = 0.0;
-  for (size_t i = 0; i < count; ++i) m = std::max(m, std::fabs(static_cast<double>(values[i])));
-  return m;
 }
 
 // `got` divided by `divisor` (the loss scale) against `want`, both checks of the header.

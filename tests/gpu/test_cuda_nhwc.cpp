@@ -32,10 +32,15 @@
 #include "resnet_ddp/cuda/layer_kernels.h"
 #include "resnet_ddp/engine.h"
 #include "resnet_ddp/rng.h"
+#include "support/engine_batches.h"
 #include "support/test_tensors.h"
 
 using namespace rddp;
 using cuda::DeviceBuffer;
+using testing::Batch;
+using testing::random_batch;
+using testing::max_abs;
+using testing::bitwise_equal;
 
 namespace {
 
@@ -63,13 +68,6 @@ struct Tolerance {
 };
 const Tolerance kFloatTolerance{kFloatNetRel, std::numeric_limits<double>::infinity()};
 const Tolerance kBf16Tolerance{kBf16ElementRel, kBf16NormRel};
-
-template <typename T>
-double max_abs(const T* values, size_t count) {
-  double m = 0.0;
-  for (size_t i = 0; i < count; ++i) m = std::max(m, std::fabs(static_cast<double>(values[i])));
-  return m;
-}
 
 // Every element, then the L2 norm; returns the relative L2 error.
 template <typename Got, typename Ref>
@@ -128,11 +126,6 @@ std::vector<T> to_host(const DeviceBuffer<T>& device, cudaStream_t stream) {
   return cuda::download(device.get(), device.size(), stream);
 }
 
-template <typename T>
-bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
-
 // [N, C, H, W] -> [N, H, W, C] and back, by nested loops.
 template <typename T>
 std::vector<T> nchw_to_nhwc(const std::vector<T>& x, int n, int c, int h, int w) {
@@ -167,26 +160,6 @@ EngineConfig config_for(Stem stem, int max_batch, Precision precision) {
   config.precision = precision;
   config.memory_format = MemoryFormat::nhwc;
   return config;
-}
-
-struct Batch {
-  int size = 0, channels = 0, height = 0, width = 0;
-  std::vector<float> images;
-  std::vector<int32_t> labels;
-  HostBatch view() const {
-    return HostBatch{size, channels, height, width, images.data(), labels.data()};
-  }
-};
-
-Batch random_batch(const EngineConfig& config, int size, uint64_t seed) {
-  Batch batch{size, config.spec.in_channels, config.height, config.width, {}, {}};
-  Rng rng(derive_seed(seed, "batch"));
-  batch.images.resize(static_cast<size_t>(size) * batch.channels * batch.height * batch.width);
-  for (float& v : batch.images) v = static_cast<float>(rng.normal());
-  batch.labels.resize(size);
-  for (int32_t& label : batch.labels)
-    label = static_cast<int32_t>(rng.below(static_cast<uint64_t>(config.spec.num_classes)));
-  return batch;
 }
 
 // Non-trivial BatchNorm affine parameters and running statistics, as the NCHW tests use.

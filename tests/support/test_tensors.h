@@ -1,6 +1,7 @@
 #pragma once
 // Small tools for tests over flat tensors: random fills from the portable Rng, NaN poison to
 // prove that every output element is written, and elementwise comparison with a report.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -36,6 +37,26 @@ size_t count_non_finite(const std::vector<T>& values) {
   size_t count = 0;
   for (const T& value : values) count += !std::isfinite(static_cast<double>(value));
   return count;
+}
+
+// The largest |value|: the scale that tolerances relative to a whole tensor start from.
+template <typename T>
+double max_abs(const T* values, size_t count) {
+  double m = 0.0;
+  for (size_t i = 0; i < count; ++i) m = std::max(m, std::fabs(static_cast<double>(values[i])));
+  return m;
+}
+
+// Each element's allowed error: rel * (max |want| + |want[i]|). A long float sum is accurate
+// relative to the magnitudes summed, not to its own result, so elements near zero are judged
+// against the tensor's scale.
+template <typename Ref>
+std::vector<double> scaled_tolerance(const Ref* want, size_t count, double rel) {
+  const double scale = max_abs(want, count);
+  std::vector<double> tolerance(count);
+  for (size_t i = 0; i < count; ++i)
+    tolerance[i] = rel * (scale + std::fabs(static_cast<double>(want[i])));
+  return tolerance;
 }
 
 inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
