@@ -2,14 +2,14 @@
 # Builds the library and the CPU and MPI test programs with AddressSanitizer and
 # UndefinedBehaviorSanitizer (gcc) in their own build directory, and runs the cpu and mpi
 # tests there: any sanitizer report fails the test it occurs in. Exits non-zero on any failure.
-#   scripts/test_sanitizers.sh              labels cpu and mpi, but the three long training runs
+#   scripts/test_sanitizers.sh              labels cpu and mpi, but the four long training runs
 #   scripts/test_sanitizers.sh -L 'cpu|mpi' every test of both labels (ctest arguments replace
 #                                           the default selection)
 # CI runs it after scripts/test.sh. The CPU executor runs about 15 times slower under the
-# sanitizers (a 2-step synthetic run: 41 s against 2.8 s), so cli.test_resume, cli.test_faults
-# and mpi.trainer_np2, which train ResNet-18 for dozens of steps, would outlast their 10-minute
-# limits on two cores; the ordinary build runs them. cli.test_bad_input still runs the whole
-# program, training included, for a step.
+# sanitizers (a 2-step synthetic run: 41 s against 2.8 s), so cli.test_resume, cli.test_faults,
+# cli.test_plot_precision_curves and mpi.trainer_np2, which train ResNet-18 for dozens of steps,
+# would take many minutes each on two cores; the ordinary build runs them. cli.test_bad_input
+# and cli.test_pack still run the whole program, training included, for a step.
 # Environment: RDDP_ASAN_BUILD_DIR (default build-asan), RDDP_CUDA_ARCHS (default 90).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -46,7 +46,8 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1:suppres
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$supp/lsan.supp:print_suppressions=0}
 
 cd "$build"
-[ $# -gt 0 ] || set -- -L "cpu|mpi" -E "^(cli[.]test_resume|cli[.]test_faults|mpi[.]trainer_np2)$"
+[ $# -gt 0 ] || set -- -L "cpu|mpi" \
+  -E "^(cli[.]test_resume|cli[.]test_faults|cli[.]test_plot_precision_curves|mpi[.]trainer_np2)$"
 status=0
 ctest --output-on-failure -j "$jobs" "$@" || status=$?
 grep -h '^SKIPPED' Testing/Temporary/LastTest.log 2>/dev/null | sort -u || true
