@@ -24,35 +24,20 @@
 #include "resnet_ddp/cuda/handles.h"
 #include "resnet_ddp/cuda/layer_kernels.h"
 #include "resnet_ddp/rng.h"
+#include "support/device_buffers.h"
 #include "support/test_tensors.h"
 
 using namespace rddp;
 using cuda::ConvShape;
 using cuda::DeviceBuffer;
+using testing::bitwise_equal;
+using testing::to_device;
+using testing::poisoned;
+using testing::to_host;
 
 namespace {
 
 constexpr double kUnitRoundoff = 0x1p-24;  // float's u: relative error of one rounding
-
-template <typename T>
-DeviceBuffer<T> to_device(const std::vector<T>& host, cudaStream_t stream) {
-  DeviceBuffer<T> device(host.size());
-  cuda::copy_to_device(device.get(), host.data(), host.size(), stream);
-  return device;
-}
-
-// All bits set: NaN in every float, -1 in every integer.
-template <typename T>
-DeviceBuffer<T> poisoned(size_t count, cudaStream_t stream) {
-  DeviceBuffer<T> device(count);
-  RDDP_CUDA_CHECK(cudaMemsetAsync(device.get(), 0xff, device.bytes(), stream));
-  return device;
-}
-
-template <typename T>
-std::vector<T> to_host(const DeviceBuffer<T>& device, cudaStream_t stream) {
-  return cuda::download(device.get(), device.size(), stream);
-}
 
 std::vector<double> widened(const std::vector<float>& values) {
   return std::vector<double>(values.begin(), values.end());
@@ -109,11 +94,6 @@ std::vector<double> dot_bounds(const std::vector<double>& abs_dot, double terms,
     if (tf32) bound[i] += 0x1p-10 * abs_dot[i];
   }
   return bound;
-}
-
-template <typename T>
-bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
 // The same bits, except that any NaN equals any NaN: arithmetic that makes a NaN (inf - inf,

@@ -32,6 +32,7 @@
 #include "resnet_ddp/cuda/layer_kernels.h"
 #include "resnet_ddp/engine.h"
 #include "resnet_ddp/rng.h"
+#include "support/device_buffers.h"
 #include "support/engine_batches.h"
 #include "support/test_tensors.h"
 
@@ -39,6 +40,9 @@ using namespace rddp;
 using cuda::DeviceBuffer;
 using testing::Batch;
 using testing::random_batch;
+using testing::to_device;
+using testing::poisoned;
+using testing::to_host;
 using testing::max_abs;
 using testing::bitwise_equal;
 
@@ -105,25 +109,6 @@ void check_flat(const ParamLayout& layout, TensorRole role, const char* what,
 void poison(float* device, size_t count, cudaStream_t stream) {
   RDDP_CUDA_CHECK(cudaMemsetAsync(device, 0xff, count * sizeof(float), stream));
   RDDP_CUDA_CHECK(cudaStreamSynchronize(stream));
-}
-
-template <typename T>
-DeviceBuffer<T> to_device(const std::vector<T>& host, cudaStream_t stream) {
-  DeviceBuffer<T> device(host.size());
-  cuda::copy_to_device(device.get(), host.data(), host.size(), stream);
-  return device;
-}
-
-template <typename T>
-DeviceBuffer<T> poisoned(size_t count, cudaStream_t stream) {
-  DeviceBuffer<T> device(count);
-  RDDP_CUDA_CHECK(cudaMemsetAsync(device.get(), 0xff, device.bytes(), stream));
-  return device;
-}
-
-template <typename T>
-std::vector<T> to_host(const DeviceBuffer<T>& device, cudaStream_t stream) {
-  return cuda::download(device.get(), device.size(), stream);
 }
 
 // [N, C, H, W] -> [N, H, W, C] and back, by nested loops.

@@ -18,8 +18,10 @@
 #include "resnet_ddp/optimizer.h"
 #include "resnet_ddp/param_layout.h"
 #include "resnet_ddp/rng.h"
+#include "support/test_tensors.h"
 
 using namespace rddp;
+using testing::bitwise_equal;
 
 namespace {
 
@@ -68,11 +70,6 @@ class Stream {
  private:
   cudaStream_t stream_ = nullptr;
 };
-
-template <typename T>
-bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
 
 // ---- softmax cross-entropy
 

@@ -1,8 +1,7 @@
 #pragma once
 // A random training batch in host memory for the engine tests, sized by the engine's config,
-// reproducible from a seed; and a bit-for-bit comparison of two host vectors.
+// reproducible from a seed.
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "resnet_ddp/engine.h"
@@ -29,11 +28,6 @@ inline Batch random_batch(const EngineConfig& config, int size, uint64_t seed) {
   for (int32_t& label : batch.labels)
     label = static_cast<int32_t>(rng.below(static_cast<uint64_t>(config.spec.num_classes)));
   return batch;
-}
-
-template <typename T>
-bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
 }  // namespace rddp::testing

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -37,6 +38,12 @@ size_t count_non_finite(const std::vector<T>& values) {
   size_t count = 0;
   for (const T& value : values) count += !std::isfinite(static_cast<double>(value));
   return count;
+}
+
+// The same bytes, NaN payloads and signed zeros included.
+template <typename T>
+bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
 // The largest |value|: the scale that tolerances relative to a whole tensor start from.
