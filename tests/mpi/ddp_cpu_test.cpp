@@ -168,7 +168,7 @@ void test_reduced_gradients(const DistributedContext& context, Comm& comm, RankC
   checks.check(same_on_every_rank(context, running_of(*engine)), "after construction the running statistics agree");
 
   CapturingHooks hooks(reducer, *engine);
-  engine->train_step(rank_batch(config, rank, 1).view(config), config.optimizer.lr, &hooks);
+  engine->train_step(rank_batch(config, rank, 1).view(), config.optimizer.lr, &hooks);
 
   // The mean of every rank's own gradients, in double, against the averaged float gradients.
   const std::vector<float> all_local = allgather(context, hooks.local);
@@ -254,7 +254,7 @@ void test_bf16_reduced_gradients(const DistributedContext& context, Comm& comm, 
   checks.note_once("reducer: " + reducer.describe());
 
   CapturingHooks hooks(reducer, *engine);
-  engine->train_step(rank_batch(config, rank, 1).view(config), config.optimizer.lr, &hooks);
+  engine->train_step(rank_batch(config, rank, 1).view(), config.optimizer.lr, &hooks);
 
   const std::vector<float> all_local = allgather(context, hooks.local);
   const size_t n = hooks.local.size();
@@ -295,7 +295,7 @@ void test_bf16_reduced_gradients(const DistributedContext& context, Comm& comm, 
   Timeline fp32_timeline;
   auto fp32_engine = make_cpu_engine(config, 100);
   Reducer fp32_reducer(comm, *fp32_engine, small_buckets(&fp32_timeline));
-  fp32_engine->train_step(rank_batch(config, rank, 1).view(config), config.optimizer.lr, &fp32_reducer);
+  fp32_engine->train_step(rank_batch(config, rank, 1).view(), config.optimizer.lr, &fp32_reducer);
   const size_t bf16_bytes = timeline.bytes_launched(1), fp32_bytes = fp32_timeline.bytes_launched(1);
   checks.note_once("allreduce bytes per step and rank: fp32 " + std::to_string(fp32_bytes) + ", bf16 " +
                    std::to_string(bf16_bytes));
@@ -322,7 +322,7 @@ void test_single_process_relation(const DistributedContext& context, Comm& comm,
   auto engine = make_cpu_engine(config, 300 + static_cast<uint64_t>(rank));
   Reducer reducer(comm, *engine, small_buckets(nullptr));
   for (int step = 1; step <= 3; ++step)
-    engine->train_step(rank_batch(config, rank, 10 + step).view(config), lrs[step - 1], &reducer);
+    engine->train_step(rank_batch(config, rank, 10 + step).view(), lrs[step - 1], &reducer);
 
   ModelState<float> reference(config.spec);
   init_torchvision(reference, 300);

@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
     Reducer reducer(*comm, *engine, options);
     FailingHooks hooks(reducer, context, context.rank() == context.world_size() - 1 ? mode : "");
     for (int64_t step = 1; step <= 4; ++step) {
-      engine->train_step(rank_batch(config, context.rank(), step).view(config), config.optimizer.lr, &hooks);
+      engine->train_step(rank_batch(config, context.rank(), step).view(), config.optimizer.lr, &hooks);
       std::printf("%s step %lld done\n", context.prefix().c_str(), static_cast<long long>(step));
       std::fflush(stdout);
     }

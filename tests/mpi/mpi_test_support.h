@@ -13,6 +13,7 @@
 #include "resnet_ddp/dist/mpi_check.h"
 #include "resnet_ddp/engine.h"
 #include "resnet_ddp/rng.h"
+#include "support/engine_batches.h"
 
 namespace rddp::mpi_test {
 
@@ -28,32 +29,13 @@ inline EngineConfig narrow_config() {
   return config;
 }
 
-struct Batch {
-  std::vector<float> images;
-  std::vector<int32_t> labels;
-
-  HostBatch view(const EngineConfig& config) const {
-    HostBatch batch;
-    batch.size = static_cast<int>(labels.size());
-    batch.channels = config.spec.in_channels;
-    batch.height = config.height;
-    batch.width = config.width;
-    batch.images = images.data();
-    batch.labels = labels.data();
-    return batch;
-  }
-};
+using testing::Batch;
 
 // Rank `rank`'s batch of step `step`: any rank can make any other rank's batch.
 inline Batch rank_batch(const EngineConfig& config, int rank, int64_t step) {
-  Rng rng(derive_seed(2024, "rank " + std::to_string(rank) + " step " + std::to_string(step)));
-  Batch batch;
-  batch.images.resize(static_cast<size_t>(config.max_batch) * config.spec.in_channels * config.height *
-                      config.width);
-  for (float& value : batch.images) value = static_cast<float>(rng.normal());
-  for (int i = 0; i < config.max_batch; ++i)
-    batch.labels.push_back(static_cast<int32_t>(rng.below(static_cast<uint64_t>(config.spec.num_classes))));
-  return batch;
+  return testing::random_batch(
+      config, config.max_batch,
+      derive_seed(2024, "rank " + std::to_string(rank) + " step " + std::to_string(step)));
 }
 
 class RankChecks {

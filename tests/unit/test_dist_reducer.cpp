@@ -12,6 +12,7 @@
 #include "resnet_ddp/dist/reducer.h"
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/rng.h"
+#include "support/engine_batches.h"
 
 using namespace rddp;
 using namespace rddp::dist;
@@ -88,29 +89,9 @@ EngineConfig narrow_config() {
   return config;
 }
 
-struct Batch {
-  std::vector<float> images;
-  std::vector<int32_t> labels;
-  HostBatch view(const EngineConfig& config) const {
-    HostBatch batch;
-    batch.size = static_cast<int>(labels.size());
-    batch.channels = config.spec.in_channels;
-    batch.height = config.height;
-    batch.width = config.width;
-    batch.images = images.data();
-    batch.labels = labels.data();
-    return batch;
-  }
-};
-
-Batch random_batch(const EngineConfig& config, uint64_t seed) {
-  Rng rng(seed);
-  Batch batch;
-  batch.images.resize(static_cast<size_t>(config.max_batch) * config.spec.in_channels * config.height * config.width);
-  for (float& value : batch.images) value = static_cast<float>(rng.normal());
-  for (int i = 0; i < config.max_batch; ++i)
-    batch.labels.push_back(static_cast<int32_t>(rng.below(config.spec.num_classes)));
-  return batch;
+// The engine's largest batch, from `seed`.
+testing::Batch random_batch(const EngineConfig& config, uint64_t seed) {
+  return testing::random_batch(config, config.max_batch, seed);
 }
 
 }  // namespace
@@ -146,7 +127,7 @@ TEST_CASE("each bucket is averaged as soon as its last gradient is ready, in ord
   comm.calls.clear();
   comm.waits = 0;
 
-  engine->train_step(random_batch(config, 2).view(config), 1e-3, &reducer);
+  engine->train_step(random_batch(config, 2).view(), 1e-3, &reducer);
 
   // Before the forward: rank 0's running statistics; then one allreduce per bucket.
   REQUIRE(comm.calls.size() == 1 + plan.buckets.size());
@@ -233,7 +214,7 @@ TEST_CASE("one rank broadcasts no buffers before the forward") {
   RecordingComm comm(1, DeviceKind::cpu, nullptr);
   Reducer reducer(comm, *engine);
   comm.calls.clear();
-  engine->train_step(random_batch(config, 3).view(config), 1e-3, &reducer);
+  engine->train_step(random_batch(config, 3).view(), 1e-3, &reducer);
   for (const Call& call : comm.calls) CHECK(call.kind == "allreduce");
   CHECK(comm.calls.size() == reducer.plan().buckets.size());
 }
@@ -278,7 +259,7 @@ TEST_CASE("bf16: each bucket is summed from its own staging slice, made once, an
     comm.calls.clear();
     timeline.clear();
     // The optimizer reads the gradients and leaves them, so they can be compared after the step.
-    engine->train_step(random_batch(config, 5 + static_cast<uint64_t>(step)).view(config), 1e-3, &hooks);
+    engine->train_step(random_batch(config, 5 + static_cast<uint64_t>(step)).view(), 1e-3, &hooks);
     std::vector<const void*> buffers;
     size_t bucket = 0;
     for (const Call& call : comm.calls) {
