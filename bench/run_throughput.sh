@@ -2,10 +2,13 @@
 # Training throughput on this machine's GPU, resnet_ddp against PyTorch, in one command:
 #
 #   bench/run_throughput.sh [--dry-run] [--skip-tests] [--budget SECONDS] [--results-dir DIR]
-#                           [--build-dir DIR] [--grad-allreduce fp32|bf16]
+#                           [--build-dir DIR] [--prebuilt] [--grad-allreduce fp32|bf16]
 #
 # 1. Builds the benchmark and the GPU tests into build/ for the local GPU's architecture
 #    (nvidia-smi's compute capability; an existing build that includes it is kept).
+#    --prebuilt uses the programs already in the build directory as they are, with no CMake:
+#    for a build made on another machine and copied here, whose CMake cache names paths that
+#    do not exist here.
 # 2. Runs the GPU tests (ctest -L gpu) and stops unless they pass: figures from a program that
 #    computes wrongly are worthless. --skip-tests leaves them out, for a rerun of the same build.
 # 3. Measures every configuration
@@ -42,12 +45,13 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 
-dry_run=0 skip_tests=0 budget=480 grad_allreduce=""
+dry_run=0 skip_tests=0 prebuilt=0 budget=480 grad_allreduce=""
 results_dir=$here/results build=$root/build
 while [ $# -gt 0 ]; do
   case $1 in
     --dry-run) dry_run=1 ;;
     --skip-tests) skip_tests=1 ;;
+    --prebuilt) prebuilt=1 ;;
     --budget) budget=${2:?--budget needs a number of seconds}; shift ;;
     --results-dir) results_dir=${2:?--results-dir needs a directory}; shift ;;
     --build-dir) build=${2:?--build-dir needs a directory}; shift ;;
@@ -127,27 +131,35 @@ limited() {
 }
 
 # --- build --------------------------------------------------------------------------------
-cached_archs=$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
-configure=(cmake -S "$root" -B "$build")
-if [[ ";$cached_archs;" != *";$arch;"* ]]; then
-  configure+=("-DCMAKE_CUDA_ARCHITECTURES=$arch")
-fi
-say "build for compute capability $arch into $build"
-# Only what the measurement and the gpu-labelled tests run (nccl_comm_test exists when an
-# mpiexec was found).
-targets=(cuda_step_bench gpu_tests)
-build_ok=1
-limited "$(left)" "${configure[@]}" || build_ok=0
-if [ $build_ok = 1 ]; then
-  # Into a variable first: grep -q would stop reading early, and the build tool's broken pipe
-  # would fail the pipeline.
-  known_targets=$(cmake --build "$build" --target help 2>/dev/null || true)
-  if grep -qw nccl_comm_test <<<"$known_targets"; then targets+=(nccl_comm_test); fi
-fi
-if [ $build_ok = 0 ] ||
-   ! limited "$(left)" cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"; then
-  echo "run_throughput.sh: the build failed or ran past the budget (output above)" >&2
-  exit 1
+if [ $prebuilt = 1 ]; then
+  for program in bench/cuda_step_bench tests/gpu_tests; do
+    [ -x "$build/$program" ] || [ $dry_run = 1 ] ||
+      { echo "run_throughput.sh: --prebuilt, but there is no $build/$program: build it first" >&2; exit 1; }
+  done
+  say "using the programs built in $build as they are (--prebuilt)"
+else
+  cached_archs=$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
+  configure=(cmake -S "$root" -B "$build")
+  if [[ ";$cached_archs;" != *";$arch;"* ]]; then
+    configure+=("-DCMAKE_CUDA_ARCHITECTURES=$arch")
+  fi
+  say "build for compute capability $arch into $build"
+  # Only what the measurement and the gpu-labelled tests run (nccl_comm_test exists when an
+  # mpiexec was found).
+  targets=(cuda_step_bench gpu_tests)
+  build_ok=1
+  limited "$(left)" "${configure[@]}" || build_ok=0
+  if [ $build_ok = 1 ]; then
+    # Into a variable first: grep -q would stop reading early, and the build tool's broken pipe
+    # would fail the pipeline.
+    known_targets=$(cmake --build "$build" --target help 2>/dev/null || true)
+    if grep -qw nccl_comm_test <<<"$known_targets"; then targets+=(nccl_comm_test); fi
+  fi
+  if [ $build_ok = 0 ] ||
+     ! limited "$(left)" cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"; then
+    echo "run_throughput.sh: the build failed or ran past the budget (output above)" >&2
+    exit 1
+  fi
 fi
 bench_program=$build/bench/cuda_step_bench
 
@@ -160,7 +172,12 @@ else
   say "GPU tests"
   test_log=$(mktemp)
   tests_ok=1
-  limited 300 ctest --test-dir "$build" -L gpu --output-on-failure 2>&1 | tee "$test_log" || tests_ok=0
+  if [ $prebuilt = 1 ]; then
+    # No CMake tree to ask: the GPU test program itself, which exits 77 when it finds no GPU.
+    limited 300 "$build/tests/gpu_tests" 2>&1 | tee "$test_log" || tests_ok=0
+  else
+    limited 300 ctest --test-dir "$build" -L gpu --output-on-failure 2>&1 | tee "$test_log" || tests_ok=0
+  fi
   if [ $tests_ok = 0 ]; then
     echo "run_throughput.sh: the GPU tests failed or ran out of time; no measurement from a program that computes wrongly (output above)" >&2
   elif [ $dry_run = 0 ] && grep -qE 'did not run|No tests were found' "$test_log"; then
@@ -308,7 +325,8 @@ gpu_tag=$(echo "$gpu_name" | tr -c 'A-Za-z0-9\n' '-' | tr -s '-' | sed 's/^-//; 
 stamp=$(date -u +%Y-%m-%d)
 [ ! -e "$results_dir/throughput-$gpu_tag-$stamp.md" ] || stamp=$(date -u +%Y-%m-%d-%H%M%S)
 results=$results_dir/throughput-$gpu_tag-$stamp.md
-commit=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)
+# RDDP_COMMIT names it where the tree is a copy without its git history.
+commit=${RDDP_COMMIT:-$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)}
 git -C "$root" diff --quiet HEAD 2>/dev/null || commit+=" (with uncommitted changes)"
 nvcc_version=$(grep -hs 'set(CMAKE_CUDA_COMPILER_VERSION ' "$build"/CMakeFiles/*/CMakeCUDACompiler.cmake |
   head -1 | grep -oE '[0-9][0-9.]*' || echo unknown)

@@ -36,7 +36,9 @@
 #
 # Environment: RDDP_BUILD_DIR (build), RDDP_FASHION_MNIST (/usr/share/datasets/fashion-mnist),
 # RDDP_REPORT_DIR (bench/results), RDDP_EPOCHS (5, the fashion part), RDDP_PRECISION_EPOCHS
-# (3), RDDP_DATA_PRECISION (bf16: the data part trains at the fastest precision, where the
+# (3), RDDP_LOG_DIR (keep every step's whole output there; by default a temporary folder that
+# is removed), RDDP_COMMIT (the commit to name where the tree has no git history: a copied
+# checkout), RDDP_DATA_PRECISION (bf16: the data part trains at the fastest precision, where the
 # loader has the least time per batch), RDDP_DATA_PER_CLASS (640 training JPEGs in each of the
 # data part's 8 classes, a tenth as many for validation), RDDP_PART_BUDGET (520 seconds).
 set -u
@@ -115,8 +117,13 @@ fi
 slug=$(echo "$gpu" | tr -cs 'A-Za-z0-9' '-' | sed 's/^-//; s/-$//')
 report_base=$report_dir/gpu-check-$slug-$(date -u +%Y-%m-%d)
 report=$report_base.md
-logs=$(mktemp -d)
-trap 'rm -rf "$logs"' EXIT
+if [ -n "${RDDP_LOG_DIR:-}" ]; then
+  logs=$RDDP_LOG_DIR
+  mkdir -p "$logs"
+else
+  logs=$(mktemp -d)
+  trap 'rm -rf "$logs"' EXIT
+fi
 export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1} OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
 
 # Appends standard input to the report; a dry run writes nothing.
@@ -124,7 +131,7 @@ to_report() { if [ $dry_run = 1 ]; then cat >/dev/null; else cat >>"$report"; fi
 
 if [ $dry_run = 0 ]; then
   mkdir -p "$report_dir"
-  commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  commit="${RDDP_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}"
   git -C "$root" diff --quiet HEAD 2>/dev/null || commit+=" (with uncommitted changes)"
   if [ ! -s "$report" ]; then
     {
@@ -406,7 +413,8 @@ part_throughput() {
   [ -x "$root/bench/run_throughput.sh" ] || { verdict_line no "no bench/run_throughput.sh"; return; }
   # Its GPU tests take minutes of its budget; the tests part has run them on this build when
   # the report records it as passed.
-  local flags=(--budget 470)
+  # The build is this script's precondition, so the benchmark takes it as it is.
+  local flags=(--budget 470 --build-dir "$build" --prebuilt --results-dir "$report_dir")
   if [ $dry_run = 0 ] && grep -q '^\*\*part tests: PASS' "$report"; then flags+=(--skip-tests); fi
   step 525 "throughput against PyTorch" "$root/bench/run_throughput.sh" "${flags[@]}"
 }
