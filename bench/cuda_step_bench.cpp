@@ -150,8 +150,8 @@ Settings parse(int argc, char** argv) {
     fail("--precision must be tf32, fp32, bf16 or fp16, got '", s.precision, "'");
   if (s.memory_format != "auto" && s.memory_format != "nchw" && s.memory_format != "nhwc")
     fail("--memory-format must be auto, nchw or nhwc, got '", s.memory_format, "'");
-  const bool half_precision = s.precision == "bf16" || s.precision == "fp16";
-  if (s.memory_format == "auto") s.memory_format = half_precision ? "nhwc" : "nchw";
+  // As resnet_ddp's default (src/train/options.cpp says why).
+  if (s.memory_format == "auto") s.memory_format = "nchw";
   return s;
 }
 

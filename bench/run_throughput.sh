@@ -2,7 +2,7 @@
 # Training throughput on this machine's GPU, resnet_ddp against PyTorch, in one command:
 #
 #   bench/run_throughput.sh [--dry-run] [--skip-tests] [--budget SECONDS] [--results-dir DIR]
-#                           [--build-dir DIR] [--prebuilt] [--grad-allreduce fp32|bf16]
+#                           [--build-dir DIR] [--prebuilt] [--with-nhwc] [--grad-allreduce fp32|bf16]
 #
 # 1. Builds the benchmark and the GPU tests into build/ for the local GPU's architecture
 #    (nvidia-smi's compute capability; an existing build that includes it is kept).
@@ -16,11 +16,12 @@
 #      224x224 images, imagenet stem, 1000 classes, batch 256: 10 warm-up steps, 5 windows of 20
 #    in tf32, fp32, bf16 and fp16 (autocast's mixed precision on both sides; fp16 with
 #    GradScaler's dynamic loss scaling), AdamW, with resnet_ddp (bench/cuda_step_bench; NCHW
-#    activations, and under bf16 and fp16 also NHWC, so that one run measures what
-#    channels_last buys), PyTorch eager and PyTorch torch.compile
+#    activations, and with --with-nhwc under bf16 and fp16 also NHWC, which measured far slower
+#    on an H100), PyTorch eager and PyTorch torch.compile
 #    (bench/pytorch_ddp.py, with $RDDP_PYTHON or the first python3 whose torch sees the GPU); first
 #    resnet_ddp and eager for every configuration, then the compiled runs, which spend most of
-#    their time compiling, so that the main comparison comes first.
+#    their time compiling, so that the main comparison comes first. Precisions run in the order
+#    tf32, bf16, fp32, fp16, so that a budget too short for all leaves out the last.
 # 4. Writes DIR/throughput-<gpu>-<date>.md (DIR: bench/results): GPU, driver, CUDA, cuDNN, NCCL
 #    and PyTorch versions, date, commit, the tables of bench/compare_throughput.py and the raw
 #    JSON lines; and beside it a .log with every run's own output.
@@ -45,13 +46,14 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 
-dry_run=0 skip_tests=0 prebuilt=0 budget=480 grad_allreduce=""
+dry_run=0 skip_tests=0 prebuilt=0 with_nhwc=0 budget=480 grad_allreduce=""
 results_dir=$here/results build=$root/build
 while [ $# -gt 0 ]; do
   case $1 in
     --dry-run) dry_run=1 ;;
     --skip-tests) skip_tests=1 ;;
     --prebuilt) prebuilt=1 ;;
+    --with-nhwc) with_nhwc=1 ;;
     --budget) budget=${2:?--budget needs a number of seconds}; shift ;;
     --results-dir) results_dir=${2:?--results-dir needs a directory}; shift ;;
     --build-dir) build=${2:?--build-dir needs a directory}; shift ;;
@@ -74,9 +76,12 @@ configs=(
   "cifar 32 128 10 20 5 50"
   "imagenet 224 256 1000 10 5 20"
 )
-precisions=(tf32 fp32 bf16 fp16)
-# resnet_ddp's activation layouts by precision: NHWC is where 16-bit tensor cores gain.
-formats_of() { case $1 in bf16 | fp16) echo "nchw nhwc" ;; *) echo nchw ;; esac; }
+precisions=(tf32 bf16 fp32 fp16)
+# resnet_ddp's activation layouts by precision: NHWC only on request (--with-nhwc), and only
+# for the 16-bit precisions, whose tensor-core kernels read NHWC.
+formats_of() {
+  case $with_nhwc-$1 in 1-bf16 | 1-fp16) echo "nchw nhwc" ;; *) echo nchw ;; esac
+}
 limit_ours=150 limit_eager=150 limit_compile=300
 min_left=30
 
@@ -326,8 +331,12 @@ stamp=$(date -u +%Y-%m-%d)
 [ ! -e "$results_dir/throughput-$gpu_tag-$stamp.md" ] || stamp=$(date -u +%Y-%m-%d-%H%M%S)
 results=$results_dir/throughput-$gpu_tag-$stamp.md
 # RDDP_COMMIT names it where the tree is a copy without its git history.
-commit=${RDDP_COMMIT:-$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)}
-git -C "$root" diff --quiet HEAD 2>/dev/null || commit+=" (with uncommitted changes)"
+if [ -n "${RDDP_COMMIT:-}" ]; then
+  commit=$RDDP_COMMIT
+else
+  commit=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)
+  git -C "$root" diff --quiet HEAD 2>/dev/null || commit+=" (with uncommitted changes)"
+fi
 nvcc_version=$(grep -hs 'set(CMAKE_CUDA_COMPILER_VERSION ' "$build"/CMakeFiles/*/CMakeCUDACompiler.cmake |
   head -1 | grep -oE '[0-9][0-9.]*' || echo unknown)
 torch_versions="no PyTorch"

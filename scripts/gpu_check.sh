@@ -132,7 +132,7 @@ to_report() { if [ $dry_run = 1 ]; then cat >/dev/null; else cat >>"$report"; fi
 if [ $dry_run = 0 ]; then
   mkdir -p "$report_dir"
   commit="${RDDP_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}"
-  git -C "$root" diff --quiet HEAD 2>/dev/null || commit+=" (with uncommitted changes)"
+  [ -n "${RDDP_COMMIT:-}" ] || git -C "$root" diff --quiet HEAD 2>/dev/null || commit+=" (with uncommitted changes)"
   if [ ! -s "$report" ]; then
     {
       echo "# GPU check: $gpu"

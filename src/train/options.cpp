@@ -141,11 +141,14 @@ const std::vector<Flag>& flags() {
              parse_choice<MemoryFormat>(f, v, {{"nchw", MemoryFormat::nchw}, {"nhwc", MemoryFormat::nhwc}});
          o.memory_format_given = true;
        }},
-      {"--deterministic", nullptr, "GPU: only cuDNN algorithms that give the same bits every run (slower)",
+      {"--deterministic", nullptr,
+       "GPU: the same bits every run: only deterministic cuDNN algorithms, chosen by heuristic "
+       "rather than by timing (slower)",
        [](TrainOptions& o, auto&, auto&) { o.deterministic = true; }},
       {"--conv-algorithms", "HOW", "GPU: timed (default, as cudnn.benchmark) or heuristic",
        [](TrainOptions& o, auto& f, auto& v) {
          o.conv_timed_search = parse_choice<bool>(f, v, {{"timed", true}, {"heuristic", false}});
+         o.conv_algorithms_given = true;
        }},
       {"--cuda-graphs", "on|off",
        "GPU, one rank: capture the whole training step once and replay it as a CUDA graph, "
@@ -229,16 +232,22 @@ const std::vector<Flag>& flags() {
   return table;
 }
 
-// 16-bit (bf16, fp16) convolutions run on tensor cores, whose cuDNN kernels read NHWC; given NCHW, cuDNN
-// transposes around them, which is why PyTorch recipes pair autocast with channels_last. In
-// float32 and TF32 NCHW stays the default: it is PyTorch's default, what every float32 result so
-// far was measured and tested with, and strict float32's FMA kernels gain nothing from NHWC.
+// NCHW for every precision unless --memory-format says otherwise: on an H100 (bench/results,
+// 2026-11-22) our NHWC path ran the 32x32 bf16 step 3.7 times slower than NCHW, so NHWC stays
+// an option to measure, not a default.
 void apply_memory_format_default(TrainOptions& options) {
-  if (!options.memory_format_given)
-    options.memory_format =
-        options.precision == Precision::bf16 || options.precision == Precision::fp16
-            ? MemoryFormat::nhwc
-            : MemoryFormat::nchw;
+  if (!options.memory_format_given) options.memory_format = MemoryFormat::nchw;
+}
+
+// Timing picks whichever deterministic algorithm won this run's race, and a close race can go
+// the other way next run: different algorithms round differently. The same bits every run
+// therefore need the heuristic's choice, which depends only on the shapes, the GPU and cuDNN.
+void apply_determinism(TrainOptions& options) {
+  if (!options.deterministic) return;
+  if (options.conv_algorithms_given && options.conv_timed_search)
+    fail("--deterministic and --conv-algorithms timed contradict each other: timing may choose "
+         "other algorithms next run, and they round differently; drop --conv-algorithms timed");
+  options.conv_timed_search = false;
 }
 
 void apply_optimizer_defaults(TrainOptions& options) {
@@ -317,6 +326,7 @@ bool parse_options(int argc, const char* const* argv, TrainOptions& options) {
   }
   apply_optimizer_defaults(options);
   apply_memory_format_default(options);
+  apply_determinism(options);
   check_combinations(options);
   return true;
 }

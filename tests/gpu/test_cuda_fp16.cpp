@@ -31,6 +31,7 @@
 #include "resnet_ddp/engine.h"
 #include "resnet_ddp/rng.h"
 #include "support/engine_batches.h"
+#include "support/mixed_precision_check.h"
 #include "support/test_tensors.h"
 
 using namespace rddp;
@@ -65,25 +66,13 @@ CudaEngineOptions heuristic_options(bool deterministic = false) {
   return options;
 }
 
+const testing::MixedTolerance kTolerance{kElementRel, kNormRel};
+testing::ErrorLedger ledger;  // the worst errors of the current test case, printed at its end
+
 // `got` divided by `divisor` (the loss scale) against `want`, both checks of the header.
 void check_tensor(const std::string& name, const float* got, double divisor, const float* want,
                   size_t count) {
-  const double scale = max_abs(want, count);
-  size_t failed = 0;
-  double error2 = 0.0, norm2 = 0.0;
-  for (size_t i = 0; i < count; ++i) {
-    const double g = got[i] / divisor, w = want[i];
-    const double tolerance = kElementRel * (scale + std::fabs(w));
-    error2 += (g - w) * (g - w);
-    norm2 += w * w;
-    if (std::fabs(g - w) <= tolerance) continue;
-    if (failed++ < 3)
-      FAIL_CHECK(name << "[" << i << "] = " << g << ", expected " << w << " within "
-                      << tolerance);
-  }
-  CHECK_MESSAGE(failed == 0, name << ": " << failed << " of " << count << " off");
-  const double relative = norm2 > 0.0 ? std::sqrt(error2 / norm2) : std::sqrt(error2);
-  CHECK_MESSAGE(relative <= kNormRel, name << ": relative L2 error " << relative);
+  testing::check_mixed_tensor(name, got, want, count, kTolerance, &ledger, divisor);
 }
 
 void poison(float* device, size_t count, cudaStream_t stream) {
@@ -118,10 +107,15 @@ class InjectGradient final : public StepHooks {
 }  // namespace
 
 TEST_CASE("one float16 AdamW step of the CUDA engine matches the CPU engine's float32 step") {
+  ledger = {};
   for (Stem stem : {Stem::cifar, Stem::imagenet}) {
     const std::string stem_name = to_string(stem);
     CAPTURE(stem_name);
     EngineConfig config = fp16_config(stem, 4);
+    // GradScaler's 65536 overflows float16 on this batch of 3 (on an H100 the step was skipped,
+    // as PyTorch would skip it); 1024 keeps every scaled gradient finite and still a power of
+    // two, so that the unscale rounds nothing.
+    config.loss_scale.init_scale = 1024.0;
     EngineConfig cpu_config = config;
     cpu_config.precision = Precision::fp32;
     auto cpu = make_cpu_engine(cpu_config, 5);
@@ -183,6 +177,7 @@ TEST_CASE("one float16 AdamW step of the CUDA engine matches the CPU engine's fl
       CHECK_MESSAGE(failed == 0, "stepped " << info.name << ": " << failed << " off");
     }
   }
+  MESSAGE(ledger.summary(kFp16Roundoff, kTolerance));
 }
 
 TEST_CASE("a float16 step with an Inf gradient is skipped and halves the scale") {

@@ -34,6 +34,7 @@
 #include "resnet_ddp/rng.h"
 #include "support/device_buffers.h"
 #include "support/engine_batches.h"
+#include "support/mixed_precision_check.h"
 #include "support/test_tensors.h"
 
 using namespace rddp;
@@ -66,34 +67,16 @@ bool device_has_bf16() {
   return major >= 8;
 }
 
-struct Tolerance {
-  double element_rel;  // of (the tensor's largest |value| + the element's own |value|)
-  double norm_rel;     // relative L2 error; infinity: not checked
-};
+using Tolerance = testing::MixedTolerance;
 const Tolerance kFloatTolerance{kFloatNetRel, std::numeric_limits<double>::infinity()};
 const Tolerance kBf16Tolerance{kBf16ElementRel, kBf16NormRel};
+testing::ErrorLedger ledger;  // the worst errors of the current test case, printed at its end
 
 // Every element, then the L2 norm; returns the relative L2 error.
 template <typename Got, typename Ref>
 double check_tensor(const std::string& name, const Got* got, const Ref* want, size_t count,
                     const Tolerance& tolerance) {
-  const double scale = max_abs(want, count);
-  size_t failed = 0;
-  double error2 = 0.0, norm2 = 0.0;
-  for (size_t i = 0; i < count; ++i) {
-    const double g = static_cast<double>(got[i]), w = static_cast<double>(want[i]);
-    error2 += (g - w) * (g - w);
-    norm2 += w * w;
-    const double allowed = tolerance.element_rel * (scale + std::fabs(w));
-    if (std::fabs(g - w) <= allowed) continue;  // false for NaN
-    if (failed++ < 3)
-      FAIL_CHECK(name << "[" << i << "] = " << g << ", expected " << w << " within " << allowed);
-  }
-  CHECK_MESSAGE(failed == 0, name << ": " << failed << " of " << count << " off");
-  const double relative = norm2 > 0.0 ? std::sqrt(error2 / norm2) : std::sqrt(error2);
-  CHECK_MESSAGE(relative <= tolerance.norm_rel,
-                name << ": relative L2 error " << relative << " > " << tolerance.norm_rel);
-  return relative;
+  return testing::check_mixed_tensor(name, got, want, count, tolerance, &ledger);
 }
 
 template <typename Got, typename Ref>
@@ -256,7 +239,9 @@ TEST_CASE("the NHWC executor matches the CPU executor in strict float32, both st
 
 TEST_CASE("the NHWC bfloat16 executor matches the CPU executor within bfloat16's precision") {
   if (!device_has_bf16()) return;
+  ledger = {};
   for (Stem stem : {Stem::cifar, Stem::imagenet}) check_executor(stem, /*bf16=*/true);
+  MESSAGE(ledger.summary(kBf16Roundoff, kBf16Tolerance));
 }
 
 TEST_CASE("an NHWC engine's SGD step matches the NCHW engine's, and its weight copy follows") {

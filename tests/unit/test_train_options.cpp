@@ -56,13 +56,13 @@ TEST_CASE("--precision: tf32 by default, fp32, bf16 and fp16 on request, anythin
   refused({"--data", "/d", "--precision", "fp8"}, "--precision: 'fp8' is not one of: tf32, fp32, bf16, fp16");
 }
 
-TEST_CASE("--memory-format: nhwc by default under bf16 and fp16, nchw otherwise, either on request") {
+TEST_CASE("--memory-format: nchw by default at every precision, nhwc on request") {
   const TrainOptions plain = parse({"--data", "/d"});
   CHECK(plain.memory_format == MemoryFormat::nchw);
   CHECK_FALSE(plain.memory_format_given);
   CHECK(parse({"--data", "/d", "--precision", "fp32"}).memory_format == MemoryFormat::nchw);
   const TrainOptions bf16 = parse({"--data", "/d", "--precision", "bf16"});
-  CHECK(bf16.memory_format == MemoryFormat::nhwc);
+  CHECK(bf16.memory_format == MemoryFormat::nchw);
   CHECK_FALSE(bf16.memory_format_given);
   // An explicit choice wins over the precision's default, whichever flag comes first.
   const TrainOptions bf16_nchw = parse({"--data", "/d", "--memory-format", "nchw", "--precision", "bf16"});
@@ -71,7 +71,9 @@ TEST_CASE("--memory-format: nhwc by default under bf16 and fp16, nchw otherwise,
   CHECK(parse({"--data", "/d", "--precision", "bf16", "--memory-format=nchw"}).memory_format ==
         MemoryFormat::nchw);
   CHECK(parse({"--data", "/d", "--memory-format", "nhwc"}).memory_format == MemoryFormat::nhwc);
-  CHECK(parse({"--data", "/d", "--precision", "fp16"}).memory_format == MemoryFormat::nhwc);
+  CHECK(parse({"--data", "/d", "--precision", "fp16"}).memory_format == MemoryFormat::nchw);
+  CHECK(parse({"--data", "/d", "--precision", "bf16", "--memory-format", "nhwc"}).memory_format ==
+        MemoryFormat::nhwc);
   CHECK(parse({"--data", "/d", "--precision", "tf32", "--memory-format", "nhwc"}).memory_format ==
         MemoryFormat::nhwc);
   CHECK(std::string(to_string(MemoryFormat::nhwc)) == "nhwc");
@@ -80,6 +82,20 @@ TEST_CASE("--memory-format: nhwc by default under bf16 and fp16, nchw otherwise,
           "--memory-format: 'channels_last' is not one of: nchw, nhwc");
   refused({"--data", "/d", "--memory-format"}, "--memory-format needs a value");
   CHECK(usage().find("--memory-format") != std::string::npos);
+}
+
+TEST_CASE("--deterministic chooses convolution algorithms by heuristic, never by timing") {
+  const TrainOptions plain = parse({"--data", "/d"});
+  CHECK_FALSE(plain.deterministic);
+  CHECK(plain.conv_timed_search);
+  const TrainOptions exact = parse({"--data", "/d", "--deterministic"});
+  CHECK(exact.deterministic);
+  CHECK_FALSE(exact.conv_timed_search);
+  const TrainOptions stated = parse({"--data", "/d", "--conv-algorithms", "heuristic", "--deterministic"});
+  CHECK_FALSE(stated.conv_timed_search);
+  CHECK(parse({"--data", "/d", "--conv-algorithms", "heuristic"}).conv_timed_search == false);
+  refused({"--data", "/d", "--deterministic", "--conv-algorithms", "timed"},
+          "--deterministic and --conv-algorithms timed contradict each other");
 }
 
 TEST_CASE("AdamW keeps torch.optim.AdamW's defaults") {

@@ -24,11 +24,12 @@ struct TrainOptions {
   std::string stem = "auto";  // auto: cifar for images up to 64 pixels, else imagenet
   DeviceChoice device = DeviceChoice::automatic;
   Precision precision = Precision::tf32;
-  // GPU activations' layout. Unless given: nhwc under bf16, nchw otherwise (options.cpp says why).
+  // GPU activations' layout: nchw unless given (options.cpp says why).
   MemoryFormat memory_format = MemoryFormat::nchw;
   bool memory_format_given = false;
   bool deterministic = false;     // cuDNN algorithms that give the same bits every run
   bool conv_timed_search = true;  // time cuDNN's convolution algorithms (cudnn.benchmark)
+  bool conv_algorithms_given = false;  // --deterministic turns timing off unless this is set
   bool cuda_graphs = false;       // replay the training step as a CUDA graph (one rank only)
 
   int epochs = 10;
