@@ -3,17 +3,17 @@
 // parameters after one AdamW step; and the bfloat16 weight copies following the float masters
 // through the optimizer and load_state.
 //
-// Tolerances come from bfloat16's precision. Its unit roundoff is u = 2^-9 (8 significant bits:
-// neighbours differ by 2^-8 relative). A layer rounds its input, its weights and its output to
-// bfloat16 and accumulates in float, so it adds a relative error of about u (RMS of three
-// roundings of RMS u/sqrt(3) each) to its outputs; BatchNorm renormalises, which keeps errors
-// relative rather than growing them, and forward plus backward stack some 40 such stages. As
-// the errors are independent, they add in quadrature: sqrt(40) u, about 6u, RMS relative to a
-// tensor's scale. Each tensor is checked twice:
-//   - its relative L2 error, ||got - want|| / ||want||, within kNormRel = 24u (4x the estimate);
-//   - every element within kElementRel = 64u (0.125) of (the tensor's largest |value| + its
-//     own |value|): loose enough for single elements in the tails, tight enough that a NaN, an
-//     unwritten element or a wrong channel fails.
+// Tolerances come from PyTorch, not from an estimate. On an H100 (2026-11-22) PyTorch's own
+// autocast bf16 gradients of this network, batch and start (tests/gpu/mixed_precision_oracle.py,
+// 6 seeds per stem) lay from float64 by up to 285 u in relative L2 (u = 2^-9, bfloat16's unit
+// roundoff), in layer1.0.bn1.bias, and single elements by up to 429 u of (the tensor's largest
+// |value| + their own). A batch of 4 with moved BatchNorm parameters is ill-conditioned: even
+// PyTorch's float32 lies 2% from float64 in its worst tensor. Each tensor here is checked twice,
+// with 1.5 times PyTorch's worst as the limit:
+//   - its relative L2 error, ||got - want|| / ||want||, within kNormRel = 432u;
+//   - every element within kElementRel = 640u of (the tensor's largest |value| + its own
+//     |value|): a NaN, an unwritten element or a wrong channel still fails.
+// The tests print the worst errors they met, in u, beside these limits.
 // Gradients are poisoned with NaN before the step, so an element that no kernel wrote fails.
 #include <doctest/doctest.h>
 
@@ -48,8 +48,8 @@ using testing::random_batch;
 namespace {
 
 constexpr double kBf16Roundoff = 0x1p-9;
-constexpr double kNormRel = 24 * kBf16Roundoff;
-constexpr double kElementRel = 64 * kBf16Roundoff;
+constexpr double kNormRel = 432 * kBf16Roundoff;
+constexpr double kElementRel = 640 * kBf16Roundoff;
 constexpr double kFloatRoundoff = 0x1p-24;
 constexpr int kClasses = 10;
 
@@ -297,8 +297,12 @@ TEST_CASE("the bfloat16 weight copies follow the optimizer and load_state") {
   cpu->take_metrics();
   gpu->take_metrics();
   const double after_step = eval_loss(*cpu);
-  REQUIRE(std::fabs(after_step - before) > 4 * loss_tolerance(before));  // the test can tell
-  CHECK(std::fabs(eval_loss(*gpu) - after_step) <= loss_tolerance(after_step));
+  const double moved = std::fabs(after_step - before);
+  REQUIRE(moved > 4 * loss_tolerance(before));  // the test can tell
+  // A stale copy would leave the GPU's loss near `before`, a whole `moved` away. The step's
+  // bfloat16 rounding moves the evaluated loss by more than loss_tolerance (0.52 from 4.24 on an
+  // H100), so the copy is judged against the step's size instead.
+  CHECK(std::fabs(eval_loss(*gpu) - after_step) <= 0.25 * moved);
 
   // load_state replaces the float masters; the copies must follow before the next step. The
   // GPU engine loads the CPU engine's initial model back (saved from a fresh one).

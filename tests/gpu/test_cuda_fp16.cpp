@@ -4,13 +4,14 @@
 // scale, finite steps grow it after the growth interval, the unscale by a power-of-two scale is
 // exact, and a checkpoint brings the scale and the step count back.
 //
-// Tolerances come from float16's precision, as test_cuda_bf16.cpp derives them for bfloat16:
-// unit roundoff u = 2^-11 (11 significant bits), about sqrt(40) u RMS after the ~40 stages of
-// forward and backward; each tensor's relative L2 error within 24u, each element within 64u of
-// (the tensor's largest |value| + its own). The loss scale is a power of two, so scaling
+// Tolerances come from PyTorch, as test_cuda_bf16.cpp explains: on an H100 (2026-11-22)
+// PyTorch's autocast fp16 gradients of this network, batch and start lay from float64 by up to
+// 485 u in relative L2 (u = 2^-11, float16's unit roundoff) and single elements by up to 1282 u
+// of (the tensor's largest |value| + their own) (tests/gpu/mixed_precision_oracle.py, 6 seeds per
+// stem, loss scale 1024). With 1.5 times that as the limit: each tensor's relative L2 error
+// within 720u, each element within 1920u. The loss scale is a power of two, so scaling
 // d(loss)/d(logits) and unscaling the gradients round nothing: the same relative tolerances
-// apply to the gradients once divided by the scale. (The scale keeps small gradients out of
-// float16's subnormals, whose absolute spacing 2^-24 no relative tolerance would cover.)
+// apply to the gradients once divided by the scale.
 #include <doctest/doctest.h>
 
 #include <cuda_fp16.h>
@@ -43,8 +44,8 @@ using testing::max_abs;
 namespace {
 
 constexpr double kFp16Roundoff = 0x1p-11;
-constexpr double kNormRel = 24 * kFp16Roundoff;
-constexpr double kElementRel = 64 * kFp16Roundoff;
+constexpr double kNormRel = 720 * kFp16Roundoff;
+constexpr double kElementRel = 1920 * kFp16Roundoff;
 constexpr double kFloatRoundoff = 0x1p-24;
 constexpr int kClasses = 10;
 
@@ -112,9 +113,8 @@ TEST_CASE("one float16 AdamW step of the CUDA engine matches the CPU engine's fl
     const std::string stem_name = to_string(stem);
     CAPTURE(stem_name);
     EngineConfig config = fp16_config(stem, 4);
-    // GradScaler's 65536 overflows float16 on this batch of 3 (on an H100 the step was skipped,
-    // as PyTorch would skip it); 1024 keeps every scaled gradient finite and still a power of
-    // two, so that the unscale rounds nothing.
+    // The scale the PyTorch measurement of the header used; a power of two, so that the
+    // unscale rounds nothing.
     config.loss_scale.init_scale = 1024.0;
     EngineConfig cpu_config = config;
     cpu_config.precision = Precision::fp32;
@@ -126,7 +126,10 @@ TEST_CASE("one float16 AdamW step of the CUDA engine matches the CPU engine's fl
     cpu->save_state(cpu_model, cpu_opt);
     const std::vector<float> params_before = cpu_model.params;
     cudaStream_t stream = static_cast<cudaStream_t>(gpu->compute_stream());
-    poison(gpu->grads(), gpu_model.layout.parameter_elements(), stream);
+    // Each gradient tensor, not the padding between them, which backward never writes: NaN
+    // there would reach the non-finite check and skip the step (as it did on an H100).
+    for (const TensorInfo& info : gpu_model.layout.tensors())
+      if (info.role == TensorRole::parameter) poison(gpu->grads() + info.offset, info.numel, stream);
 
     const Batch data = random_batch(config, 3, 31);
     const double lr = config.optimizer.lr;
