@@ -150,7 +150,7 @@ Settings parse(int argc, char** argv) {
     fail("--precision must be tf32, fp32, bf16 or fp16, got '", s.precision, "'");
   if (s.memory_format != "auto" && s.memory_format != "nchw" && s.memory_format != "nhwc")
     fail("--memory-format must be auto, nchw or nhwc, got '", s.memory_format, "'");
-  // As resnet_ddp's default (src/train/options.cpp says why).
+  // As resnet_ddp's default (include/resnet_ddp/train/options.h says why).
   if (s.memory_format == "auto") s.memory_format = "nchw";
   return s;
 }

@@ -232,13 +232,6 @@ const std::vector<Flag>& flags() {
   return table;
 }
 
-// NCHW for every precision unless --memory-format says otherwise: on an H100 (bench/results,
-// 2026-11-22) our NHWC path ran the 32x32 bf16 step 3.7 times slower than NCHW, so NHWC stays
-// an option to measure, not a default.
-void apply_memory_format_default(TrainOptions& options) {
-  if (!options.memory_format_given) options.memory_format = MemoryFormat::nchw;
-}
-
 // Timing picks whichever deterministic algorithm won this run's race, and a close race can go
 // the other way next run: different algorithms round differently. The same bits every run
 // therefore need the heuristic's choice, which depends only on the shapes, the GPU and cuDNN.
@@ -325,7 +318,6 @@ bool parse_options(int argc, const char* const* argv, TrainOptions& options) {
     flag->apply(options, arg, value);
   }
   apply_optimizer_defaults(options);
-  apply_memory_format_default(options);
   apply_determinism(options);
   check_combinations(options);
   return true;
