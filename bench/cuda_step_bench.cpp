@@ -467,6 +467,12 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
               "beyond the fresh CUDA context, sampled every ms while the engine was built and "
               "warmed up, and after the windows\n",
               m.peak_bytes / gib, m.end_bytes / gib);
+  const CudaMemoryPlan plan = cuda_memory_plan(engine);
+  std::printf("memory plan      %.2f GiB model and optimizer state, %.2f GiB activations and their "
+              "gradients, %.2f GiB convolution workspace; the timed search held %.2f GiB more "
+              "while the engine was built\n",
+              plan.model_bytes / gib, plan.activation_bytes / gib,
+              plan.conv_workspace_bytes / gib, plan.search_workspace_bytes / gib);
   std::printf("last loss        %.4f\n", m.last_loss);
   const CudaGraphStats graphs = cuda_graph_stats(engine);
   if (s.cuda_graphs)
@@ -501,6 +507,10 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
       .number("mfu", mfu)
       .number("device_mem_peak_bytes", m.peak_bytes)
       .number("device_mem_end_bytes", m.end_bytes)
+      .number("model_bytes", static_cast<double>(plan.model_bytes))
+      .number("activation_bytes", static_cast<double>(plan.activation_bytes))
+      .number("conv_workspace_bytes", static_cast<double>(plan.conv_workspace_bytes))
+      .number("search_workspace_bytes", static_cast<double>(plan.search_workspace_bytes))
       .number("setup_s", m.build_s)
       .number("warmup_s", m.warmup_s)
       .number("last_loss", m.last_loss)

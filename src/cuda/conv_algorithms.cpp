@@ -1,6 +1,7 @@
 #include "resnet_ddp/cuda/conv_algorithms.h"
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -137,6 +138,39 @@ std::string describe(const ConvShape& s, ConvDirection direction) {
   return out.str();
 }
 
+// Why a candidate cuDNN offers may not be used, whatever its workspace.
+enum class Refusal { none, cannot_run, nondeterministic, tensor_core };
+
+template <typename Perf>
+Refusal refusal(const Perf& candidate, const MathPolicy& policy) {
+  if (candidate.status != CUDNN_STATUS_SUCCESS) return Refusal::cannot_run;
+  if (policy.deterministic && candidate.determinism != CUDNN_DETERMINISTIC)
+    return Refusal::nondeterministic;
+  // Strict float32 admits only FMA kernels (PyTorch asserts the same of its choice), and
+  // nothing may convert float data to half behind our back. bfloat16 data admits tensor-core
+  // and FMA kernels alike: both accumulate in float.
+  const bool strict_float = policy.data_type == CUDNN_DATA_FLOAT && !policy.allow_tf32;
+  if ((strict_float && candidate.mathType != CUDNN_FMA_MATH) ||
+      candidate.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
+    return Refusal::tensor_core;
+  return Refusal::none;
+}
+
+// The workspace `candidate` needs with its own math type, or nullopt where cuDNN cannot say;
+// `descriptor` receives the convolution descriptor set to that math type.
+template <typename Direction>
+std::optional<size_t> candidate_workspace(cudnnHandle_t handle, const ConvShape& shape,
+                                          const Descriptors& descriptors,
+                                          const typename Direction::Perf& candidate,
+                                          std::unique_ptr<ConvolutionDescriptor>* descriptor) {
+  *descriptor = make_convolution_descriptor(shape.stride, shape.pad, candidate.mathType);
+  size_t bytes = 0;
+  if (Direction::workspace(handle, descriptors, (*descriptor)->get(), candidate, &bytes) !=
+      CUDNN_STATUS_SUCCESS)
+    return std::nullopt;
+  return std::max(bytes, candidate.memory);
+}
+
 // cuDNN lists candidates best first (fastest measured, or its heuristics' ranking); the first
 // that runs, honours the policy and fits the workspace wins.
 template <typename Direction>
@@ -156,35 +190,24 @@ ConvAlgorithm select(cudnnHandle_t handle, const ConvShape& shape, ConvDirection
   int runnable = 0, nondeterministic = 0, tensor_core = 0, too_large = 0;
   for (int i = 0; i < returned; ++i) {
     const auto& candidate = perf[static_cast<size_t>(i)];
-    if (candidate.status != CUDNN_STATUS_SUCCESS) continue;
+    const Refusal why = refusal(candidate, policy);
+    if (why == Refusal::cannot_run) continue;
     ++runnable;
-    if (policy.deterministic && candidate.determinism != CUDNN_DETERMINISTIC) {
-      ++nondeterministic;
-      continue;
-    }
-    // Strict float32 admits only FMA kernels (PyTorch asserts the same of its choice), and
-    // nothing may convert float data to half behind our back. bfloat16 data admits tensor-core
-    // and FMA kernels alike: both accumulate in float.
-    const bool strict_float = policy.data_type == CUDNN_DATA_FLOAT && !policy.allow_tf32;
-    if ((strict_float && candidate.mathType != CUDNN_FMA_MATH) ||
-        candidate.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) {
-      ++tensor_core;
-      continue;
-    }
-    auto descriptor = make_convolution_descriptor(shape.stride, shape.pad, candidate.mathType);
-    size_t bytes = 0;
-    if (Direction::workspace(handle, descriptors, descriptor->get(), candidate, &bytes) !=
-        CUDNN_STATUS_SUCCESS)
-      continue;
-    bytes = std::max(bytes, candidate.memory);
-    if (bytes > workspace_limit) {
+    if (why == Refusal::nondeterministic) ++nondeterministic;
+    if (why == Refusal::tensor_core) ++tensor_core;
+    if (why != Refusal::none) continue;
+    std::unique_ptr<ConvolutionDescriptor> descriptor;
+    const std::optional<size_t> bytes =
+        candidate_workspace<Direction>(handle, shape, descriptors, candidate, &descriptor);
+    if (!bytes) continue;
+    if (*bytes > workspace_limit) {
       ++too_large;
       continue;
     }
     ConvAlgorithm choice;
     choice.algorithm = static_cast<int>(candidate.algo);
     choice.math = candidate.mathType;
-    choice.workspace_bytes = bytes;
+    choice.workspace_bytes = *bytes;
     choice.deterministic = candidate.determinism == CUDNN_DETERMINISTIC;
     choice.descriptor = std::move(descriptor);
     return choice;
@@ -195,6 +218,30 @@ ConvAlgorithm select(cudnnHandle_t handle, const ConvShape& shape, ConvDirection
        " for using tensor-core maths under strict float32, ", too_large, " for needing more than ",
        workspace_limit, " bytes of workspace. Allow non-deterministic algorithms or TF32, or ",
        "free GPU memory (a smaller --batch-size)");
+}
+
+// The largest workspace among the candidates of cuDNN's heuristic list that the policy admits
+// and that fit `workspace_limit`. The list names every algorithm of the direction, the same ones
+// a timed search runs, so a search given this much workspace can run each candidate it could
+// have run with `workspace_limit`.
+template <typename Direction>
+size_t largest_workspace(cudnnHandle_t handle, const ConvShape& shape, const MathPolicy& policy,
+                         size_t workspace_limit) {
+  const Descriptors descriptors(shape, policy);
+  const int requested = Direction::max_count(handle);
+  std::vector<typename Direction::Perf> perf(static_cast<size_t>(std::max(requested, 1)));
+  int returned = 0;
+  Direction::heuristic(handle, descriptors, requested, &returned, perf.data());
+  size_t largest = 0;
+  for (int i = 0; i < returned; ++i) {
+    const auto& candidate = perf[static_cast<size_t>(i)];
+    if (refusal(candidate, policy) != Refusal::none) continue;
+    std::unique_ptr<ConvolutionDescriptor> descriptor;
+    const std::optional<size_t> bytes =
+        candidate_workspace<Direction>(handle, shape, descriptors, candidate, &descriptor);
+    if (bytes && *bytes <= workspace_limit) largest = std::max(largest, *bytes);
+  }
+  return largest;
 }
 
 }  // namespace
@@ -220,6 +267,20 @@ const ConvAlgorithm& ConvAlgorithmCache::choose(cudnnHandle_t handle, const Conv
       break;
   }
   return choices_.emplace(key, std::move(choice)).first->second;
+}
+
+size_t ConvAlgorithmCache::search_workspace_bytes(cudnnHandle_t handle, const ConvShape& shape,
+                                                  ConvDirection direction,
+                                                  size_t workspace_limit) const {
+  switch (direction) {
+    case ConvDirection::forward:
+      return largest_workspace<Forward>(handle, shape, policy_, workspace_limit);
+    case ConvDirection::backward_data:
+      return largest_workspace<BackwardData>(handle, shape, policy_, workspace_limit);
+    case ConvDirection::backward_filter:
+      return largest_workspace<BackwardFilter>(handle, shape, policy_, workspace_limit);
+  }
+  return 0;
 }
 
 }  // namespace rddp::cuda

@@ -129,6 +129,12 @@ struct DeviceState {
   DeviceBuffer<__half> params_fp16;         // empty unless fp16
   DeviceBuffer<loss_scale::StepState> loss_scaling;    // fp16 only
   DeviceBuffer<adamw::Scalars<float>> adamw_scalars;   // fp16 only: written by the device
+
+  size_t bytes() const {
+    return params.bytes() + grads.bytes() + running.bytes() + first_moment.bytes() +
+           second_moment.bytes() + params_bf16.bytes() + params_fp16.bytes() +
+           loss_scaling.bytes() + adamw_scalars.bytes();
+  }
 };
 
 class CudaEngine final : public Engine {
@@ -214,6 +220,14 @@ class CudaEngine final : public Engine {
   }
 
   const CudaGraphStats& graph_stats() const { return graph_stats_; }
+  CudaMemoryPlan memory_plan() const {
+    CudaMemoryPlan plan;
+    plan.model_bytes = state_.bytes();
+    plan.activation_bytes = executor_.activation_bytes();
+    plan.conv_workspace_bytes = executor_.workspace_bytes();
+    plan.search_workspace_bytes = executor_.search_workspace_bytes();
+    return plan;
+  }
 
   void eval_step(const HostBatch& batch) override {
     check_batch(batch);
@@ -547,6 +561,14 @@ CudaGraphStats cuda_graph_stats(const Engine& engine) {
     fail("internal error: CUDA graph statistics asked of the ", to_string(engine.device()),
          " engine; only a CUDA engine has them");
   return cuda_engine->graph_stats();
+}
+
+CudaMemoryPlan cuda_memory_plan(const Engine& engine) {
+  const auto* cuda_engine = dynamic_cast<const CudaEngine*>(&engine);
+  if (cuda_engine == nullptr)
+    fail("internal error: a CUDA memory plan asked of the ", to_string(engine.device()),
+         " engine; only a CUDA engine has one");
+  return cuda_engine->memory_plan();
 }
 
 std::unique_ptr<Engine> make_cuda_engine(const EngineConfig& config, uint64_t init_seed) {

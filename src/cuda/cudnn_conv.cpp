@@ -64,6 +64,20 @@ size_t ConvLayer::prepare(int batch, cudnnHandle_t handle, ConvAlgorithmCache& a
   return bytes;
 }
 
+size_t ConvLayer::search_workspace_bytes(int batch, cudnnHandle_t handle,
+                                         const ConvAlgorithmCache& algorithms,
+                                         size_t workspace_limit) const {
+  const ConvShape s = shape(batch);
+  size_t bytes = std::max(
+      algorithms.search_workspace_bytes(handle, s, ConvDirection::forward, workspace_limit),
+      algorithms.search_workspace_bytes(handle, s, ConvDirection::backward_filter,
+                                        workspace_limit));
+  if (needs_input_grad_)
+    bytes = std::max(bytes, algorithms.search_workspace_bytes(
+                                handle, s, ConvDirection::backward_data, workspace_limit));
+  return bytes;
+}
+
 const ConvLayer::Prepared& ConvLayer::at(int batch) const {
   const auto found = batches_.find(batch);
   RDDP_ASSERT(found != batches_.end());

@@ -1,7 +1,9 @@
 #include "resnet_ddp/cuda/executor.h"
 
 #include <algorithm>
+#include <array>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "resnet_ddp/cuda/check.h"
@@ -30,7 +32,8 @@ template <typename T>
 struct Activation {
   int channels = 0, height = 0, width = 0;
   T* value = nullptr;
-  T* grad = nullptr;  // null where no layer needs it
+  // Null where no layer needs it; most point into SharedGradients' buffers.
+  T* grad = nullptr;
 
   void plan(DeviceArena& arena, int max_batch, int c, int h, int w, bool needs_grad) {
     channels = c;
@@ -40,6 +43,47 @@ struct Activation {
     if (needs_grad) arena.request(&grad, count(max_batch));
   }
   size_t count(int batch) const { return static_cast<size_t>(batch) * channels * height * width; }
+};
+
+// Activation gradients live only while backward passes through their layers, so instead of one
+// buffer each they share four (PyTorch's autograd likewise frees each as soon as it is used).
+// Which one a gradient uses follows the order backward_of visits them:
+//  - boundary_even / boundary_odd: the gradients at block boundaries (the first block's input,
+//    then every block's output) alternate, since a block's backward reads the gradient of its
+//    output while it writes that of its input;
+//  - inner_p / inner_q: inside a block, conv2's output gradient (P, written by bn2), hidden's
+//    (Q, written by conv2 while it reads P), conv1's output gradient (P again: conv2 has read
+//    it; written by bn1 while it reads Q) and the downsample conv's output gradient (Q again:
+//    bn1 has read it). No gradient is written while another of its buffer is still to be read.
+// The stem's gradients take whichever buffers are free when backward reaches it (build()).
+enum class GradSlot { boundary_even, boundary_odd, inner_p, inner_q, count };
+
+GradSlot boundary_slot(size_t index) {
+  return index % 2 == 0 ? GradSlot::boundary_even : GradSlot::boundary_odd;
+}
+
+template <typename T>
+struct SharedGradients {
+  static constexpr size_t kSlots = static_cast<size_t>(GradSlot::count);
+  std::array<size_t, kSlots> largest{};  // elements, at max_batch
+  std::array<T*, kSlots> buffers{};
+  std::vector<std::pair<Activation<T>*, GradSlot>> users;
+
+  void assign(Activation<T>& activation, GradSlot slot, int max_batch) {
+    RDDP_ASSERT(activation.grad == nullptr);
+    const auto k = static_cast<size_t>(slot);
+    largest[k] = std::max(largest[k], activation.count(max_batch));
+    users.emplace_back(&activation, slot);
+  }
+  // After every assign(); the pointers are set by bind(), once the arena is allocated.
+  void request(DeviceArena& arena) {
+    for (size_t k = 0; k < kSlots; ++k)
+      if (largest[k] > 0) arena.request(&buffers[k], largest[k]);
+  }
+  void bind() const {
+    for (const auto& [activation, slot] : users)
+      activation->grad = buffers[static_cast<size_t>(slot)];
+  }
 };
 
 template <typename T>
@@ -99,7 +143,10 @@ struct Plan {
   ConvAlgorithmCache algorithms;
   TensorDescriptorCache descriptors;
   DeviceArena arena;
+  SharedGradients<T> shared_grads;
   DeviceBuffer<std::byte> workspace;
+  // The workspace the timed algorithm search held while it ran (0 for heuristic choices).
+  size_t search_workspace_bytes = 0;
   // Every activation's layout; the parameters and gradients stay OIHW in the flat buffers.
   MemoryFormat format;
   bool nhwc;
@@ -193,7 +240,7 @@ struct Plan {
 
 template <typename T>
 void plan_conv(Plan<T>& plan, Conv<T>& conv, const ConvDesc& desc, Activation<T>* input, int in_h,
-               int in_w, int max_batch) {
+               int in_w, int max_batch, GradSlot output_grad) {
   conv.weight = &plan.layout.at(desc.name + ".weight");
   conv.input = input;
   const ConvShape geometry{1, desc.in_channels, in_h, in_w, desc.out_channels,
@@ -202,7 +249,8 @@ void plan_conv(Plan<T>& plan, Conv<T>& conv, const ConvDesc& desc, Activation<T>
   conv.layer = std::make_unique<ConvLayer>(geometry, /*needs_input_grad=*/input != nullptr,
                                            data_type_of<T>(), plan.cudnn_format());
   conv.output.plan(plan.arena, max_batch, desc.out_channels, geometry.out_h(), geometry.out_w(),
-                   /*needs_grad=*/true);
+                   /*needs_grad=*/false);
+  plan.shared_grads.assign(conv.output, output_grad, max_batch);
 }
 
 template <typename T>
@@ -326,17 +374,23 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
   const size_t input_elements = static_cast<size_t>(max_batch) * plan.in_channels * height * width;
   if (Plan<T>::kMixed || plan.nhwc) plan.arena.request(&plan.input_copy, input_elements);
 
-  plan_conv<T>(plan, plan.stem_conv, net.stem_conv, nullptr, height, width, max_batch);
+  // The stem's gradients (SharedGradients): the first block's input is boundary 0; with a
+  // max-pool that is the pooled output, and the stem's own output takes boundary 1, free once
+  // the first block is done; the stem convolution's output gradient takes P, free by then too.
+  plan_conv<T>(plan, plan.stem_conv, net.stem_conv, nullptr, height, width, max_batch,
+               GradSlot::inner_p);
   const Activation<T>& stem_conv_out = plan.stem_conv.output;
   plan.stem_out.plan(plan.arena, max_batch, stem_conv_out.channels, stem_conv_out.height,
-                     stem_conv_out.width, true);
+                     stem_conv_out.width, false);
+  plan.shared_grads.assign(plan.stem_out, boundary_slot(net.stem_maxpool ? 1 : 0), max_batch);
   plan_batchnorm(plan, plan.stem_bn, net.stem_bn, &plan.stem_conv.output, &plan.stem_out);
   Activation<T>* current = &plan.stem_out;
   plan.stem_maxpool = net.stem_maxpool;
   if (net.stem_maxpool) {
     plan.pool_shape = {max_batch, current->channels, current->height, current->width, 3, 2, 1};
     plan.pooled.plan(plan.arena, max_batch, current->channels, plan.pool_shape.out_h(),
-                     plan.pool_shape.out_w(), true);
+                     plan.pool_shape.out_w(), false);
+    plan.shared_grads.assign(plan.pooled, boundary_slot(0), max_batch);
     plan.arena.request(&plan.pool_argmax, plan.pooled.count(max_batch));
     current = &plan.pooled;
   }
@@ -347,18 +401,22 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
     const BasicBlockDesc& desc = net.blocks[i];
     Block<T>& block = plan.blocks[i];
     block.input = current;
-    plan_conv(plan, block.conv1, desc.conv1, current, current->height, current->width, max_batch);
+    plan_conv(plan, block.conv1, desc.conv1, current, current->height, current->width, max_batch,
+              GradSlot::inner_p);
     const Activation<T>& c1 = block.conv1.output;
-    block.hidden.plan(plan.arena, max_batch, c1.channels, c1.height, c1.width, true);
+    block.hidden.plan(plan.arena, max_batch, c1.channels, c1.height, c1.width, false);
+    plan.shared_grads.assign(block.hidden, GradSlot::inner_q, max_batch);
     plan_batchnorm(plan, block.bn1, desc.bn1, &block.conv1.output, &block.hidden);
-    plan_conv(plan, block.conv2, desc.conv2, &block.hidden, c1.height, c1.width, max_batch);
+    plan_conv(plan, block.conv2, desc.conv2, &block.hidden, c1.height, c1.width, max_batch,
+              GradSlot::inner_p);
     const Activation<T>& c2 = block.conv2.output;
-    block.output.plan(plan.arena, max_batch, c2.channels, c2.height, c2.width, true);
+    block.output.plan(plan.arena, max_batch, c2.channels, c2.height, c2.width, false);
+    plan.shared_grads.assign(block.output, boundary_slot(i + 1), max_batch);
     plan_batchnorm(plan, block.bn2, desc.bn2, &block.conv2.output, &block.output);
     block.has_downsample = desc.has_downsample;
     if (desc.has_downsample) {
       plan_conv(plan, block.downsample_conv, desc.downsample_conv, current, current->height,
-                current->width, max_batch);
+                current->width, max_batch, GradSlot::inner_q);
       const Activation<T>& d = block.downsample_conv.output;
       // Its backward reads the block output's gradient directly: no gradient buffer of its own.
       block.identity.plan(plan.arena, max_batch, d.channels, d.height, d.width, false);
@@ -394,7 +452,9 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
   }
   if (plan.weight_grad_scratch()) plan.arena.request(&plan.weight_grad_copy, largest_weight);
   if (plan.nhwc) plan.arena.request(&plan.conv_weights, all_weights);
+  plan.shared_grads.request(plan.arena);
   plan.arena.allocate(context.stream());
+  plan.shared_grads.bind();
   if (plan.nhwc) {
     for (size_t i = 0; i < plan.convs.size(); ++i)
       plan.convs[i]->weight_ohwi =
@@ -424,7 +484,16 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
   size_t needed = 0;
   {
     const bool timed = policy.search == ConvAlgorithmSearch::timed;
-    DeviceBuffer<std::byte> search_workspace(timed ? limit : 0);
+    // As much workspace as the hungriest admissible candidate needs, not the limit itself: the
+    // search's workspace is the peak of the engine's memory, and under bfloat16 the candidates
+    // need a small part of the limit.
+    if (timed)
+      for (const Conv<T>* conv : plan.convs)
+        plan.search_workspace_bytes =
+            std::max(plan.search_workspace_bytes,
+                     conv->layer->search_workspace_bytes(max_batch, context.cudnn(),
+                                                         plan.algorithms, limit));
+    DeviceBuffer<std::byte> search_workspace(plan.search_workspace_bytes);
     DeviceBuffer<T> stand_in_input(timed ? input_elements : 0);
     if (timed)
       RDDP_CUDA_CHECK(cudaMemsetAsync(stand_in_input.get(), 0, stand_in_input.bytes(),
@@ -591,6 +660,7 @@ class ExecutorImpl {
   virtual void backward(const float* dlogits, const GradReadyFn& ready) = 0;
   virtual size_t workspace_bytes() const = 0;
   virtual size_t activation_bytes() const = 0;
+  virtual size_t search_workspace_bytes() const = 0;
   virtual const ConvAlgorithmCache& algorithms() const = 0;
 };
 
@@ -619,6 +689,7 @@ class TypedExecutor final : public detail::ExecutorImpl {
   }
   size_t workspace_bytes() const override { return plan_.workspace.bytes(); }
   size_t activation_bytes() const override { return plan_.arena.bytes(); }
+  size_t search_workspace_bytes() const override { return plan_.search_workspace_bytes; }
   const ConvAlgorithmCache& algorithms() const override { return plan_.algorithms; }
 
  private:
@@ -667,6 +738,7 @@ Executor::~Executor() = default;
 
 size_t Executor::workspace_bytes() const { return impl_->workspace_bytes(); }
 size_t Executor::activation_bytes() const { return impl_->activation_bytes(); }
+size_t Executor::search_workspace_bytes() const { return impl_->search_workspace_bytes(); }
 const ConvAlgorithmCache& Executor::algorithms() const { return impl_->algorithms(); }
 
 void Executor::check_batch(int batch, bool training) const { impl_->check_batch(batch, training); }

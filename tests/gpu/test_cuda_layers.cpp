@@ -154,13 +154,19 @@ void check_conv(const ConvShape& s, const cuda::MathPolicy& policy, bool timed) 
   cuda::ConvAlgorithmCache algorithms(policy);
   cuda::TensorDescriptorCache descriptors;
   cuda::ConvLayer layer(s, /*needs_input_grad=*/true);
+  // A timed search gets the workspace its hungriest admissible candidate needs, as the executor
+  // gives it; whatever it chooses must then fit that workspace.
   const size_t search_limit = size_t{256} << 20;
-  DeviceBuffer<std::byte> search_workspace(timed ? search_limit : 0);
+  const size_t search_bytes =
+      timed ? layer.search_workspace_bytes(s.batch, context.cudnn(), algorithms, search_limit) : 0;
+  CHECK(search_bytes <= search_limit);
+  DeviceBuffer<std::byte> search_workspace(search_bytes);
   cuda::ConvSearchBuffers buffers{d_x.get(),  d_w.get(),  d_dy.get(),
                                   d_y.get(),  d_dx.get(), d_dw.get(),
                                   search_workspace.get(), search_workspace.bytes()};
   const size_t needed = layer.prepare(s.batch, context.cudnn(), algorithms, descriptors,
                                       timed ? &buffers : nullptr, search_limit);
+  if (timed) CHECK(needed <= search_bytes);
   DeviceBuffer<std::byte> workspace(std::max<size_t>(needed, 1));
   const cuda::CudnnCall call{context.cudnn(), workspace.get(), workspace.bytes()};
 

@@ -78,6 +78,13 @@ class ConvAlgorithmCache {
                               ConvDirection direction, const ConvSearchBuffers* buffers,
                               size_t workspace_limit);
 
+  // The workspace a timed search of `shape` in `direction` needs so that every candidate the
+  // policy admits within `workspace_limit` can run: the largest of their workspaces, from
+  // cuDNN's heuristic list (nothing is run). A search given a flat `workspace_limit` instead
+  // would hold that much memory while it runs, whatever the candidates need.
+  size_t search_workspace_bytes(cudnnHandle_t handle, const ConvShape& shape,
+                                ConvDirection direction, size_t workspace_limit) const;
+
   const MathPolicy& policy() const { return policy_; }
   size_t size() const { return choices_.size(); }
 

@@ -35,4 +35,15 @@ struct CudaGraphStats {
 // Throws Error unless `engine` was made by make_cuda_engine.
 CudaGraphStats cuda_graph_stats(const Engine& engine);
 
+// Where a CUDA engine's device memory goes, by purpose, for benchmarks that set it beside the
+// measured peak. Libraries' own allocations (cuDNN, cuBLAS, NCCL, loaded kernels) are not here.
+struct CudaMemoryPlan {
+  size_t model_bytes = 0;             // parameters, gradients, running stats, optimizer state, 16-bit copies
+  size_t activation_bytes = 0;        // activations, their shared gradients, layers' scratch
+  size_t conv_workspace_bytes = 0;    // kept for the steps
+  size_t search_workspace_bytes = 0;  // held only while the timed algorithm search ran
+};
+// Throws Error unless `engine` was made by make_cuda_engine.
+CudaMemoryPlan cuda_memory_plan(const Engine& engine);
+
 }  // namespace rddp

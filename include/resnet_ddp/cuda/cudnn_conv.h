@@ -41,6 +41,11 @@ class ConvLayer {
                  TensorDescriptorCache& descriptors, const ConvSearchBuffers* buffers,
                  size_t workspace_limit);
   bool prepared(int batch) const { return batches_.count(batch) != 0; }
+  // The workspace a timed search of this layer's directions at `batch` needs (see
+  // ConvAlgorithmCache::search_workspace_bytes): size the search's workspace with it.
+  size_t search_workspace_bytes(int batch, cudnnHandle_t handle,
+                                const ConvAlgorithmCache& algorithms,
+                                size_t workspace_limit) const;
 
   // y = conv(x, w). Device pointers; enqueued on the handle's stream.
   template <typename T>

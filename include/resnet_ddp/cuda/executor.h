@@ -80,8 +80,12 @@ class Executor {
   void backward(const float* dlogits, const GradReadyFn& ready = {});
 
   int max_batch() const { return max_batch_; }
+  // Device memory by purpose: the convolutions' workspace kept for the steps; activations,
+  // their shared gradients and the layers' other buffers (one arena); the workspace the timed
+  // algorithm search held while the executor was built, freed since (0 without a search).
   size_t workspace_bytes() const;
   size_t activation_bytes() const;
+  size_t search_workspace_bytes() const;
   const ConvAlgorithmCache& algorithms() const;
 
  private:
