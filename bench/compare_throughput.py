@@ -156,6 +156,11 @@ def tables(records):
         if r.get("torch_max_allocated_bytes") is not None:
             text += (f" (allocated {r['torch_max_allocated_bytes'] / GIB:.2f}, reserved "
                      f"{r['torch_max_reserved_bytes'] / GIB:.2f})")
+        elif r.get("activation_bytes") is not None:
+            text += (f" (model {r['model_bytes'] / GIB:.2f}, activations "
+                     f"{r['activation_bytes'] / GIB:.2f}, workspace "
+                     f"{r['conv_workspace_bytes'] / GIB:.2f}, search "
+                     f"{r['search_workspace_bytes'] / GIB:.2f})")
         return text
 
     ratio_columns = [f"{OURS} / {other}" for other in others] if OURS in columns else []
@@ -180,7 +185,7 @@ def tables(records):
         "### TFLOP/s per GPU (MFU against the dense peak of the precision)", "",
         markdown_table(config_header + columns, arithmetic), "",
         "### Peak device memory, GiB (cudaMemGetInfo in use beyond the CUDA context; "
-        "PyTorch's allocator peaks in brackets)", "",
+        "PyTorch's allocator peaks in brackets, resnet_ddp's memory plan likewise)", "",
         markdown_table(config_header + columns, memories), "",
         "### Step time, ms (means per step; CUDA events on the compute stream)", "",
         markdown_table(config_header + ["implementation", "step", "data wait",
