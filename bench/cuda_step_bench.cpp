@@ -25,7 +25,7 @@
 // --grad-allreduce bf16 sends the reducer's buckets as bfloat16 (DDP's bf16_compress_hook): it
 // halves the bytes, which only pays with more than one rank; with one (--ddp alone) it measures
 // what the two cast kernels and NCCL's bf16 pass cost.
-// `--memory-format auto` is resnet_ddp's default: nhwc under bf16, nchw otherwise.
+// `--memory-format auto` is resnet_ddp's default: nchw at every precision.
 // --cuda-graphs on (one process, no --ddp, as resnet_ddp allows) captures the step after the
 // engine's own warm-up steps and replays it; the engine runs without step hooks then, so the
 // split of a step is not measured (its forward+backward holds the whole step) and the report

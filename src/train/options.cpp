@@ -134,8 +134,7 @@ const std::vector<Flag>& flags() {
                                                 {"fp16", Precision::fp16}});
        }},
       {"--memory-format", "KIND",
-       "GPU activations' layout: nchw or nhwc (torch.channels_last); default nhwc with --precision "
-       "bf16 or fp16, else nchw",
+       "GPU activations' layout: nchw (default) or nhwc (torch.channels_last)",
        [](TrainOptions& o, auto& f, auto& v) {
          o.memory_format =
              parse_choice<MemoryFormat>(f, v, {{"nchw", MemoryFormat::nchw}, {"nhwc", MemoryFormat::nhwc}});
