@@ -4,7 +4,7 @@
 //
 //   cuda_step_bench [--batch 256] [--size 224] [--stem auto|imagenet|cifar] [--classes 1000]
 //                   [--optimizer adamw|sgd] [--precision tf32|fp32|bf16|fp16]
-//                   [--memory-format auto|nchw|nhwc]
+//                   [--memory-format auto|nchw|nhwc] [--batchnorm cudnn|fused]
 //                   [--warmup 15] [--windows 5] [--steps-per-window 30]
 //                   [--conv-algorithms timed|heuristic] [--deterministic] [--ddp] [--bucket-mb 25]
 //                   [--grad-allreduce fp32|bf16] [--cuda-graphs on|off]
@@ -25,7 +25,9 @@
 // --grad-allreduce bf16 sends the reducer's buckets as bfloat16 (DDP's bf16_compress_hook): it
 // halves the bytes, which only pays with more than one rank; with one (--ddp alone) it measures
 // what the two cast kernels and NCCL's bf16 pass cost.
-// `--memory-format auto` is resnet_ddp's default: nchw at every precision.
+// `--memory-format auto` is resnet_ddp's default: nchw at every precision. `--batchnorm fused`
+// runs our BatchNorm kernels with ReLU and the residual add folded in (batchnorm_impl.h); its
+// records are named resnet_ddp-fusedbn, so that tables set them beside cuDNN's.
 // --cuda-graphs on (one process, no --ddp, as resnet_ddp allows) captures the step after the
 // engine's own warm-up steps and replays it; the engine runs without step hooks then, so the
 // split of a step is not measured (its forward+backward holds the whole step) and the report
@@ -83,6 +85,7 @@ struct Settings {
   OptimizerKind optimizer = OptimizerKind::adamw;
   std::string precision = "tf32";
   std::string memory_format = "auto";  // resolved by parse(): nchw or nhwc
+  BatchNormImpl batchnorm = BatchNormImpl::cudnn;
   int warmup = 15, windows = 5, steps_per_window = 30;
   bool timed_search = true, deterministic = false, ddp = false, cuda_graphs = false;
   double bucket_mb = 25.0;
@@ -114,6 +117,12 @@ Settings parse(int argc, char** argv) {
     else if (flag == "--optimizer") s.optimizer = parse_optimizer(value());
     else if (flag == "--precision") s.precision = value();
     else if (flag == "--memory-format") s.memory_format = value();
+    else if (flag == "--batchnorm") {
+      const std::string kind = value();
+      if (kind != "cudnn" && kind != "fused")
+        fail("--batchnorm must be 'cudnn' or 'fused', got '", kind, "'");
+      s.batchnorm = kind == "fused" ? BatchNormImpl::fused : BatchNormImpl::cudnn;
+    }
     else if (flag == "--warmup") s.warmup = parse_int(flag, value().c_str(), 1, 100000);
     else if (flag == "--windows") s.windows = parse_int(flag, value().c_str(), 1, 1000);
     else if (flag == "--steps-per-window")
@@ -178,6 +187,7 @@ EngineConfig engine_config(const Settings& s) {
                      : s.precision == "fp32" ? Precision::fp32
                                              : Precision::tf32;
   config.memory_format = s.memory_format == "nhwc" ? MemoryFormat::nhwc : MemoryFormat::nchw;
+  config.batchnorm = s.batchnorm;
   config.deterministic = s.deterministic;
   config.conv_timed_search = s.timed_search;
   config.cuda_graphs = s.cuda_graphs;
@@ -195,12 +205,20 @@ std::string optimizer_text(const OptimizerConfig& o) {
   return text;
 }
 
+// The implementation's name in the tables: resnet_ddp, then what it runs beyond the defaults.
+std::string impl_name(const Settings& s) {
+  std::string name = "resnet_ddp";
+  if (s.batchnorm == BatchNormImpl::fused) name += "-fusedbn";
+  if (s.cuda_graphs) name += "-graphs";
+  return name;
+}
+
 // The settings that make two records comparable, shared by every record.
 JsonLine config_json(const char* record, const Settings& s, const EngineConfig& config,
                      const ParamLayout& layout) {
   JsonLine json;
   json.string("record", record)
-      .string("impl", s.cuda_graphs ? "resnet_ddp-graphs" : "resnet_ddp")
+      .string("impl", impl_name(s))
       .string("stem", to_string(config.spec.stem))
       .integer("image_size", s.size)
       .integer("batch_per_gpu", s.batch)
@@ -210,6 +228,7 @@ JsonLine config_json(const char* record, const Settings& s, const EngineConfig& 
       .string("grad_allreduce", dist::to_string(s.grad_allreduce))
       .string("memory_format", to_string(config.memory_format))
       .boolean("cuda_graphs", s.cuda_graphs)
+      .string("batchnorm", to_string(s.batchnorm))
       .integer("params", static_cast<long long>(layout.parameter_count()))
       .number("flops_per_image", bench::training_flops_per_image(describe(config.spec), s.size))
       .string("flops_formula", bench::kTrainingFlopsFormula);
@@ -445,8 +464,8 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
   std::printf("model            resnet18 (torchvision), %s stem, %d classes, %zu parameters\n",
               to_string(config.spec.stem), s.classes, engine.layout().parameter_count());
   std::printf("batch            %d images of 3x%dx%d per GPU\n", s.batch, s.size, s.size);
-  std::printf("maths            %s, %s activations, %s convolution algorithms%s\n",
-              s.precision.c_str(), to_string(config.memory_format),
+  std::printf("maths            %s, %s activations, %s BatchNorm, %s convolution algorithms%s\n",
+              s.precision.c_str(), to_string(config.memory_format), to_string(s.batchnorm),
               s.timed_search ? "timed-search" : "heuristic",
               s.deterministic ? ", deterministic" : "");
   std::printf("optimizer        %s\n", optimizer_text(config.optimizer).c_str());

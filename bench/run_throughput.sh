@@ -3,6 +3,7 @@
 #
 #   bench/run_throughput.sh [--dry-run] [--skip-tests] [--budget SECONDS] [--results-dir DIR]
 #                           [--build-dir DIR] [--prebuilt] [--with-nhwc] [--grad-allreduce fp32|bf16]
+#                           [--impls LIST]
 #
 # 1. Builds the benchmark and the GPU tests into build/ for the local GPU's architecture
 #    (nvidia-smi's compute capability; an existing build that includes it is kept).
@@ -29,14 +30,21 @@
 # resnet_ddp also runs every configuration with --cuda-graphs on (column resnet_ddp-graphs: the
 # step captured once and replayed as a CUDA graph), so that one run measures what the graph
 # saves in launch overhead; not with --grad-allreduce, since graphs are for one process without
-# the gradient reducer.
+# the gradient reducer. Likewise with --batchnorm fused (columns resnet_ddp-fusedbn and
+# resnet_ddp-fusedbn-graphs): our BatchNorm kernels with ReLU and the residual add folded in,
+# against cuDNN's BatchNorm in the plain columns.
+#
+# --impls LIST (comma-separated) measures only those columns: resnet_ddp, resnet_ddp-fusedbn,
+# resnet_ddp-graphs, resnet_ddp-fusedbn-graphs, pytorch-eager, pytorch-compile (all by default),
+# so that a machine lent for 10 minutes a command can measure them in two commands, each
+# writing its own results file.
 #
 # --grad-allreduce TYPE runs every configuration with DDP in a world of one (--ddp on both sides)
 # and its gradients sent as TYPE (bf16: our reducer's bfloat16 buckets against DDP's
 # bf16_compress_hook). Sending half the bytes only pays with several GPUs; on this one GPU the
 # rows show what the casts cost. Without it, both sides train as one process with no reducer.
 #
-# Time: each run has a limit (resnet_ddp and eager 150 s, compile 300 s) and the whole script
+# Time: each run has a limit (resnet_ddp and eager 150 s, compile 150 s) and the whole script
 # a budget (--budget, 480 s from its start, about 8 minutes): a run starts only while 30 s are
 # left and never outlives the budget; runs left out say so in the tables. On an H100 the
 # measurements take about 5 minutes, most of it torch.compile; the build and the GPU tests come
@@ -47,6 +55,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 
 dry_run=0 skip_tests=0 prebuilt=0 with_nhwc=0 budget=480 grad_allreduce=""
+all_impls=resnet_ddp,resnet_ddp-fusedbn,resnet_ddp-graphs,resnet_ddp-fusedbn-graphs,pytorch-eager,pytorch-compile
+chosen_impls=$all_impls
 results_dir=$here/results build=$root/build
 while [ $# -gt 0 ]; do
   case $1 in
@@ -58,12 +68,18 @@ while [ $# -gt 0 ]; do
     --results-dir) results_dir=${2:?--results-dir needs a directory}; shift ;;
     --build-dir) build=${2:?--build-dir needs a directory}; shift ;;
     --grad-allreduce) grad_allreduce=${2:?--grad-allreduce needs fp32 or bf16}; shift ;;
+    --impls) chosen_impls=${2:?--impls needs a comma-separated list}; shift ;;
     *) echo "run_throughput.sh: unknown argument '$1'; see the comment at the top of $0" >&2
        exit 2 ;;
   esac
   shift
 done
 [[ $budget =~ ^[0-9]+$ ]] || { echo "run_throughput.sh: --budget needs whole seconds, got '$budget'" >&2; exit 2; }
+for impl in ${chosen_impls//,/ }; do
+  [[ ,$all_impls, == *",$impl,"* ]] ||
+    { echo "run_throughput.sh: --impls: '$impl' is not one of $all_impls" >&2; exit 2; }
+done
+wanted() { [[ ,$chosen_impls, == *",$1,"* ]]; }
 case $grad_allreduce in
   "") ddp_flags=() ;;
   fp32|bf16) ddp_flags=(--ddp --grad-allreduce "$grad_allreduce") ;;
@@ -82,7 +98,9 @@ precisions=(tf32 bf16 fp32 fp16)
 formats_of() {
   case $with_nhwc-$1 in 1-bf16 | 1-fp16) echo "nchw nhwc" ;; *) echo nchw ;; esac
 }
-limit_ours=150 limit_eager=150 limit_compile=300
+# A compiled run took 36 to 45 s on an H100, but the 224 px fp32 one was still compiling after
+# 300 s: a longer limit only lets one such run eat the budget of the others.
+limit_ours=150 limit_eager=150 limit_compile=150
 min_left=30
 
 left() { echo $((budget - SECONDS)); }
@@ -245,6 +263,9 @@ measure() {
   case $impl in
     resnet_ddp) command=("$bench_program" "${flags[@]}" --memory-format "$format") ;;
     resnet_ddp-graphs) command=("$bench_program" "${flags[@]}" --memory-format "$format" --cuda-graphs on) ;;
+    resnet_ddp-fusedbn) command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused) ;;
+    resnet_ddp-fusedbn-graphs)
+      command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused --cuda-graphs on) ;;
     pytorch-*)
       if [ -z "$python" ]; then
         status_record "$impl" "$stem" "$size" "$batch" "$classes" "$precision" "not run: no Python with torch and torchvision"
@@ -307,14 +328,15 @@ for impls in "resnet_ddp pytorch-eager" "pytorch-compile"; do
         esac
         if [ "$impl" = resnet_ddp ]; then
           for format in $(formats_of "$precision"); do
-            measure "$impl" "$limit" "$stem" "$size" "$batch" "$classes" "$precision" \
-              "$warmup" "$windows" "$steps" "$format"
-            if [ -z "$grad_allreduce" ]; then
-              measure resnet_ddp-graphs "$limit" "$stem" "$size" "$batch" "$classes" "$precision" \
+            variants=(resnet_ddp resnet_ddp-fusedbn)
+            [ -n "$grad_allreduce" ] || variants+=(resnet_ddp-graphs resnet_ddp-fusedbn-graphs)
+            for variant in "${variants[@]}"; do
+              wanted "$variant" || continue
+              measure "$variant" "$limit" "$stem" "$size" "$batch" "$classes" "$precision" \
                 "$warmup" "$windows" "$steps" "$format"
-            fi
+            done
           done
-        else
+        elif wanted "$impl"; then
           measure "$impl" "$limit" "$stem" "$size" "$batch" "$classes" "$precision" \
             "$warmup" "$windows" "$steps"
         fi

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "loss_scale_math.h"
+#include "resnet_ddp/batchnorm_impl.h"
 #include "resnet_ddp/memory_format.h"
 #include "resnet_ddp/model_state.h"
 #include "resnet_ddp/optimizer.h"
@@ -97,6 +98,8 @@ struct EngineConfig {
   // CUDA: how activations are laid out on the device (memory_format.h); parameters, gradients,
   // checkpoints and batches are NCHW / OIHW either way. The CPU engine is NCHW only.
   MemoryFormat memory_format = MemoryFormat::nchw;
+  // CUDA: whose kernels compute BatchNorm (batchnorm_impl.h).
+  BatchNormImpl batchnorm = BatchNormImpl::cudnn;
   // fp16 only: GradScaler's settings (its defaults unless a test wants a short growth interval).
   loss_scale::Config loss_scale;
   int device_index = 0;  // CUDA device of this rank

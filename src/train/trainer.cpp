@@ -131,7 +131,7 @@ class Trainer {
  private:
   void open_data();
   void make_engine_and_state();
-  void check_cuda_graphs_possible() const;
+  void check_gpu_only_options() const;
   StepHooks* train_step_hooks();
   void show_settings() const;
   Metrics evaluate(int epoch);
@@ -173,12 +173,16 @@ void Trainer::open_data() {
   group_.require_same(steps_per_epoch_, "training steps per epoch");
 }
 
-// A replayed CUDA graph does none of the host work the step did while it was captured. With
-// more than one rank that work is the reducer's: counting each bucket's gradients, launching its
+// Options that only mean something to the CUDA engine are refused, not ignored, when the run
+// trains on the CPU. A replayed CUDA graph, moreover, does none of the host work the step did
+// while it was captured. With more than one rank that work is the reducer's: counting each bucket's gradients, launching its
 // allreduce, arming the watchdog for it and polling its event; the NCCL calls alone could be
 // captured, but a replay would run them unwatched and without the bookkeeping that keeps every
 // rank's launch order checked, so graphs are for one rank only.
-void Trainer::check_cuda_graphs_possible() const {
+void Trainer::check_gpu_only_options() const {
+  if (options_.batchnorm == BatchNormImpl::fused && device_ != DeviceKind::cuda)
+    fail("--batchnorm fused chooses GPU kernels, but this run trains on the CPU (", device_reason_,
+         "): drop --batchnorm, or run where a GPU answers");
   if (!options_.cuda_graphs) return;
   if (device_ != DeviceKind::cuda)
     fail("--cuda-graphs on replays CUDA work, but this run trains on the CPU (", device_reason_,
@@ -209,10 +213,11 @@ void Trainer::make_engine_and_state() {
   engine_config_.label_smoothing = options_.label_smoothing;
   engine_config_.precision = options_.precision;
   engine_config_.memory_format = options_.memory_format;
+  engine_config_.batchnorm = options_.batchnorm;
   engine_config_.deterministic = options_.deterministic;
   engine_config_.conv_timed_search = options_.conv_timed_search;
   engine_config_.cuda_graphs = options_.cuda_graphs;
-  check_cuda_graphs_possible();
+  check_gpu_only_options();
   engine_config_.device_index = group_.prepare_device(device_);
   engine_ = make_engine(device_, engine_config_, options_.seed);
 
@@ -307,6 +312,11 @@ void Trainer::show_settings() const {
                                   (options_.memory_format_given ? "" : " (the default for " +
                                        std::string(to_string(options_.precision)) + ")")
                             : std::string("nchw (the CPU engine's only layout)")},
+      {"batchnorm", device_ == DeviceKind::cuda ? std::string(to_string(options_.batchnorm)) +
+                                                      (options_.batchnorm == BatchNormImpl::fused
+                                                           ? " (our kernels, ReLU and residual add folded in)"
+                                                           : " (cuDNN)")
+                                                : std::string("the CPU engine's")},
       {"cuda graphs", options_.cuda_graphs
                           ? "on: the training step captured after " +
                                 std::to_string(cuda::GraphStepPolicy::kWarmupSteps) +

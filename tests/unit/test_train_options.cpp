@@ -181,6 +181,19 @@ TEST_CASE("--grad-allreduce chooses the type gradients travel as") {
   CHECK(usage().find("--grad-allreduce TYPE") != std::string::npos);
 }
 
+TEST_CASE("--batchnorm: cuDNN's by default, our fused kernels on request, never with the CPU engine") {
+  CHECK(parse({"--dataset", "synthetic"}).batchnorm == BatchNormImpl::cudnn);
+  CHECK(parse({"--dataset", "synthetic", "--batchnorm", "fused"}).batchnorm == BatchNormImpl::fused);
+  CHECK(parse({"--dataset", "synthetic", "--batchnorm=cudnn", "--device", "cuda"}).batchnorm ==
+        BatchNormImpl::cudnn);
+  refused({"--dataset", "synthetic", "--batchnorm", "native"},
+          "--batchnorm: 'native' is not one of: cudnn, fused");
+  refused({"--dataset", "synthetic", "--batchnorm", "fused", "--device", "cpu"}, "drop one of the two");
+  CHECK_NOTHROW(parse({"--dataset", "synthetic", "--batchnorm", "cudnn", "--device", "cpu"}));
+  CHECK(std::string(to_string(BatchNormImpl::fused)) == "fused");
+  CHECK(usage().find("--batchnorm") != std::string::npos);
+}
+
 TEST_CASE("--cuda-graphs: off by default, on or off on request, never with the CPU engine") {
   CHECK_FALSE(parse({"--dataset", "synthetic"}).cuda_graphs);
   CHECK(parse({"--dataset", "synthetic", "--cuda-graphs", "on"}).cuda_graphs);

@@ -29,6 +29,8 @@ struct TrainOptions {
   // BatchNorm on NHWC tensors, so nhwc stays an option to measure, not a default.
   MemoryFormat memory_format = MemoryFormat::nchw;
   bool memory_format_given = false;
+  // GPU BatchNorm kernels: cuDNN's until our fused ones have been measured on a GPU.
+  BatchNormImpl batchnorm = BatchNormImpl::cudnn;
   bool deterministic = false;     // cuDNN algorithms that give the same bits every run
   bool conv_timed_search = true;  // time cuDNN's convolution algorithms (cudnn.benchmark)
   bool conv_algorithms_given = false;  // --deterministic turns timing off unless this is set
