@@ -5,15 +5,20 @@ so that the two can be compared on the same machine in the same run:
   cifar stem (3x3/1 conv, no max pooling), 1 input channel, 10 classes; AdamW (lr 1e-3,
   weight decay 1e-2); batch 128; RandomCrop(28, padding=4) + RandomHorizontalFlip;
   Normalize(0.2860, 0.3530); DistributedSampler-style shuffling with seed + epoch; validation
-  on the 10000 test images after every epoch.
+  on the 10000 test images after every epoch. --lr-schedule and --warmup-epochs give the
+  learning rate of every step exactly as resnet_ddp's flags of the same names do.
 
-    python3 bench/pytorch_recipe.py --epochs 5 [--device cuda] [--limit-train N]
+    python3 bench/pytorch_recipe.py --epochs 5 [--device cuda] [--lr-schedule cosine]
+        [--warmup-epochs E] [--limit-train N] [--log-json FILE]
 
-Prints one line per epoch and, last, `final validation accuracy X%`. Reads the idx files of
-Debian's dataset-fashion-mnist (or --data DIR) directly, so it needs no download.
+Prints one line per epoch and, last, `final validation accuracy X%`. --log-json appends one
+JSON object per step and per epoch with resnet_ddp's --log-json keys and number format, so
+that the same tools read both. Reads the idx files of Debian's dataset-fashion-mnist (or
+--data DIR) directly, so it needs no download.
 """
 import argparse
 import gzip
+import math
 import os
 import struct
 import sys
@@ -66,6 +71,44 @@ def normalise(images, device):
     return ((images.to(device).float() / 255.0 - MEAN) / STD).unsqueeze(1)
 
 
+def round_half_away(x):
+    """std::llround, which resnet_ddp rounds the warm-up's length with; Python's round() rounds
+    halves to even and would make 2.5 warm-up steps 2 where resnet_ddp makes them 3."""
+    whole = math.floor(x)
+    return int(whole) + (1 if x - whole >= 0.5 else 0)
+
+
+class LrSchedule:
+    """resnet_ddp's LrScheduleFn (src/train/lr_schedule.cpp), operation for operation, so that
+    both sides train with the same double at every step: torch.optim.lr_scheduler's
+    CosineAnnealingLR updates the rate recursively and rounds differently."""
+
+    def __init__(self, kind, base_lr, epochs, steps_per_epoch, warmup_epochs):
+        self.kind, self.base_lr = kind, base_lr
+        steps_per_epoch = max(steps_per_epoch, 1)
+        self.total_steps = epochs * steps_per_epoch
+        self.warmup_steps = min(round_half_away(warmup_epochs * steps_per_epoch), self.total_steps)
+
+    def at(self, step):
+        """The rate of global step `step`, 0-based over all epochs."""
+        if step < self.warmup_steps:
+            return self.base_lr * float(step + 1) / self.warmup_steps
+        if self.kind == "constant":
+            return self.base_lr
+        span = max(self.total_steps - self.warmup_steps, 1)
+        progress = min(1.0, float(step - self.warmup_steps) / span)
+        return self.base_lr * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def json_record(**fields):
+    """One line as resnet_ddp's --log-json writes it: no spaces, numbers as printf's %.9g."""
+    parts = []
+    for key, value in fields.items():
+        text = f'"{value}"' if isinstance(value, str) else format(value, ".9g")
+        parts.append(f'"{key}":{text}')
+    return "{" + ",".join(parts) + "}"
+
+
 def build_model():
     model = torchvision.models.resnet18(num_classes=10)
     model.conv1 = nn.Conv2d(1, 64, 3, 1, 1, bias=False)
@@ -95,12 +138,20 @@ def main():
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--weight-decay", type=float, default=1e-2)
+    parser.add_argument("--lr-schedule", choices=["constant", "cosine"], default="constant",
+                        help="as resnet_ddp's: cosine decays to 0 at the last step")
+    parser.add_argument("--warmup-epochs", type=float, default=0.0,
+                        help="as resnet_ddp's: linear warm-up over E epochs (fractions allowed)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--precision", choices=["tf32", "fp32"], default="tf32")
     parser.add_argument("--limit-train", type=int, default=0)
     parser.add_argument("--limit-val", type=int, default=0)
+    parser.add_argument("--log-json", metavar="FILE",
+                        help="append one JSON object per step and per epoch, as resnet_ddp's --log-json")
     args = parser.parse_args()
+    if not 0 <= args.warmup_epochs <= args.epochs:
+        parser.error(f"--warmup-epochs {args.warmup_epochs} must lie between 0 and --epochs {args.epochs}")
 
     torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
     torch.backends.cuda.matmul.allow_tf32 = args.precision == "tf32"
@@ -120,7 +171,11 @@ def main():
     model = build_model().to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     augment_generator = torch.Generator().manual_seed(args.seed)
-    accuracy = 0.0
+    # No drop_last, as resnet_ddp: the last batch of an epoch may be smaller.
+    steps_per_epoch = (len(train_x) + args.batch_size - 1) // args.batch_size
+    schedule = LrSchedule(args.lr_schedule, args.lr, args.epochs, steps_per_epoch, args.warmup_epochs)
+    log = open(args.log_json, "a") if args.log_json else None
+    accuracy, global_step = 0.0, 0
     for epoch in range(args.epochs):
         start = time.time()
         # DistributedSampler with one replica: randperm seeded by seed + epoch.
@@ -134,15 +189,31 @@ def main():
             loss = F.cross_entropy(logits, y)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            lr = schedule.at(global_step)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
             optimizer.step()
+            global_step += 1
+            step_loss, step_correct = loss.item(), (logits.argmax(1) == y).sum().item()
             seen += len(index)
-            loss_sum += loss.item() * len(index)
-            correct += (logits.argmax(1) == y).sum().item()
+            loss_sum += step_loss * len(index)
+            correct += step_correct
+            if log:
+                log.write(json_record(type="step", epoch=epoch + 1, global_step=global_step, lr=lr,
+                                      loss=step_loss, accuracy=step_correct / len(index)) + "\n")
         val_loss, accuracy = evaluate(model, val_x, val_y, device, 512)
         elapsed = time.time() - start
         print(f"epoch {epoch + 1}/{args.epochs}: train loss {loss_sum / seen:.4f} acc {100 * correct / seen:.2f}% "
               f"| val loss {val_loss:.4f} acc {100 * accuracy:.2f}% | {elapsed:.1f} s, {seen / elapsed:.0f} img/s",
               flush=True)
+        if log:
+            log.write(json_record(type="epoch", epoch=epoch + 1, global_step=global_step, lr=lr,
+                                  train_loss=loss_sum / seen, train_accuracy=correct / seen,
+                                  val_loss=val_loss, val_accuracy=accuracy, seconds=elapsed,
+                                  images_per_s=seen / elapsed) + "\n")
+            log.flush()
+    if log:
+        log.close()
     print(f"final validation accuracy {100 * accuracy:.2f}%")
 
 

@@ -13,8 +13,9 @@
 # The parts (--list says the same):
 #   1 tests       the gpu tests (every CUDA layer and kernel against its CPU twin, the whole net
 #                 against the CPU executor, bf16, fp16 and NHWC) and the NCCL communicator tests
-#   2 fashion     Fashion-MNIST for 5 epochs on the GPU and the same recipe in PyTorch on the
-#                 same GPU (bench/pytorch_recipe.py): the accuracies must agree within half a point
+#   2 fashion     Fashion-MNIST for 5 epochs (cosine schedule) on the GPU and the same recipe in
+#                 PyTorch on the same GPU (bench/pytorch_recipe.py): the same rates, each epoch's
+#                 training loss within 5 % and the final accuracies within half a point
 #   3 precision   Fashion-MNIST for 3 epochs (cosine schedule) in fp32, tf32, bf16 and fp16, each
 #                 with --log-json; scripts/plot_precision_curves.py overlays the curves in a PNG
 #                 and judges them: final accuracy within 1 point, final loss within 20 % of fp32
@@ -58,7 +59,7 @@ parts=(tests fashion precision engine mixed data throughput)
 describe_part() {
   case $1 in
     tests) echo "gpu tests (CUDA vs CPU, bf16, fp16, NHWC) and the NCCL communicator tests" ;;
-    fashion) echo "Fashion-MNIST, $epochs epochs, resnet_ddp and PyTorch on the GPU: within half a point" ;;
+    fashion) echo "Fashion-MNIST, $epochs cosine epochs, resnet_ddp and PyTorch on the GPU: losses within 5 %, accuracy within half a point" ;;
     precision) echo "Fashion-MNIST, $precision_epochs epochs in fp32, tf32, bf16, fp16: curves PNG and verdict" ;;
     engine) echo "resume bit-identical under --deterministic; one process and mpirun -np 1 through NCCL, also with a bfloat16 gradient allreduce" ;;
     mixed) echo "300 synthetic steps in bf16 and fp16, NCHW and NHWC; fp16's skipped steps" ;;
@@ -228,8 +229,17 @@ part_tests() {
 
 part_fashion() {
   have_fashion || [ $dry_run = 1 ] || { no_fashion; return; }
-  step 240 "Fashion-MNIST, $epochs epochs on the GPU" "$bin" --data "$data" --device cuda --epochs "$epochs" \
-    --batch-size 128 --print-every 100
+  # Both sides decay the rate to 0 by cosine, the same rate at every step
+  # (parity.test_recipe_lr_schedule checks the two schedules against each other). At a
+  # constant rate the last epoch's accuracy is a snapshot of weights still taking full-size
+  # steps: PyTorch's moved 57, 88, 83, 90, 90 % from one epoch to the next on an H100, so one
+  # epoch's figure could not tell a real difference from noise.
+  local recipe=(--epochs "$epochs" --batch-size 128 --seed 0 --lr-schedule cosine)
+  local ours_json=$logs/fashion-resnet_ddp.jsonl theirs_json=$logs/fashion-pytorch.jsonl
+  # --log-json appends; a leftover of an earlier command would be a second run in the file.
+  [ $dry_run = 1 ] || rm -f "$ours_json" "$theirs_json"
+  step 240 "Fashion-MNIST, $epochs epochs on the GPU" "$bin" --data "$data" --device cuda "${recipe[@]}" \
+    --print-every 100 --log-json "$ours_json"
   local ours theirs python
   ours=$(grep -ho 'final validation accuracy [0-9.]*' "$logs"/Fashion_MNIST_*GPU*.log | grep -o '[0-9.]*$')
   python=$("$root/scripts/find_python.sh" torch torchvision numpy 2>/dev/null) || python=""
@@ -238,16 +248,70 @@ part_fashion() {
     verdict_line no "no Python with torch, torchvision and numpy: the PyTorch side of the comparison did not run"
     return
   fi
-  step 270 "the same recipe in PyTorch" "$python" "$root/bench/pytorch_recipe.py" --data "$data" \
-    --epochs "$epochs" --device cuda
+  step 270 "the same recipe in PyTorch" "$python" "$root/bench/pytorch_recipe.py" --data "$data" --device cuda \
+    "${recipe[@]}" --log-json "$theirs_json"
+  [ $dry_run = 1 ] && return
   theirs=$(grep -ho 'final validation accuracy [0-9.]*' "$logs"/the_same_recipe_in_PyTorch.log | grep -o '[0-9.]*$')
+  fashion_epochs_table "$ours_json" "$theirs_json"
+  fashion_loss_verdict "$ours_json" "$theirs_json"
+  # Half a point on the final epoch: after the decay the last steps barely move the weights,
+  # and the four precisions of the precision part (same seed, trajectories parted by rounding)
+  # ended 3 cosine epochs within 0.26 points of each other on an H100. The two frameworks also
+  # differ in initial weights and augmentation draws, as two seeds would; half a point leaves
+  # about twice that spread.
   if [ -n "$ours" ] && [ -n "$theirs" ]; then
     local within
     within=$(awk -v a="$ours" -v b="$theirs" 'BEGIN { d = a - b; if (d < 0) d = -d; print (d <= 0.5) ? "yes" : "no" }')
-    verdict_line "$within" "Fashion-MNIST after $epochs epochs: resnet_ddp $ours%, PyTorch $theirs%: within half a point: $within"
+    verdict_line "$within" "Fashion-MNIST after $epochs cosine epochs: resnet_ddp $ours%, PyTorch $theirs%: within half a point: $within"
   else
-    verdict_line no "Fashion-MNIST: no final accuracy from ${ours:+PyTorch}${ours:-resnet_ddp}: nothing to compare"
+    local missing=resnet_ddp
+    [ -z "$ours" ] || missing=PyTorch
+    verdict_line no "Fashion-MNIST: no final accuracy from $missing: nothing to compare"
   fi
+}
+
+# fashion_epochs_table OURS THEIRS: both runs' epoch records side by side, into the report.
+fashion_epochs_table() {
+  local lr=($(epoch_field "$1" lr)) ours_loss=($(epoch_field "$1" train_loss)) theirs_loss=($(epoch_field "$2" train_loss))
+  local ours_acc=($(epoch_field "$1" val_accuracy)) theirs_acc=($(epoch_field "$2" val_accuracy)) i
+  {
+    echo
+    echo "| epoch | lr at its end | train loss: resnet_ddp | PyTorch | val accuracy: resnet_ddp | PyTorch |"
+    echo "| ---: | ---: | ---: | ---: | ---: | ---: |"
+    for ((i = 0; i < epochs; i++)); do
+      awk -v e=$((i + 1)) -v lr="${lr[i]:--}" -v a="${ours_loss[i]:-}" -v b="${theirs_loss[i]:-}" \
+          -v c="${ours_acc[i]:-}" -v d="${theirs_acc[i]:-}" '
+        function loss(x) { return x == "" ? "-" : sprintf("%.4f", x) }
+        function pct(x) { return x == "" ? "-" : sprintf("%.2f %%", 100 * x) }
+        BEGIN { printf "| %d | %s | %s | %s | %s | %s |\n", e, lr, loss(a), loss(b), pct(c), pct(d) }'
+    done
+  } >>"$report"
+}
+
+# fashion_loss_verdict OURS THEIRS: the same rates at each epoch's end, and each epoch's mean
+# training loss within 5 % of PyTorch's. The mean over an epoch's 469 steps averages the noise
+# of single steps away: at a constant rate on an H100 the two sides differed by 2.8 % in epoch
+# 1, where the loss falls fastest, and by 1.3 % or less later; the four precisions of the
+# precision part, at one seed, by at most 1.6 %. 5 % leaves room over the worst of these.
+fashion_loss_verdict() {
+  local ours_lr theirs_lr ours_loss theirs_loss
+  ours_lr=$(epoch_field "$1" lr | paste -sd' ') theirs_lr=$(epoch_field "$2" lr | paste -sd' ')
+  ours_loss=$(epoch_field "$1" train_loss | paste -sd' ') theirs_loss=$(epoch_field "$2" train_loss | paste -sd' ')
+  local same=no
+  [ -n "$ours_lr" ] && [ "$ours_lr" = "$theirs_lr" ] && same=yes
+  verdict_line "$same" "learning rate at each epoch's end: resnet_ddp ${ours_lr:-none}, PyTorch ${theirs_lr:-none}: the same: $same"
+  local verdict
+  verdict=$(awk -v a="$ours_loss" -v b="$theirs_loss" -v epochs="$epochs" 'BEGIN {
+    n = split(a, ours, " "); m = split(b, theirs, " ")
+    if (n != epochs || m != epochs) { printf "no|%d and %d of %d epochs logged", n, m, epochs; exit }
+    ok = "yes"; text = ""
+    for (i = 1; i <= n; i++) {
+      d = 100 * (ours[i] - theirs[i]) / theirs[i]
+      if (d > 5 || d < -5) ok = "no"
+      text = text sprintf("%s%.4f/%.4f (%+.1f%%)", i > 1 ? ", " : "", ours[i], theirs[i], d)
+    }
+    print ok "|" text }')
+  verdict_line "${verdict%%|*}" "training loss per epoch, resnet_ddp/PyTorch: ${verdict#*|}: every epoch within 5 %: ${verdict%%|*}"
 }
 
 part_precision() {
