@@ -20,6 +20,7 @@
 #                 with --log-json; scripts/plot_precision_curves.py overlays the curves in a PNG
 #                 and judges them: final accuracy within 1 point, final loss within 20 % of fp32
 #   4 engine      resume with deterministic algorithms (k + resume + k steps bit-identical to 2k),
+#                 the 2k steps with --cuda-graphs on bit-identical too,
 #                 a plain run and mpirun -np 1 through NCCL, also with a bfloat16 gradient allreduce
 #   5 mixed       300 steps of synthetic data in bf16 and fp16, NCHW and NHWC each: the run ends 0
 #                 and fp16 reports its skipped steps
@@ -61,7 +62,7 @@ describe_part() {
     tests) echo "gpu tests (CUDA vs CPU, bf16, fp16, NHWC) and the NCCL communicator tests" ;;
     fashion) echo "Fashion-MNIST, $epochs cosine epochs, resnet_ddp and PyTorch on the GPU: losses within 5 %, accuracy within half a point" ;;
     precision) echo "Fashion-MNIST, $precision_epochs epochs in fp32, tf32, bf16, fp16: curves PNG and verdict" ;;
-    engine) echo "resume bit-identical under --deterministic; one process and mpirun -np 1 through NCCL, also with a bfloat16 gradient allreduce" ;;
+    engine) echo "resume and --cuda-graphs on bit-identical to a straight eager run under --deterministic; one process and mpirun -np 1 through NCCL, also with a bfloat16 gradient allreduce" ;;
     mixed) echo "300 synthetic steps in bf16 and fp16, NCHW and NHWC; fp16's skipped steps" ;;
     data) echo "JPEG folder vs resnet_ddp_pack pack: data-wait share per epoch" ;;
     throughput) echo "bench/run_throughput.sh --budget 470 against PyTorch" ;;
@@ -356,11 +357,16 @@ part_engine() {
   local resume=(--dataset synthetic --device cuda --deterministic --batch-size 64 --limit-train 1024 --limit-val 256
                 --epochs 2 --print-every 8)
   [ $dry_run = 1 ] || rm -rf "$logs/ck"
-  step 90 "resume, straight run" "$bin" "${resume[@]}" --max-steps 24 --save-weights "$logs/straight.rddp"
-  step 90 "resume, first half" "$bin" "${resume[@]}" --max-steps 12 --checkpoint-dir "$logs/ck"
-  step 90 "resume, second half" "$bin" "${resume[@]}" --max-steps 24 --checkpoint-dir "$logs/ck" --resume \
+  step 60 "resume, straight run" "$bin" "${resume[@]}" --max-steps 24 --save-weights "$logs/straight.rddp"
+  step 60 "resume, first half" "$bin" "${resume[@]}" --max-steps 12 --checkpoint-dir "$logs/ck"
+  step 60 "resume, second half" "$bin" "${resume[@]}" --max-steps 24 --checkpoint-dir "$logs/ck" --resume \
     --save-weights "$logs/resumed.rddp"
   step 10 "resumed weights bit-identical to the straight run" cmp "$logs/straight.rddp" "$logs/resumed.rddp"
+  # The same run with the step replayed as a CUDA graph, through the trainer (its epoch end,
+  # evaluation and smaller batches stay eager): it must give the eager run's bits.
+  step 60 "straight run with --cuda-graphs on" "$bin" "${resume[@]}" --max-steps 24 --cuda-graphs on \
+    --save-weights "$logs/graphed.rddp"
+  step 10 "graphed weights bit-identical to the eager run" cmp "$logs/straight.rddp" "$logs/graphed.rddp"
 
   local nccl_run=(--dataset synthetic --device cuda --batch-size 128 --limit-train 1024 --limit-val 256 --epochs 2
                   --print-every 4)

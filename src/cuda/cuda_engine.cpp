@@ -156,7 +156,8 @@ class CudaEngine final : public Engine {
         graph_images_(config.cuda_graphs ? image_elements(config) * config.max_batch : 0),
         graph_labels_(config.cuda_graphs ? static_cast<size_t>(config.max_batch) : 0),
         executor_(net_, layout_, device_model(), config.max_batch, config.height, config.width,
-                  context_, math_policy(config.precision, config.memory_format, options)) {
+                  context_, math_policy(config.precision, config.memory_format, options),
+                  config.batchnorm) {
     if (config_.optimizer.kind == OptimizerKind::sgd)
       sgd_scalars_.emplace();
     else if (loss_scaling())

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "resnet_ddp/cuda/batchnorm_kernels.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/cublas_linear.h"
 #include "resnet_ddp/cuda/cudnn_batchnorm.h"
@@ -128,14 +129,15 @@ struct Plan {
   static constexpr bool kMixed = !std::is_same_v<T, float>;
 
   Plan(const ParamLayout& param_layout, const DeviceModel& device_model, ComputeContext& compute,
-       const MathPolicy& policy)
+       const MathPolicy& policy, BatchNormImpl batchnorm_impl)
       : layout(param_layout),
         model(device_model),
         context(compute),
         algorithms(policy),
         descriptors(policy.data_type, policy.format),
         format(policy.format == CUDNN_TENSOR_NHWC ? MemoryFormat::nhwc : MemoryFormat::nchw),
-        nhwc(format == MemoryFormat::nhwc) {}
+        nhwc(format == MemoryFormat::nhwc),
+        fused_bn(batchnorm_impl == BatchNormImpl::fused) {}
 
   const ParamLayout& layout;
   DeviceModel model;
@@ -150,6 +152,12 @@ struct Plan {
   // Every activation's layout; the parameters and gradients stay OIHW in the flat buffers.
   MemoryFormat format;
   bool nhwc;
+  // Our BatchNorm kernels (batchnorm_kernels.h), with the ReLU and the residual add inside,
+  // rather than cuDNN's BatchNorm followed by passes of their own; their partial sums go to
+  // bn_scratch, which every BatchNorm uses in turn.
+  bool fused_bn;
+  std::byte* bn_scratch = nullptr;
+  size_t bn_scratch_bytes = 0;
 
   int in_channels = 0, height = 0, width = 0;
   // The input of the current step: the caller's float NCHW batch, or its copy in input_copy
@@ -334,27 +342,68 @@ void conv_backward(const Plan<T>& plan, const Conv<T>& conv, int batch, T* input
 }
 
 template <typename T>
-void batchnorm_forward(const Plan<T>& plan, const BatchNorm<T>& bn, int batch, bool training) {
+BatchNormShape batchnorm_shape(const Plan<T>& plan, const BatchNorm<T>& bn, int batch) {
+  return {batch, bn.input->channels, bn.input->height, bn.input->width, plan.format};
+}
+
+// bn's output from its input: relu?(bn(input) + residual?). Under cuDNN's BatchNorm the residual
+// add and the ReLU are passes of their own (add_relu, relu_forward); ours does them in its own
+// output pass. `residual` may be null.
+template <typename T>
+void batchnorm_forward(const Plan<T>& plan, const BatchNorm<T>& bn, int batch, bool training,
+                       const T* residual, bool relu) {
+  T* y = bn.output->value;
+  if (plan.fused_bn) {
+    const BatchNormShape shape = batchnorm_shape(plan, bn, batch);
+    if (training)
+      batchnorm_forward_train(shape, bn.input->value, plan.param(bn.weight), plan.param(bn.bias),
+                              plan.running(bn.running_mean), plan.running(bn.running_var),
+                              bn.save_mean, bn.save_invstd, residual, relu, y, plan.bn_scratch,
+                              plan.bn_scratch_bytes, plan.stream());
+    else
+      batchnorm_forward_eval(shape, bn.input->value, plan.param(bn.weight), plan.param(bn.bias),
+                             plan.running(bn.running_mean), plan.running(bn.running_var),
+                             residual, relu, y, plan.stream());
+    return;
+  }
   cudnnHandle_t handle = plan.context.cudnn();
   if (training)
     bn.layer->forward_train(handle, batch, bn.input->value, plan.param(bn.weight),
                             plan.param(bn.bias), plan.running(bn.running_mean),
-                            plan.running(bn.running_var), bn.output->value, bn.save_mean,
-                            bn.save_invstd);
+                            plan.running(bn.running_var), y, bn.save_mean, bn.save_invstd);
   else
     bn.layer->forward_eval(handle, batch, bn.input->value, plan.param(bn.weight),
                            plan.param(bn.bias), plan.running(bn.running_mean),
-                           plan.running(bn.running_var), bn.output->value);
+                           plan.running(bn.running_var), y);
+  const int64_t count = static_cast<int64_t>(bn.output->count(batch));
+  if (residual != nullptr)
+    add_relu(count, y, residual, y, plan.stream());  // the only residual add is followed by ReLU
+  else if (relu)
+    relu_forward(count, y, y, plan.stream());
 }
 
-// From `output_grad` (d loss / d bn output) to the input's gradient, writing and reporting the
-// gradients of weight and bias.
+// From `output_grad` (d loss / d bn's output, after the ReLU when `relu`) to the input's
+// gradient, writing and reporting the gradients of weight and bias. With `relu`, output_grad is
+// first masked by bn's output (the ReLU's backward): in place when `keep_masked` (a block's
+// identity branch needs the masked gradient too), else on the fly where ours does it.
 template <typename T>
-void batchnorm_backward(const Plan<T>& plan, const BatchNorm<T>& bn, int batch,
-                        const T* output_grad, const GradReadyFn& ready) {
-  bn.layer->backward(plan.context.cudnn(), batch, bn.input->value, output_grad,
-                     plan.param(bn.weight), bn.save_mean, bn.save_invstd, bn.input->grad,
-                     plan.grad(bn.weight), plan.grad(bn.bias));
+void batchnorm_backward(const Plan<T>& plan, const BatchNorm<T>& bn, int batch, T* output_grad,
+                        bool relu, bool keep_masked, const GradReadyFn& ready) {
+  const T* relu_output = relu ? bn.output->value : nullptr;
+  if (plan.fused_bn) {
+    batchnorm_backward(batchnorm_shape(plan, bn, batch), bn.input->value, output_grad,
+                       relu_output, plan.param(bn.weight), bn.save_mean, bn.save_invstd,
+                       bn.input->grad, plan.grad(bn.weight), plan.grad(bn.bias), plan.bn_scratch,
+                       plan.bn_scratch_bytes, plan.stream(),
+                       relu && keep_masked ? output_grad : nullptr);
+  } else {
+    if (relu)
+      relu_backward(bn.output->count(batch), relu_output, output_grad, output_grad,
+                    plan.stream());
+    bn.layer->backward(plan.context.cudnn(), batch, bn.input->value, output_grad,
+                       plan.param(bn.weight), bn.save_mean, bn.save_invstd, bn.input->grad,
+                       plan.grad(bn.weight), plan.grad(bn.bias));
+  }
   if (ready) {
     ready(*bn.weight);
     ready(*bn.bias);
@@ -452,6 +501,12 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
   }
   if (plan.weight_grad_scratch()) plan.arena.request(&plan.weight_grad_copy, largest_weight);
   if (plan.nhwc) plan.arena.request(&plan.conv_weights, all_weights);
+  if (plan.fused_bn) {
+    for (const BatchNorm<T>* bn : plan.batchnorms)
+      plan.bn_scratch_bytes = std::max(plan.bn_scratch_bytes,
+                                       batchnorm_scratch_bytes(batchnorm_shape(plan, *bn, max_batch)));
+    plan.arena.request(&plan.bn_scratch, plan.bn_scratch_bytes);
+  }
   plan.shared_grads.request(plan.arena);
   plan.arena.allocate(context.stream());
   plan.shared_grads.bind();
@@ -527,7 +582,13 @@ const float* forward_of(Plan<T>& plan, const float* input, int batch, bool train
                                                  plan.descriptors, nullptr, workspace);
       RDDP_ASSERT(needed <= workspace);
     }
-    for (const BatchNorm<T>* bn : plan.batchnorms) bn->layer->prepare(batch, plan.descriptors);
+    for (const BatchNorm<T>* bn : plan.batchnorms) {
+      bn->layer->prepare(batch, plan.descriptors);
+      if (plan.fused_bn &&
+          batchnorm_scratch_bytes(batchnorm_shape(plan, *bn, batch)) > plan.bn_scratch_bytes)
+        fail("internal error: a batch of ", batch, " images needs more BatchNorm scratch than ",
+             "the largest batch, which it was sized for; please report this");
+    }
   }
   cudaStream_t stream = plan.stream();
   if (plan.nhwc) {
@@ -549,9 +610,8 @@ const float* forward_of(Plan<T>& plan, const float* input, int batch, bool train
   plan.has_training_forward = training;
 
   conv_forward(plan, plan.stem_conv, batch);
-  batchnorm_forward(plan, plan.stem_bn, batch, training);
+  batchnorm_forward<T>(plan, plan.stem_bn, batch, training, nullptr, /*relu=*/true);
   Activation<T>& stem_out = plan.stem_out;
-  relu_forward(stem_out.count(batch), stem_out.value, stem_out.value, stream);
   if (plan.stem_maxpool) {
     cpu::PoolShape shape = plan.pool_shape;
     shape.batch = batch;
@@ -561,17 +621,16 @@ const float* forward_of(Plan<T>& plan, const float* input, int batch, bool train
 
   for (Block<T>& block : plan.blocks) {
     conv_forward(plan, block.conv1, batch);
-    batchnorm_forward(plan, block.bn1, batch, training);
-    relu_forward(block.hidden.count(batch), block.hidden.value, block.hidden.value, stream);
+    batchnorm_forward<T>(plan, block.bn1, batch, training, nullptr, /*relu=*/true);
     conv_forward(plan, block.conv2, batch);
-    batchnorm_forward(plan, block.bn2, batch, training);
+    // The identity branch first: bn2's output is relu(bn2 + identity).
     const T* identity = block.input->value;
     if (block.has_downsample) {
       conv_forward(plan, block.downsample_conv, batch);
-      batchnorm_forward(plan, block.downsample_bn, batch, training);
+      batchnorm_forward<T>(plan, block.downsample_bn, batch, training, nullptr, /*relu=*/false);
       identity = block.identity.value;
     }
-    add_relu(block.output.count(batch), block.output.value, identity, block.output.value, stream);
+    batchnorm_forward(plan, block.bn2, batch, training, identity, /*relu=*/true);
   }
 
   const Activation<T>& last = plan.blocks.back().output;
@@ -615,20 +674,20 @@ void backward_of(Plan<T>& plan, const float* dlogits, const GradReadyFn& ready) 
 
   for (auto it = plan.blocks.rbegin(); it != plan.blocks.rend(); ++it) {
     Block<T>& block = *it;
-    // d(loss)/d(bn2 + identity), through the block's ReLU; both branches receive it.
+    // d(loss)/d(bn2 + identity): the block output's gradient through its ReLU, masked in place,
+    // for both branches receive it.
     T* sum_grad = block.output.grad;
-    relu_backward(block.output.count(batch), block.output.value, sum_grad, sum_grad, stream);
-
-    batchnorm_backward(plan, block.bn2, batch, sum_grad, ready);
+    batchnorm_backward(plan, block.bn2, batch, sum_grad, /*relu=*/true, /*keep_masked=*/true,
+                       ready);
     conv_backward(plan, block.conv2, batch, block.hidden.grad, false, ready);
-    relu_backward(block.hidden.count(batch), block.hidden.value, block.hidden.grad,
-                  block.hidden.grad, stream);
-    batchnorm_backward(plan, block.bn1, batch, block.hidden.grad, ready);
+    batchnorm_backward(plan, block.bn1, batch, block.hidden.grad, /*relu=*/true,
+                       /*keep_masked=*/false, ready);
     // conv1 writes the block input's gradient; the identity branch adds its share on top.
     T* input_grad = block.input->grad;
     conv_backward(plan, block.conv1, batch, input_grad, false, ready);
     if (block.has_downsample) {
-      batchnorm_backward(plan, block.downsample_bn, batch, sum_grad, ready);
+      batchnorm_backward(plan, block.downsample_bn, batch, sum_grad, /*relu=*/false,
+                         /*keep_masked=*/false, ready);
       conv_backward(plan, block.downsample_conv, batch, input_grad, true, ready);
     } else {
       add(block.input->count(batch), input_grad, sum_grad, input_grad, stream);
@@ -642,8 +701,8 @@ void backward_of(Plan<T>& plan, const float* dlogits, const GradReadyFn& ready) 
     maxpool_backward(shape, plan.pooled.grad, plan.pool_argmax, stem_out.grad, stream,
                      plan.format);
   }
-  relu_backward(stem_out.count(batch), stem_out.value, stem_out.grad, stem_out.grad, stream);
-  batchnorm_backward(plan, plan.stem_bn, batch, stem_out.grad, ready);
+  batchnorm_backward(plan, plan.stem_bn, batch, stem_out.grad, /*relu=*/true,
+                     /*keep_masked=*/false, ready);
   conv_backward<T>(plan, plan.stem_conv, batch, nullptr, false, ready);
 }
 
@@ -673,8 +732,8 @@ class TypedExecutor final : public detail::ExecutorImpl {
  public:
   TypedExecutor(const NetDesc& net, const ParamLayout& layout, const DeviceModel& model,
                 int max_batch, int height, int width, ComputeContext& context,
-                const MathPolicy& policy)
-      : max_batch_(max_batch), plan_(layout, model, context, policy) {
+                const MathPolicy& policy, BatchNormImpl batchnorm)
+      : max_batch_(max_batch), plan_(layout, model, context, policy, batchnorm) {
     build(plan_, net, max_batch, height, width, policy);
   }
   void check_batch(int batch, bool training) const override {
@@ -700,23 +759,24 @@ class TypedExecutor final : public detail::ExecutorImpl {
 std::unique_ptr<detail::ExecutorImpl> make_impl(const NetDesc& net, const ParamLayout& layout,
                                                 const DeviceModel& model, int max_batch,
                                                 int height, int width, ComputeContext& context,
-                                                const MathPolicy& policy) {
+                                                const MathPolicy& policy,
+                                                BatchNormImpl batchnorm) {
   switch (policy.data_type) {
     case CUDNN_DATA_FLOAT:
       return std::make_unique<TypedExecutor<float>>(net, layout, model, max_batch, height, width,
-                                                    context, policy);
+                                                    context, policy, batchnorm);
     case CUDNN_DATA_BFLOAT16:
       if (model.params_bf16 == nullptr)
         fail("internal error: a bfloat16 executor needs the bfloat16 copy of the parameters; ",
              "please report this");
-      return std::make_unique<TypedExecutor<__nv_bfloat16>>(net, layout, model, max_batch,
-                                                            height, width, context, policy);
+      return std::make_unique<TypedExecutor<__nv_bfloat16>>(
+          net, layout, model, max_batch, height, width, context, policy, batchnorm);
     case CUDNN_DATA_HALF:
       if (model.params_fp16 == nullptr)
         fail("internal error: a float16 executor needs the float16 copy of the parameters; ",
              "please report this");
       return std::make_unique<TypedExecutor<__half>>(net, layout, model, max_batch, height, width,
-                                                     context, policy);
+                                                     context, policy, batchnorm);
     default:
       fail("the CUDA executor stores activations in float32, bfloat16 or float16, not ",
            to_string(policy.data_type));
@@ -727,11 +787,11 @@ std::unique_ptr<detail::ExecutorImpl> make_impl(const NetDesc& net, const ParamL
 
 Executor::Executor(const NetDesc& net, const ParamLayout& layout, const DeviceModel& model,
                    int max_batch, int height, int width, ComputeContext& context,
-                   const MathPolicy& policy)
+                   const MathPolicy& policy, BatchNormImpl batchnorm)
     : max_batch_(max_batch) {
   if (max_batch < 1) fail("batch size must be >= 1, got ", max_batch);
   if (height < 1 || width < 1) fail("input images must be at least 1x1, got ", height, "x", width);
-  impl_ = make_impl(net, layout, model, max_batch, height, width, context, policy);
+  impl_ = make_impl(net, layout, model, max_batch, height, width, context, policy, batchnorm);
 }
 
 Executor::~Executor() = default;

@@ -126,7 +126,14 @@ void convert_into(std::vector<To>& to, const std::vector<From>& from) {
 
 }  // namespace
 
-TEST_CASE("the CUDA executor matches the CPU executor in double: logits, gradients, statistics") {
+namespace {
+
+// One training forward, backward and evaluation forward of the whole network against the CPU
+// executor in double, with the BatchNorm kernels and activation layout given.
+void check_executor_against_cpu(BatchNormImpl batchnorm, cudnnTensorFormat_t format) {
+  const std::string setting = std::string(to_string(batchnorm)) + " batchnorm, " +
+                              (format == CUDNN_TENSOR_NHWC ? "nhwc" : "nchw");
+  CAPTURE(setting);
   for (Stem stem : {Stem::cifar, Stem::imagenet}) {
     const std::string stem_name = to_string(stem);
     CAPTURE(stem_name);
@@ -151,10 +158,11 @@ TEST_CASE("the CUDA executor matches the CPU executor in double: logits, gradien
     cuda::copy_to_device(params.get(), model.params.data(), params.size(), stream);
     cuda::copy_to_device(running.get(), model.running.data(), running.size(), stream);
     RDDP_CUDA_CHECK(cudaMemsetAsync(grads.get(), 0, grads.bytes(), stream));
+    cuda::MathPolicy policy{false, true, cuda::ConvAlgorithmSearch::timed};
+    policy.format = format;
     cuda::Executor executor(model.net, model.layout,
                             cuda::DeviceModel{params.get(), grads.get(), running.get()}, batch,
-                            config.height, config.width, context,
-                            cuda::MathPolicy{false, true, cuda::ConvAlgorithmSearch::timed});
+                            config.height, config.width, context, policy, batchnorm);
     cpu::Executor<double> cpu_executor(reference, batch, config.height, config.width);
 
     const Batch data = random_batch(config, batch, 11);
@@ -199,6 +207,19 @@ TEST_CASE("the CUDA executor matches the CPU executor in double: logits, gradien
     check_tensor("eval logits", eval_logits.data(), want_eval,
                  net_tolerance(want_eval, logit_count));
   }
+}
+
+}  // namespace
+
+TEST_CASE("the CUDA executor matches the CPU executor in double: logits, gradients, statistics") {
+  check_executor_against_cpu(BatchNormImpl::cudnn, CUDNN_TENSOR_NCHW);
+}
+
+// Our BatchNorm kernels with the ReLU and the residual add folded in compute the same network:
+// the same tolerances hold, in both layouts.
+TEST_CASE("the CUDA executor with fused BatchNorm matches the CPU executor (nchw and nhwc)") {
+  check_executor_against_cpu(BatchNormImpl::fused, CUDNN_TENSOR_NCHW);
+  check_executor_against_cpu(BatchNormImpl::fused, CUDNN_TENSOR_NHWC);
 }
 
 TEST_CASE("the CUDA executor reports every gradient after the work that finalises it") {

@@ -20,7 +20,8 @@ namespace {
 
 constexpr int kBatch = 8, kLastBatch = 5, kClasses = 10;
 
-EngineConfig graph_config(OptimizerKind optimizer, Precision precision, bool graphs) {
+EngineConfig graph_config(OptimizerKind optimizer, Precision precision, bool graphs,
+                          BatchNormImpl batchnorm) {
   EngineConfig config;
   config.spec.stem = Stem::cifar;
   config.spec.num_classes = kClasses;
@@ -36,6 +37,7 @@ EngineConfig graph_config(OptimizerKind optimizer, Precision precision, bool gra
     config.optimizer.weight_decay = 1e-4;
   }
   config.cuda_graphs = graphs;
+  config.batchnorm = batchnorm;
   return config;
 }
 
@@ -67,8 +69,8 @@ struct Outcome {
 // Three epochs of five full batches and a smaller last one, with a learning rate that changes
 // every step (as a warm-up or cosine schedule does), metrics taken at each epoch's end. Every
 // batch is a fresh host buffer, as the loader's ring hands out different ones.
-Outcome train(OptimizerKind optimizer, Precision precision, bool graphs) {
-  const EngineConfig config = graph_config(optimizer, precision, graphs);
+Outcome train(OptimizerKind optimizer, Precision precision, bool graphs, BatchNormImpl batchnorm) {
+  const EngineConfig config = graph_config(optimizer, precision, graphs, batchnorm);
   CudaEngineOptions options;
   options.deterministic = true;
   options.conv_search = cuda::ConvAlgorithmSearch::heuristic;
@@ -92,11 +94,13 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-void check_identical(OptimizerKind optimizer, Precision precision) {
+void check_identical(OptimizerKind optimizer, Precision precision,
+                     BatchNormImpl batchnorm = BatchNormImpl::cudnn) {
   CAPTURE(to_string(optimizer));
   CAPTURE(to_string(precision));
-  const Outcome eager = train(optimizer, precision, false);
-  const Outcome graphed = train(optimizer, precision, true);
+  CAPTURE(to_string(batchnorm));
+  const Outcome eager = train(optimizer, precision, false, batchnorm);
+  const Outcome graphed = train(optimizer, precision, true, batchnorm);
 
   // The graph was really captured and replayed: 3 epochs x 6 steps, of which the 3 smaller
   // batches and the warm-up steps ran eagerly.
@@ -130,7 +134,7 @@ void check_identical(OptimizerKind optimizer, Precision precision) {
     CHECK(eager.metrics[i].skipped_steps == graphed.metrics[i].skipped_steps);
   }
   // The steps did something: the parameters moved from their initial values.
-  ModelState<float> initial(graph_config(optimizer, precision, false).spec);
+  ModelState<float> initial(graph_config(optimizer, precision, false, batchnorm).spec);
   init_torchvision(initial, 11);
   CHECK_FALSE(same_bits(initial.params, graphed.model.params));
 }
@@ -147,4 +151,10 @@ TEST_CASE("CUDA graph replays give the bits of eager steps: SGD with momentum, f
 
 TEST_CASE("CUDA graph replays give the bits of eager steps: AdamW, fp16 with loss scaling") {
   check_identical(OptimizerKind::adamw, Precision::fp16);
+}
+
+// Our BatchNorm kernels keep their partial sums in one scratch buffer and reduce in a fixed
+// order, so a replay must give the bits of an eager step here too (fp16 runs NHWC).
+TEST_CASE("CUDA graph replays give the bits of eager steps: AdamW, fp16, fused BatchNorm") {
+  check_identical(OptimizerKind::adamw, Precision::fp16, BatchNormImpl::fused);
 }

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 
+#include "resnet_ddp/batchnorm_impl.h"
 #include "resnet_ddp/cuda/conv_algorithms.h"
 #include "resnet_ddp/cuda/cudnn_descriptors.h"
 #include "resnet_ddp/cuda/handles.h"
@@ -55,8 +56,12 @@ class Executor {
   // with an OHWI copy of the weights it writes from the float masters at every forward, and
   // permutes each weight gradient back to OIHW before reporting it. The model's buffers, the
   // input and the logits are the same in both formats.
+  //
+  // `batchnorm` chooses whose kernels compute BatchNorm (batchnorm_impl.h): cuDNN's, with the
+  // ReLU and the residual add as passes of their own, or ours, with both folded in.
   Executor(const NetDesc& net, const ParamLayout& layout, const DeviceModel& model, int max_batch,
-           int height, int width, ComputeContext& context, const MathPolicy& policy);
+           int height, int width, ComputeContext& context, const MathPolicy& policy,
+           BatchNormImpl batchnorm = BatchNormImpl::cudnn);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
