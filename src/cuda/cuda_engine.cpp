@@ -556,20 +556,25 @@ std::unique_ptr<Engine> make_cuda_engine(const EngineConfig& config, uint64_t in
   return std::make_unique<CudaEngine>(config, init_seed, options);
 }
 
-CudaGraphStats cuda_graph_stats(const Engine& engine) {
+namespace {
+
+// `engine` as the CUDA engine it must be for a question only that engine answers (`what`).
+const CudaEngine& as_cuda_engine(const Engine& engine, const char* what) {
   const auto* cuda_engine = dynamic_cast<const CudaEngine*>(&engine);
   if (cuda_engine == nullptr)
-    fail("internal error: CUDA graph statistics asked of the ", to_string(engine.device()),
+    fail("internal error: ", what, " asked of the ", to_string(engine.device()),
          " engine; only a CUDA engine has them");
-  return cuda_engine->graph_stats();
+  return *cuda_engine;
+}
+
+}  // namespace
+
+CudaGraphStats cuda_graph_stats(const Engine& engine) {
+  return as_cuda_engine(engine, "CUDA graph statistics").graph_stats();
 }
 
 CudaMemoryPlan cuda_memory_plan(const Engine& engine) {
-  const auto* cuda_engine = dynamic_cast<const CudaEngine*>(&engine);
-  if (cuda_engine == nullptr)
-    fail("internal error: a CUDA memory plan asked of the ", to_string(engine.device()),
-         " engine; only a CUDA engine has one");
-  return cuda_engine->memory_plan();
+  return as_cuda_engine(engine, "CUDA memory plan figures").memory_plan();
 }
 
 std::unique_ptr<Engine> make_cuda_engine(const EngineConfig& config, uint64_t init_seed) {
