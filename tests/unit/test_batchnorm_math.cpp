@@ -21,6 +21,8 @@
 #include "batchnorm_partition.h"
 #include "layout_math.h"
 #include "resnet_ddp/cpu/layers.h"
+#include "resnet_ddp/cuda/batchnorm_kernels.h"
+#include "resnet_ddp/error.h"
 #include "resnet_ddp/rng.h"
 #include "support/test_tensors.h"
 
@@ -628,7 +630,7 @@ TEST_CASE("a plane cursor advanced step by step agrees with division") {
   }
 }
 
-TEST_CASE("partitions: ResNet-18's shapes fill about kTargetBlocks blocks") {
+TEST_CASE("partitions: ResNet-18's shapes fill about kTargetBlocks blocks; scratch fits them") {
   struct Layer {
     int batch, channels, size;
   };
@@ -648,7 +650,21 @@ TEST_CASE("partitions: ResNet-18's shapes fill about kTargetBlocks blocks") {
       // ...and no block reads less than kMinValuesPerBlock values (or there is one split).
       CHECK((p.splits == 1 ||
              p.per_channel * p.tile_channels / p.splits >= bn::kMinValuesPerBlock));
+      const cuda::BatchNormShape shape{l.batch, l.channels, l.size, l.size,
+                                       channels_last ? MemoryFormat::nhwc : MemoryFormat::nchw};
+      const size_t bytes = cuda::batchnorm_scratch_bytes(shape);
+      CHECK(bytes == static_cast<size_t>(bn::kPartialArrays) * sizeof(float) *
+                         static_cast<size_t>(l.channels) * static_cast<size_t>(p.splits));
+      CHECK(bytes <= size_t{1} << 20);
     }
+}
+
+TEST_CASE("the launchers refuse a single value per channel and empty dimensions") {
+  CHECK_THROWS_AS(cuda::check_batchnorm_trainable({1, 8, 1, 1, MemoryFormat::nhwc}), Error);
+  CHECK_NOTHROW(cuda::check_batchnorm_trainable({2, 8, 1, 1, MemoryFormat::nhwc}));
+  CHECK_NOTHROW(cuda::check_batchnorm_trainable({1, 8, 1, 2, MemoryFormat::nchw}));
+  CHECK_THROWS_AS(cuda::batchnorm_scratch_bytes({0, 8, 4, 4, MemoryFormat::nchw}), Error);
+  CHECK_THROWS_AS(cuda::batchnorm_scratch_bytes({2, 8, 4, 0, MemoryFormat::nchw}), Error);
 }
 
 TEST_CASE("merged moments: empty parts, and any order of merging agrees with float64") {
