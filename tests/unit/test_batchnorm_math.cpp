@@ -690,7 +690,8 @@ TEST_CASE("merged moments: empty parts, and any order of merging agrees with flo
   for (size_t begin = 0, size = 1; begin < values.size(); begin += size, size = size % 997 + 1) {
     const size_t end = std::min(values.size(), begin + size);
     bn::Moments<float> part{0, 0, 0};
-    for (size_t i = begin; i < end; ++i) part = bn::merged(part, bn::Moments<float>{1, values[i], 0});
+    for (size_t i = begin; i < end; ++i)
+      part = bn::merged(part, bn::Moments<float>{1, values[i], 0});
     parts.push_back(part);
   }
   bn::Moments<float> left{0, 0, 0};
