@@ -2,15 +2,23 @@
 // these kernels do little arithmetic per byte, so bandwidth is the figure of merit.
 // Each case: 10 warm-up launches, then 200 timed ones, each between its own pair of CUDA
 // events; the median is printed. Without a CUDA device it prints SKIPPED and exits 0.
+// BatchNorm is timed beside cuDNN's legacy BatchNorm (BatchNormLayer), which it replaces, at
+// ResNet-18's shapes, so that one run gives the before and the after.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "resnet_ddp/cuda/batchnorm_kernels.h"
 #include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/cuda/cudnn_batchnorm.h"
+#include "resnet_ddp/cuda/handles.h"
 #include "resnet_ddp/cuda/kernels.h"
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/model_spec.h"
@@ -151,6 +159,125 @@ void bench_optimizers(const Reporter& report, cudaStream_t stream, size_t elemen
     RDDP_CUDA_CHECK(cudaFree(p));
 }
 
+// Values in [-1, 1) from a hash of the index: BatchNorm's time does not depend on them, but
+// filling hundreds of MB on the host would take longer than the benchmark.
+template <typename T>
+__global__ void fill_kernel(size_t count, uint32_t seed, T* out) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 0x9E3779B1u ^ seed;
+    h ^= h >> 15;
+    h *= 0x2C1B3C6Du;
+    h ^= h >> 12;
+    out[i] = static_cast<T>(static_cast<float>(h & 0xFFFFu) / 32768.0f - 1.0f);
+  }
+}
+
+template <typename T>
+T* device_filled(size_t count, uint32_t seed) {
+  T* pointer = device_alloc<T>(count);
+  fill_kernel<T><<<1024, 256>>>(count, seed, pointer);
+  RDDP_CUDA_CHECK_LAUNCH("fill_kernel");
+  return pointer;
+}
+
+// One BatchNorm of ResNet-18: our kernels (plain, then with the fusions the executor will use:
+// bn2's residual add and ReLU forward, the ReLU's mask backward) and cuDNN's legacy BatchNorm.
+// The bytes are what our kernels move: the training forward reads x twice (statistics, then
+// normalisation) and writes y, plus the residual when fused; the backward reads x and dy twice
+// and writes dx, plus the ReLU's output twice when masked. cuDNN's rows are given the same
+// bytes, so that their GB/s compare as the same work done.
+template <typename T>
+void bench_batchnorm(const Reporter& report, const cuda::ComputeContext& context, int batch,
+                     int channels, int size, MemoryFormat format, const char* type_name) {
+  cudaStream_t stream = context.stream();
+  const size_t count = static_cast<size_t>(batch) * channels * size * size;
+  const cuda::BatchNormShape shape{batch, channels, size, size, format};
+  T* x = device_filled<T>(count, 1);
+  T* residual = device_filled<T>(count, 2);
+  T* dy = device_filled<T>(count, 3);
+  T* y = device_filled<T>(count, 4);
+  T* dx = device_alloc<T>(count);
+  std::vector<float> ones(channels, 1.0f), zeros(channels, 0.0f);
+  float* gamma = device_copy(ones);
+  float* beta = device_copy(zeros);
+  float* running_mean = device_copy(zeros);
+  float* running_var = device_copy(ones);
+  float* save_mean = device_alloc<float>(channels);
+  float* save_invstd = device_alloc<float>(channels);
+  float* dgamma = device_alloc<float>(channels);
+  float* dbeta = device_alloc<float>(channels);
+  const size_t scratch_bytes = cuda::batchnorm_scratch_bytes(shape);
+  std::byte* scratch = device_alloc<std::byte>(scratch_bytes);
+  RDDP_CUDA_CHECK(cudaDeviceSynchronize());
+
+  const cudnnTensorFormat_t cudnn_format =
+      format == MemoryFormat::nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  cuda::TensorDescriptorCache descriptors(cuda::data_type_of<T>(), cudnn_format);
+  cuda::BatchNormLayer layer(channels, size, size, cuda::data_type_of<T>(), cudnn_format);
+  layer.prepare(batch, descriptors);
+
+  const std::string label = std::to_string(batch) + "x" + std::to_string(channels) + "x" +
+                            std::to_string(size) + "x" + std::to_string(size) + " " +
+                            to_string(format) + " " + type_name;
+  const double n = count * static_cast<double>(sizeof(T));
+  auto time = [&](const char* kernel, double bytes, auto launch) {
+    report.row(kernel, label, median_microseconds(launch, stream), bytes);
+  };
+  time("batchnorm fwd train (ours)", 3 * n, [&] {
+    cuda::batchnorm_forward_train(shape, x, gamma, beta, running_mean, running_var, save_mean,
+                                  save_invstd, static_cast<const T*>(nullptr), false, y, scratch,
+                                  scratch_bytes, stream);
+  });
+  time("batchnorm fwd +add+relu (ours)", 4 * n, [&] {
+    cuda::batchnorm_forward_train(shape, x, gamma, beta, running_mean, running_var, save_mean,
+                                  save_invstd, static_cast<const T*>(residual), true, y, scratch,
+                                  scratch_bytes, stream);
+  });
+  time("batchnorm fwd train (cuDNN)", 3 * n, [&] {
+    layer.forward_train(context.cudnn(), batch, x, gamma, beta, running_mean, running_var, y,
+                        save_mean, save_invstd);
+  });
+  time("batchnorm bwd (ours)", 5 * n, [&] {
+    cuda::batchnorm_backward(shape, x, dy, static_cast<const T*>(nullptr), gamma, save_mean,
+                             save_invstd, dx, dgamma, dbeta, scratch, scratch_bytes, stream);
+  });
+  time("batchnorm bwd +relu mask (ours)", 7 * n, [&] {
+    cuda::batchnorm_backward(shape, x, dy, static_cast<const T*>(y), gamma, save_mean,
+                             save_invstd, dx, dgamma, dbeta, scratch, scratch_bytes, stream);
+  });
+  time("batchnorm bwd (cuDNN)", 5 * n, [&] {
+    layer.backward(context.cudnn(), batch, x, dy, gamma, save_mean, save_invstd, dx, dgamma,
+                   dbeta);
+  });
+  RDDP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (void* p : {static_cast<void*>(x), static_cast<void*>(residual), static_cast<void*>(dy),
+                  static_cast<void*>(y), static_cast<void*>(dx), static_cast<void*>(gamma),
+                  static_cast<void*>(beta), static_cast<void*>(running_mean),
+                  static_cast<void*>(running_var), static_cast<void*>(save_mean),
+                  static_cast<void*>(save_invstd), static_cast<void*>(dgamma),
+                  static_cast<void*>(dbeta), static_cast<void*>(scratch)})
+    RDDP_CUDA_CHECK(cudaFree(p));
+}
+
+// ResNet-18's BatchNorm shapes: the cifar stem's network at 32x32, batch 128, and the
+// torchvision network at 224x224, batch 256 (stem BatchNorm at 112x112, then the four stages).
+void bench_batchnorms(const Reporter& report) {
+  cuda::ComputeContext context;
+  struct Layer {
+    int batch, channels, size;
+  };
+  const Layer layers[] = {{128, 64, 32},  {128, 128, 16}, {128, 256, 8},  {128, 512, 4},
+                          {256, 64, 112}, {256, 64, 56},  {256, 128, 28}, {256, 256, 14},
+                          {256, 512, 7}};
+  for (MemoryFormat format : {MemoryFormat::nchw, MemoryFormat::nhwc})
+    for (const Layer& l : layers) {
+      bench_batchnorm<float>(report, context, l.batch, l.channels, l.size, format, "fp32");
+      bench_batchnorm<__nv_bfloat16>(report, context, l.batch, l.channels, l.size, format,
+                                     "bf16");
+    }
+}
+
 void run() {
   int device = 0;
   RDDP_CUDA_CHECK(cudaGetDevice(&device));
@@ -179,6 +306,7 @@ void run() {
   bench_optimizers<float>(report, stream, resnet18, "fp32");
   bench_optimizers<__nv_bfloat16>(report, stream, resnet18, "bf16");
   RDDP_CUDA_CHECK(cudaStreamDestroy(stream));
+  bench_batchnorms(report);
 }
 
 }  // namespace

@@ -9,6 +9,24 @@
 #define RDDP_HD inline
 #endif
 
+// For a host-device template that calls a functor it is given: a lambda is implicitly constexpr,
+// which nvcc counts as a host function, and would warn about calling it from device code even
+// when the lambda was written inside a kernel. The template is only ever instantiated with
+// functors of the side that calls it.
+#if defined(__CUDACC__)
+#define RDDP_HD_CALLS_FUNCTOR _Pragma("nv_exec_check_disable")
+#else
+#define RDDP_HD_CALLS_FUNCTOR
+#endif
+
+// Unrolls a loop of a compile-time count in device code (registers cannot be indexed at run
+// time); host compilers, nvcc's host pass included, are left to decide.
+#if defined(__CUDA_ARCH__)
+#define RDDP_UNROLL _Pragma("unroll")
+#else
+#define RDDP_UNROLL
+#endif
+
 namespace rddp::hd {
 
 // The C library's float and double functions by overload, so that templated maths calls the
