@@ -27,7 +27,11 @@
 #   6 data        a folder of ImageNet-like JPEGs (bench/make_jpegs.py), packed with
 #                 resnet_ddp_pack; 3 epochs from the folder and from the pack, and the data-wait
 #                 share of every epoch side by side
-#   7 throughput  bench/run_throughput.sh with its own budget (--budget 470), last
+#   7 kernels     bench/kernels_bench: bandwidth of our kernels, and our BatchNorm (plain, and
+#                 with residual + ReLU) beside cuDNN's at every BatchNorm shape of ResNet-18
+#                 (32x32 batch 128, 224x224 batch 256; NCHW and NHWC; fp32 and bf16), the
+#                 whole table in <report>-kernels.txt
+#   8 throughput  bench/run_throughput.sh with its own budget (--budget 470), last
 #
 # Each step has its own time limit, cut to what is left of its part's budget; a step that the
 # budget leaves no time for is NOT RUN and counts as failed. The report is
@@ -56,7 +60,7 @@ per_class=${RDDP_DATA_PER_CLASS:-640}
 bin=$build/resnet_ddp
 pack_bin=$build/resnet_ddp_pack
 
-parts=(tests fashion precision engine mixed data throughput)
+parts=(tests fashion precision engine mixed data kernels throughput)
 describe_part() {
   case $1 in
     tests) echo "gpu tests (CUDA vs CPU, bf16, fp16, NHWC) and the NCCL communicator tests" ;;
@@ -65,6 +69,7 @@ describe_part() {
     engine) echo "resume and --cuda-graphs on bit-identical to a straight eager run under --deterministic; one process and mpirun -np 1 through NCCL, also with a bfloat16 gradient allreduce" ;;
     mixed) echo "300 synthetic steps in bf16 and fp16, NCHW and NHWC; fp16's skipped steps" ;;
     data) echo "JPEG folder vs resnet_ddp_pack pack: data-wait share per epoch" ;;
+    kernels) echo "bench/kernels_bench: our kernels' bandwidth, our BatchNorm beside cuDNN's at ResNet-18's shapes" ;;
     throughput) echo "bench/run_throughput.sh --budget 470 against PyTorch" ;;
   esac
 }
@@ -481,6 +486,12 @@ part_data() {
     echo '```'
   } >>"$report"
   printf '%s' "$rows"
+}
+
+part_kernels() {
+  # The whole table goes beside the report: the output tail the report keeps would cut it.
+  step 300 "kernel benchmarks" "$build/bench/kernels_bench"
+  [ $dry_run = 1 ] || cp "$logs/kernel_benchmarks.log" "${report%.md}-kernels.txt"
 }
 
 part_throughput() {
