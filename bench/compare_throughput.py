@@ -164,8 +164,25 @@ def tables(records):
         return text
 
     ratio_columns = [f"{OURS} / {other}" for other in others] if OURS in columns else []
+    # Every variant of ours (BatchNorm kernels, graphs, layout) is a flag a user can set: the
+    # fastest one measured for a configuration, named, against each of PyTorch's.
+    theirs = [c for c in ("pytorch-eager", "pytorch-compile") if c in columns]
+    ours = [c for c in columns if c.startswith(OURS)]
+    best_columns = ([f"fastest {OURS} variant / {other}" for other in theirs]
+                    if len(ours) > 1 else [])
+
+    def best_ratio(by, other):
+        measured = [c for c in ours if ok(by.get(c))]
+        if not measured or not ok(by.get(other)):
+            return "-"
+        best = max(measured, key=lambda c: by[c]["images_per_s_per_gpu"])
+        variant = best[len(OURS):].lstrip("-") or "plain"
+        value = by[best]["images_per_s_per_gpu"] / by[other]["images_per_s_per_gpu"]
+        return f"{value:.2f} ({variant})"
+
     throughput = [describe_config(k) + cells(groups[k], columns, rate) +
-                  ([ratio(groups[k], other) for other in others] if ratio_columns else [])
+                  ([ratio(groups[k], other) for other in others] if ratio_columns else []) +
+                  [best_ratio(groups[k], other) for other in theirs if best_columns]
                   for k in keys]
     arithmetic = [describe_config(k) + cells(groups[k], columns, tflops_and_mfu) for k in keys]
     memories = [describe_config(k) + cells(groups[k], columns, memory) for k in keys]
@@ -181,7 +198,7 @@ def tables(records):
                               for p in parts])
     return "\n".join([
         "### Images/s per GPU (median window)", "",
-        markdown_table(config_header + columns + ratio_columns, throughput), "",
+        markdown_table(config_header + columns + ratio_columns + best_columns, throughput), "",
         "### TFLOP/s per GPU (MFU against the dense peak of the precision)", "",
         markdown_table(config_header + columns, arithmetic), "",
         "### Peak device memory, GiB (cudaMemGetInfo in use beyond the CUDA context; "
