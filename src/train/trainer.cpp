@@ -175,10 +175,10 @@ void Trainer::open_data() {
 
 // Options that only mean something to the CUDA engine are refused, not ignored, when the run
 // trains on the CPU. A replayed CUDA graph, moreover, does none of the host work the step did
-// while it was captured. With more than one rank that work is the reducer's: counting each bucket's gradients, launching its
-// allreduce, arming the watchdog for it and polling its event; the NCCL calls alone could be
-// captured, but a replay would run them unwatched and without the bookkeeping that keeps every
-// rank's launch order checked, so graphs are for one rank only.
+// while it was captured. With more than one rank that work is the reducer's: counting each
+// bucket's gradients, launching its allreduce, arming the watchdog for it and polling its event;
+// the NCCL calls alone could be captured, but a replay would run them unwatched and without the
+// bookkeeping that keeps every rank's launch order checked, so graphs are for one rank only.
 void Trainer::check_gpu_only_options() const {
   if (options_.batchnorm == BatchNormImpl::fused && device_ != DeviceKind::cuda)
     fail("--batchnorm fused chooses GPU kernels, but this run trains on the CPU (", device_reason_,
@@ -309,8 +309,7 @@ void Trainer::show_settings() const {
                              : std::string(" (the CPU always computes in float32)"))},
       {"memory format", device_ == DeviceKind::cuda
                             ? std::string(to_string(options_.memory_format)) +
-                                  (options_.memory_format_given ? "" : " (the default for " +
-                                       std::string(to_string(options_.precision)) + ")")
+                                  (options_.memory_format_given ? "" : " (the default)")
                             : std::string("nchw (the CPU engine's only layout)")},
       {"batchnorm", device_ == DeviceKind::cuda ? std::string(to_string(options_.batchnorm)) +
                                                       (options_.batchnorm == BatchNormImpl::fused
