@@ -25,7 +25,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "layout_math.h"
 #include "resnet_ddp/cpu/layers.h"
 #include "resnet_ddp/cuda/batchnorm_kernels.h"
 #include "resnet_ddp/cuda/check.h"
@@ -35,6 +34,7 @@
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/rng.h"
 #include "support/device_buffers.h"
+#include "support/layout_copies.h"
 #include "support/test_tensors.h"
 
 using namespace rddp;
@@ -101,23 +101,13 @@ std::string describe(const cpu::BatchNormShape& s) {
 
 template <typename T>
 std::vector<T> in_format(const std::vector<T>& nchw, const cpu::BatchNormShape& s, bool nhwc) {
-  if (!nhwc) return nchw;
-  std::vector<T> out(nchw.size());
-  for (size_t i = 0; i < nchw.size(); ++i)
-    out[static_cast<size_t>(layout::nchw_to_nhwc(static_cast<int64_t>(i), s.channels, s.height,
-                                                 s.width))] = nchw[i];
-  return out;
+  return testing::in_layout(nchw, nhwc, s.channels, s.height, s.width);
 }
 
 template <typename T>
 std::vector<T> from_format(const std::vector<T>& values, const cpu::BatchNormShape& s,
                            bool nhwc) {
-  if (!nhwc) return values;
-  std::vector<T> out(values.size());
-  for (size_t i = 0; i < values.size(); ++i)
-    out[static_cast<size_t>(layout::nhwc_to_nchw(static_cast<int64_t>(i), s.channels, s.height,
-                                                 s.width))] = values[i];
-  return out;
+  return testing::from_layout(values, nhwc, s.channels, s.height, s.width);
 }
 
 template <typename T>

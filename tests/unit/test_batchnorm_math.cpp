@@ -19,11 +19,11 @@
 
 #include "batchnorm_math.h"
 #include "batchnorm_partition.h"
-#include "layout_math.h"
 #include "resnet_ddp/cpu/layers.h"
 #include "resnet_ddp/cuda/batchnorm_kernels.h"
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/rng.h"
+#include "support/layout_copies.h"
 #include "support/test_tensors.h"
 
 using namespace rddp;
@@ -53,22 +53,12 @@ bn::Partition partition_of(const Shape& s, bool channels_last) {
 
 // The values of an NCHW tensor stored in the given format, and back.
 std::vector<float> stored(const std::vector<float>& nchw, const Shape& s, bool channels_last) {
-  if (!channels_last) return nchw;
-  std::vector<float> out(nchw.size());
-  for (size_t i = 0; i < nchw.size(); ++i)
-    out[static_cast<size_t>(layout::nchw_to_nhwc(static_cast<int64_t>(i), s.channels, s.height,
-                                                 s.width))] = nchw[i];
-  return out;
+  return testing::in_layout(nchw, channels_last, s.channels, s.height, s.width);
 }
 
 std::vector<float> unstored(const std::vector<float>& values, const Shape& s,
                             bool channels_last) {
-  if (!channels_last) return values;
-  std::vector<float> out(values.size());
-  for (size_t i = 0; i < values.size(); ++i)
-    out[static_cast<size_t>(layout::nhwc_to_nchw(static_cast<int64_t>(i), s.channels, s.height,
-                                                 s.width))] = values[i];
-  return out;
+  return testing::from_layout(values, channels_last, s.channels, s.height, s.width);
 }
 
 // ---- the kernels' work, replayed
