@@ -352,6 +352,7 @@ BatchNormShape batchnorm_shape(const Plan<T>& plan, const BatchNorm<T>& bn, int 
 template <typename T>
 void batchnorm_forward(const Plan<T>& plan, const BatchNorm<T>& bn, int batch, bool training,
                        const T* residual, bool relu) {
+  RDDP_ASSERT(residual == nullptr || relu);  // ResNet adds a residual only before a ReLU
   T* y = bn.output->value;
   if (plan.fused_bn) {
     const BatchNormShape shape = batchnorm_shape(plan, bn, batch);
@@ -377,7 +378,7 @@ void batchnorm_forward(const Plan<T>& plan, const BatchNorm<T>& bn, int batch, b
                            plan.running(bn.running_var), y);
   const int64_t count = static_cast<int64_t>(bn.output->count(batch));
   if (residual != nullptr)
-    add_relu(count, y, residual, y, plan.stream());  // the only residual add is followed by ReLU
+    add_relu(count, y, residual, y, plan.stream());
   else if (relu)
     relu_forward(count, y, y, plan.stream());
 }
