@@ -6,6 +6,10 @@
 #   scripts/gpu_check.sh                   every part, one after the other
 #   scripts/gpu_check.sh --part precision  one part (by name or number; repeat --part, or give
 #                                          a comma list: --part 1,engine)
+#   scripts/gpu_check.sh --part 1,7,4 --budget 560
+#                                          several parts in one command that must end within
+#                                          560 s: every step's limit is cut to what is left of
+#                                          the command's budget as well as of its part's
 #   scripts/gpu_check.sh --list            the parts, their budgets and what they check
 #   scripts/gpu_check.sh --dry-run [...]   print each part's commands and limits, run nothing
 #                                          (needs neither a GPU nor a build)
@@ -77,11 +81,15 @@ budget_of() { [ "$1" = throughput ] && echo 530 || echo "$part_budget"; }
 
 usage() { sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 
-dry_run=0 list=0 chosen=()
+dry_run=0 list=0 chosen=() command_budget=
 while [ $# -gt 0 ]; do
   case $1 in
     --dry-run) dry_run=1 ;;
     --list) list=1 ;;
+    --budget)
+      [[ ${2:-} =~ ^[0-9]+$ ]] || { echo "gpu_check.sh: --budget needs whole seconds for the whole command, not '${2:-}'" >&2; exit 2; }
+      command_budget=$2
+      shift ;;
     --part)
       [ $# -ge 2 ] || { echo "gpu_check.sh: --part needs a part name or number; see --list" >&2; exit 2; }
       IFS=, read -ra names <<<"$2"
@@ -158,6 +166,7 @@ if [ $dry_run = 0 ]; then
 fi
 
 failures=0         # failed steps in this command
+command_planned=0  # a dry run's limits, added up over every part
 part_failures=0    # failed steps in the current part
 part_start=$SECONDS
 show() { printf '%q ' "$@"; }
@@ -169,19 +178,26 @@ step() {
   local limit=$1 name=$2
   shift 2
   local left=$((part_limit - (SECONDS - part_start)))
+  # SECONDS counts from the script's start, so the command's budget needs no start time of its own.
+  if [ -n "$command_budget" ] && [ $((command_budget - SECONDS)) -lt "$left" ]; then
+    left=$((command_budget - SECONDS))
+  fi
+  [ "$left" -ge 0 ] || left=0
   [ "$limit" -le "$left" ] || limit=$left
   local log=$logs/$(printf '%s' "$name" | tr -cs 'A-Za-z0-9' '_').log
   if [ $dry_run = 1 ]; then
     printf '   [%4s s] %s\n' "$limit" "$name"
-    planned=$((planned + limit))
+    planned=$((planned + limit)) command_planned=$((command_planned + limit))
     printf '            $ %s\n' "$(show "$@")"
     : >"$log"
     return 0
   fi
   echo "== $name"
   if [ "$limit" -lt 10 ]; then
-    echo "   NOT RUN: the part's budget of $part_limit s is spent"
-    printf '\n### %s: NOT RUN (the part'"'"'s budget of %s s is spent)\n' "$name" "$part_limit" >>"$report"
+    local spent="the part's budget of $part_limit s"
+    [ -z "$command_budget" ] || spent+=" or the command's of $command_budget s"
+    echo "   NOT RUN: $spent is spent"
+    printf '\n### %s: NOT RUN (%s is spent)\n' "$name" "$spent" >>"$report"
     failures=$((failures + 1)) part_failures=$((part_failures + 1))
     : >"$log"
     return 124
@@ -534,6 +550,9 @@ not_run=()
 for part in "${parts[@]}"; do [[ " ${selected[*]} " == *" $part "* ]] || not_run+=("$part"); done
 echo "parts not run by this command: ${not_run[*]:-none}"
 if [ $dry_run = 1 ]; then
+  if [ -n "$command_budget" ]; then
+    echo "dry run: the steps' limits add up to $command_planned s of the command's $command_budget s budget$([ $command_planned -le "$command_budget" ] || echo ', which cuts the last ones short')"
+  fi
   echo "dry run: nothing ran; the report would be $report"
   exit 0
 fi
