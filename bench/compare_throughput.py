@@ -166,19 +166,26 @@ def tables(records):
     ratio_columns = [f"{OURS} / {other}" for other in others] if OURS in columns else []
     # Every variant of ours (BatchNorm kernels, graphs, layout) is a flag a user can set: the
     # fastest one measured for a configuration, named, against each of PyTorch's.
-    theirs = [c for c in ("pytorch-eager", "pytorch-compile") if c in columns]
-    ours = [c for c in columns if c.startswith(OURS)]
-    best_columns = ([f"fastest {OURS} variant / {other}" for other in theirs]
-                    if len(ours) > 1 else [])
+    # PyTorch's side likewise at its fastest layout: eager in channels_last where it was run so.
+    def family(name):
+        return [c for c in columns if c == name or c.startswith(name + " (")]
+    theirs = [name for name in ("pytorch-eager", "pytorch-compile") if family(name)]
+    ours = family(OURS) + [c for c in columns if c.startswith(OURS + "-")]
+    best_columns = ([f"fastest {OURS} variant / fastest {other}" for other in theirs]
+                    if len(ours) > 1 or any(len(family(name)) > 1 for name in theirs) else [])
+
+    def fastest(by, candidates):
+        measured = [c for c in candidates if ok(by.get(c))]
+        return max(measured, key=lambda c: by[c]["images_per_s_per_gpu"]) if measured else None
 
     def best_ratio(by, other):
-        measured = [c for c in ours if ok(by.get(c))]
-        if not measured or not ok(by.get(other)):
+        best, best_theirs = fastest(by, ours), fastest(by, family(other))
+        if best is None or best_theirs is None:
             return "-"
-        best = max(measured, key=lambda c: by[c]["images_per_s_per_gpu"])
-        variant = best[len(OURS):].lstrip("-") or "plain"
-        value = by[best]["images_per_s_per_gpu"] / by[other]["images_per_s_per_gpu"]
-        return f"{value:.2f} ({variant})"
+        variant = best[len(OURS):].lstrip("-").strip() or "plain"
+        value = by[best]["images_per_s_per_gpu"] / by[best_theirs]["images_per_s_per_gpu"]
+        layout = best_theirs[len(other):].strip(" ()")
+        return f"{value:.2f} ({variant}" + (f" vs {layout}" if layout else "") + ")"
 
     throughput = [describe_config(k) + cells(groups[k], columns, rate) +
                   ([ratio(groups[k], other) for other in others] if ratio_columns else []) +

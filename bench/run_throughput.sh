@@ -3,7 +3,7 @@
 #
 #   bench/run_throughput.sh [--dry-run] [--skip-tests] [--budget SECONDS] [--results-dir DIR]
 #                           [--build-dir DIR] [--prebuilt] [--with-nhwc] [--grad-allreduce fp32|bf16]
-#                           [--impls LIST]
+#                           [--impls LIST] [--precisions LIST] [--sizes LIST]
 #
 # 1. Builds the benchmark and the GPU tests into build/ for the local GPU's architecture
 #    (nvidia-smi's compute capability; an existing build that includes it is kept).
@@ -17,8 +17,8 @@
 #      224x224 images, imagenet stem, 1000 classes, batch 256: 10 warm-up steps, 5 windows of 20
 #    in tf32, fp32, bf16 and fp16 (autocast's mixed precision on both sides; fp16 with
 #    GradScaler's dynamic loss scaling), AdamW, with resnet_ddp (bench/cuda_step_bench; NCHW
-#    activations, and with --with-nhwc under bf16 and fp16 also NHWC, which measured far slower
-#    on an H100), PyTorch eager and PyTorch torch.compile
+#    activations, and with --with-nhwc under tf32, bf16 and fp16 also NHWC: with cuDNN's
+#    BatchNorm it measured far slower on an H100), PyTorch eager and PyTorch torch.compile
 #    (bench/pytorch_ddp.py, with $RDDP_PYTHON or the first python3 whose torch sees the GPU); first
 #    resnet_ddp and eager for every configuration, then the compiled runs, which spend most of
 #    their time compiling, so that the main comparison comes first. Precisions run in the order
@@ -37,7 +37,8 @@
 # --impls LIST (comma-separated) measures only those columns: resnet_ddp, resnet_ddp-fusedbn,
 # resnet_ddp-graphs, resnet_ddp-fusedbn-graphs, pytorch-eager, pytorch-compile (all by default),
 # so that a machine lent for 10 minutes a command can measure them in two commands, each
-# writing its own results file.
+# writing its own results file. --precisions LIST (tf32, bf16, fp32, fp16) and --sizes LIST (32,
+# 224) narrow the configurations the same way.
 #
 # --grad-allreduce TYPE runs every configuration with DDP in a world of one (--ddp on both sides)
 # and its gradients sent as TYPE (bf16: our reducer's bfloat16 buckets against DDP's
@@ -57,6 +58,8 @@ root=$(cd "$here/.." && pwd)
 dry_run=0 skip_tests=0 prebuilt=0 with_nhwc=0 budget=480 grad_allreduce=""
 all_impls=resnet_ddp,resnet_ddp-fusedbn,resnet_ddp-graphs,resnet_ddp-fusedbn-graphs,pytorch-eager,pytorch-compile
 chosen_impls=$all_impls
+all_precisions=tf32,bf16,fp32,fp16 chosen_precisions=tf32,bf16,fp32,fp16
+all_sizes=32,224 chosen_sizes=32,224
 results_dir=$here/results build=$root/build
 while [ $# -gt 0 ]; do
   case $1 in
@@ -69,6 +72,8 @@ while [ $# -gt 0 ]; do
     --build-dir) build=${2:?--build-dir needs a directory}; shift ;;
     --grad-allreduce) grad_allreduce=${2:?--grad-allreduce needs fp32 or bf16}; shift ;;
     --impls) chosen_impls=${2:?--impls needs a comma-separated list}; shift ;;
+    --precisions) chosen_precisions=${2:?--precisions needs a comma-separated list}; shift ;;
+    --sizes) chosen_sizes=${2:?--sizes needs a comma-separated list}; shift ;;
     *) echo "run_throughput.sh: unknown argument '$1'; see the comment at the top of $0" >&2
        exit 2 ;;
   esac
@@ -79,6 +84,14 @@ for impl in ${chosen_impls//,/ }; do
   [[ ,$all_impls, == *",$impl,"* ]] ||
     { echo "run_throughput.sh: --impls: '$impl' is not one of $all_impls" >&2; exit 2; }
 done
+for precision in ${chosen_precisions//,/ }; do
+  [[ ,$all_precisions, == *",$precision,"* ]] ||
+    { echo "run_throughput.sh: --precisions: '$precision' is not one of $all_precisions" >&2; exit 2; }
+done
+for size in ${chosen_sizes//,/ }; do
+  [[ ,$all_sizes, == *",$size,"* ]] ||
+    { echo "run_throughput.sh: --sizes: '$size' is not one of $all_sizes" >&2; exit 2; }
+done
 wanted() { [[ ,$chosen_impls, == *",$1,"* ]]; }
 case $grad_allreduce in
   "") ddp_flags=() ;;
@@ -88,15 +101,19 @@ esac
 
 # Configurations: stem size batch classes warm-up windows steps-per-window. Small images make
 # short steps, so their windows hold more of them.
-configs=(
-  "cifar 32 128 10 20 5 50"
-  "imagenet 224 256 1000 10 5 20"
-)
-precisions=(tf32 bf16 fp32 fp16)
+configs=()
+for config in "cifar 32 128 10 20 5 50" "imagenet 224 256 1000 10 5 20"; do
+  read -r _ size _ <<<"$config"
+  [[ ,$chosen_sizes, != *",$size,"* ]] || configs+=("$config")
+done
+precisions=()
+for precision in tf32 bf16 fp32 fp16; do
+  [[ ,$chosen_precisions, != *",$precision,"* ]] || precisions+=("$precision")
+done
 # resnet_ddp's activation layouts by precision: NHWC only on request (--with-nhwc), and only
-# for the 16-bit precisions, whose tensor-core kernels read NHWC.
+# for the tensor-core precisions, whose kernels read NHWC natively (strict fp32's do not).
 formats_of() {
-  case $with_nhwc-$1 in 1-bf16 | 1-fp16) echo "nchw nhwc" ;; *) echo nchw ;; esac
+  case $with_nhwc-$1 in 1-tf32 | 1-bf16 | 1-fp16) echo "nchw nhwc" ;; *) echo nchw ;; esac
 }
 # A compiled run took 36 to 45 s on an H100, but the 224 px fp32 one was still compiling after
 # 300 s: a longer limit only lets one such run eat the budget of the others.
@@ -253,7 +270,7 @@ status_record() {
 }
 
 # measure IMPL LIMIT STEM SIZE BATCH CLASSES PRECISION WARMUP WINDOWS STEPS [FORMAT]
-# FORMAT (resnet_ddp only; default nchw) is its --memory-format.
+# FORMAT (default nchw) is resnet_ddp's --memory-format; nhwc gives PyTorch --channels-last.
 measure() {
   local impl=$1 limit=$2 stem=$3 size=$4 batch=$5 classes=$6 precision=$7 format=${11:-nchw}
   local flags=(--stem "$stem" --size "$size" --batch "$batch" --classes "$classes"
@@ -271,7 +288,9 @@ measure() {
         status_record "$impl" "$stem" "$size" "$batch" "$classes" "$precision" "not run: no Python with torch and torchvision"
         return 0
       fi
-      command=("$python" "$here/pytorch_ddp.py" --mode "${impl#pytorch-}" "${flags[@]}") ;;
+      command=("$python" "$here/pytorch_ddp.py" --mode "${impl#pytorch-}" "${flags[@]}")
+      # PyTorch's name for the same layout, as its records say.
+      if [ "$format" = nhwc ]; then command+=(--channels-last) format=channels_last; fi ;;
   esac
   if [ "$(left)" -lt $min_left ]; then
     say "$impl $size px $precision $format: left out, the budget is spent"
@@ -337,8 +356,14 @@ for impls in "resnet_ddp pytorch-eager" "pytorch-compile"; do
             done
           done
         elif wanted "$impl"; then
-          measure "$impl" "$limit" "$stem" "$size" "$batch" "$classes" "$precision" \
-            "$warmup" "$windows" "$steps"
+          # Eager PyTorch in channels_last too wherever resnet_ddp runs NHWC: the layout is
+          # PyTorch's to use as much as ours. torch.compile picks its own layout.
+          formats=nchw
+          [ "$impl" != pytorch-eager ] || formats=$(formats_of "$precision")
+          for format in $formats; do
+            measure "$impl" "$limit" "$stem" "$size" "$batch" "$classes" "$precision" \
+              "$warmup" "$windows" "$steps" "$format"
+          done
         fi
       done
     done

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# bench/compare_throughput.py names, for each configuration, the fastest resnet_ddp variant
+# against the fastest layout of each PyTorch mode, and says why a cell has no figure.
+source "$(dirname "$0")/lib.sh"
+tables=$RDDP_SOURCE_DIR/bench/compare_throughput.py
+python=$("$RDDP_SOURCE_DIR/scripts/find_python.sh" json) ||
+  { echo "SKIPPED: no python3"; exit 77; }
+
+# record IMPL FORMAT IMAGES_PER_S: one bf16 measurement of the 32x32 configuration.
+record() {
+  printf '{"record":"throughput","impl":"%s","memory_format":"%s","status":"ok","gpu":"G","world_size":1,"ddp":false,"stem":"cifar","image_size":32,"batch_per_gpu":128,"classes":10,"optimizer":"adamw","precision":"bf16","params":11173962,"flops_per_image":3.33253632e+09,"images_per_s_per_gpu":%s,"tflops_per_gpu":40.0,"device_mem_peak_bytes":1073741824,"step_ms":9.0,"split_ms":{"data":0,"forward_backward":8.9,"comm_exposed":0,"optimizer":0.1,"idle":0}}\n' "$1" "$2" "$3"
+}
+{
+  record resnet_ddp nchw 13000
+  record resnet_ddp-fusedbn nhwc 18000
+  record resnet_ddp-graphs nchw 16000
+  record pytorch-eager nchw 12000
+  record pytorch-eager channels_last 15000
+  echo '{"record":"throughput","impl":"pytorch-compile","status":"timed out after 150 s","gpu":"G","world_size":1,"ddp":false,"stem":"cifar","image_size":32,"batch_per_gpu":128,"classes":10,"optimizer":"adamw","precision":"bf16","memory_format":"nchw"}'
+} >"$work/records.jsonl"
+
+expect 0 "fastest resnet_ddp variant / fastest pytorch-eager" -- "$python" "$tables" "$work/records.jsonl"
+row=$(grep '^| 1 | 32x32' "$work/out" | head -1)
+# 18000 / 15000: our NHWC fused-BatchNorm run against eager in channels_last, not in NCHW.
+check "the fastest of ours over the fastest eager layout: $row" grep -qF "| 1.20 (fusedbn (nhwc) vs channels_last) |" <<<"$row"
+check "the plain column's own ratio to eager NCHW stays: 13000 / 12000" grep -qF "| 1.08 |" <<<"$row"
+check "a run that gave no figure says why" grep -qF "timed out after 150 s" <<<"$row"
+check "no ratio against a mode with no figure" grep -qE "\| - \|$" <<<"$row"
+finish
