@@ -551,6 +551,10 @@ void batchnorm_backward(const BatchNormShape& shape, const T* x, const T* dy, co
     fail("internal error: batchnorm_backward's masked_dy may not alias dx; please report this");
   float* partials = static_cast<float*>(scratch);
   const int vector = vector_width<T>(p, {x, dy, relu_output, dx, masked_dy});
+  // Masked in place by grad_sums_kernel, dy needs no second mask: masking is idempotent and the
+  // stored value is the widened one rounded back, exactly, so leaving out the read of
+  // relu_output changes no bit.
+  const bool dy_is_masked = masked_dy != nullptr && masked_dy == dy && relu_output != nullptr;
   // 1 / M rounded once from the exact quotient, as the twin's n_inv.
   const float inv_count = static_cast<float>(1.0 / static_cast<double>(p.per_channel));
   dispatch<T>(p, vector, [&](auto v, auto channels_last) {
@@ -563,7 +567,8 @@ void batchnorm_backward(const BatchNormShape& shape, const T* x, const T* dy, co
         p, partials, save_invstd, dgamma, dbeta);
     RDDP_CUDA_CHECK_LAUNCH("finish_grad_sums_kernel");
     data_grad_kernel<T, V, kChannelsLast><<<grid_of(p), block_of(p, V), 0, stream>>>(
-        p, x, dy, relu_output, dx, gamma, save_mean, save_invstd, dgamma, dbeta, inv_count);
+        p, x, dy, dy_is_masked ? nullptr : relu_output, dx, gamma, save_mean, save_invstd,
+        dgamma, dbeta, inv_count);
     RDDP_CUDA_CHECK_LAUNCH("data_grad_kernel");
   });
 }
