@@ -120,11 +120,11 @@ CudaEngineOptions heuristic_options() {
   return options;
 }
 
-}  // namespace
-
-TEST_CASE("the bfloat16 executor matches the CPU executor in double within bfloat16's precision") {
-  if (!device_has_bf16()) return;
-  ledger = {};
+// Forward (training and evaluation) and backward of the bfloat16 NCHW executor against the CPU
+// executor in double, on both stems, with `batchnorm`'s kernels.
+void check_executor(BatchNormImpl batchnorm) {
+  const std::string batchnorm_name = to_string(batchnorm);
+  CAPTURE(batchnorm_name);
   for (Stem stem : {Stem::cifar, Stem::imagenet}) {
     const std::string stem_name = to_string(stem);
     CAPTURE(stem_name);
@@ -154,7 +154,7 @@ TEST_CASE("the bfloat16 executor matches the CPU executor in double within bfloa
     cuda::Executor executor(
         model.net, model.layout,
         cuda::DeviceModel{params.get(), grads.get(), running.get(), params_bf16.get()}, batch,
-        config.height, config.width, context, policy);
+        config.height, config.width, context, policy, batchnorm);
     cpu::Executor<double> cpu_executor(reference, batch, config.height, config.width);
 
     const Batch data = random_batch(config, batch, 11);
@@ -196,6 +196,23 @@ TEST_CASE("the bfloat16 executor matches the CPU executor in double within bfloa
         cuda::download(executor.forward(input.get(), batch, false), logit_count, stream);
     check_tensor("eval logits", eval_logits.data(), want_eval, logit_count);
   }
+}
+
+}  // namespace
+
+TEST_CASE("the bfloat16 executor matches the CPU executor in double within bfloat16's precision") {
+  if (!device_has_bf16()) return;
+  ledger = {};
+  check_executor(BatchNormImpl::cudnn);
+  MESSAGE(ledger.summary(kBf16Roundoff, kTolerance));
+}
+
+// NCHW is the default layout at every precision, so this is what `--precision bf16 --batchnorm
+// fused` runs: our kernels with the ReLU and the residual add folded in, NCHW's per-plane walk.
+TEST_CASE("the bfloat16 executor with fused BatchNorm matches the CPU executor in double") {
+  if (!device_has_bf16()) return;
+  ledger = {};
+  check_executor(BatchNormImpl::fused);
   MESSAGE(ledger.summary(kBf16Roundoff, kTolerance));
 }
 
