@@ -278,6 +278,7 @@ TEST_CASE("one training step of the CUDA engine matches the CPU engine") {
     int batch;  // below max_batch: a batch size prepared on first use
     OptimizerConfig optimizer;
     cuda::ConvAlgorithmSearch search;
+    BatchNormImpl batchnorm = BatchNormImpl::cudnn;
   };
   OptimizerConfig adamw;
   OptimizerConfig sgd;
@@ -288,14 +289,20 @@ TEST_CASE("one training step of the CUDA engine matches the CPU engine") {
   sgd.weight_decay = 5e-4;
   const Case cases[] = {{Stem::imagenet, 4, adamw, cuda::ConvAlgorithmSearch::timed},
                         {Stem::cifar, 3, adamw, cuda::ConvAlgorithmSearch::heuristic},
-                        {Stem::cifar, 4, sgd, cuda::ConvAlgorithmSearch::timed}};
+                        {Stem::cifar, 4, sgd, cuda::ConvAlgorithmSearch::timed},
+                        // Fused BatchNorm at a batch below the one its scratch was sized for.
+                        {Stem::imagenet, 3, sgd, cuda::ConvAlgorithmSearch::heuristic,
+                         BatchNormImpl::fused}};
   for (const Case& c : cases) {
     const std::string stem_name = to_string(c.stem), optimizer_name = to_string(c.optimizer.kind);
     CAPTURE(stem_name);
     CAPTURE(optimizer_name);
+    const std::string batchnorm_name = to_string(c.batchnorm);
     CAPTURE(c.batch);
+    CAPTURE(batchnorm_name);
     EngineConfig config = config_for(c.stem, 4);
     config.optimizer = c.optimizer;
+    config.batchnorm = c.batchnorm;
     auto cpu = make_cpu_engine(config, 5);
     auto gpu = make_cuda_engine(config, 5, exact_options(c.search));
     CHECK(gpu->device() == DeviceKind::cuda);
