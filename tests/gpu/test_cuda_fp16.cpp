@@ -109,10 +109,20 @@ class InjectGradient final : public StepHooks {
 
 TEST_CASE("one float16 AdamW step of the CUDA engine matches the CPU engine's float32 step") {
   ledger = {};
-  for (Stem stem : {Stem::cifar, Stem::imagenet}) {
-    const std::string stem_name = to_string(stem);
+  // cuDNN's BatchNorm and ours (with the ReLU and the residual add folded in), both stems.
+  struct Case {
+    Stem stem;
+    BatchNormImpl batchnorm;
+  };
+  for (const Case& c : {Case{Stem::cifar, BatchNormImpl::cudnn},
+                        Case{Stem::imagenet, BatchNormImpl::cudnn},
+                        Case{Stem::cifar, BatchNormImpl::fused},
+                        Case{Stem::imagenet, BatchNormImpl::fused}}) {
+    const std::string stem_name = to_string(c.stem), batchnorm_name = to_string(c.batchnorm);
     CAPTURE(stem_name);
-    EngineConfig config = fp16_config(stem, 4);
+    CAPTURE(batchnorm_name);
+    EngineConfig config = fp16_config(c.stem, 4);
+    config.batchnorm = c.batchnorm;
     // The scale the PyTorch measurement of the header used; a power of two, so that the
     // unscale rounds nothing.
     config.loss_scale.init_scale = 1024.0;
