@@ -13,6 +13,7 @@
 #include <cuda_fp16.h>
 
 #include <map>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -104,7 +105,8 @@ void check_run(const Case& k, const Inputs& in, const ForwardReference& f, Memor
   const cpu::BatchNormShape& s = k.shape;
   const bool nhwc = format == MemoryFormat::nhwc;
   CAPTURE(describe(s));
-  CAPTURE(to_string(format));
+  const std::string format_name = to_string(format);
+  CAPTURE(format_name);
   CAPTURE(v.residual);
   CAPTURE(v.relu);
   CAPTURE(v.aliasing);
@@ -175,10 +177,10 @@ void check_type() {
     }
   }
   for (MemoryFormat format : {MemoryFormat::nchw, MemoryFormat::nhwc}) {
-    MESSAGE(Type<T>::kName << " " << to_string(format)
-                           << ", worst error / allowed of ours:" << ours[format].summary());
-    MESSAGE(Type<T>::kName << " " << to_string(format)
-                           << ", worst error / allowed of cuDNN:" << cudnn[format].summary());
+    // As std::string: doctest prints a const char* as the pointer.
+    const std::string name = std::string(Type<T>::kName) + " " + to_string(format);
+    MESSAGE(name << ", worst error / allowed of ours:" << ours[format].summary());
+    MESSAGE(name << ", worst error / allowed of cuDNN:" << cudnn[format].summary());
   }
 }
 
