@@ -33,7 +33,9 @@ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   { cat "$build/configure.log"; exit 1; }
 # Only the programs of the cpu and mpi tests: the GPU tests take long to build, and the
 # sanitizers see none of the device code they exercise.
-targets=(unit_tests resnet_ddp resnet_ddp_pack)
+# emulated_kernel_tests runs kernels/*.cu on the CPU (tests/emu): its fibers tell ASan of every
+# stack switch, so the sanitizers see the kernels' host-side code and their emulated threads.
+targets=(unit_tests emulated_kernel_tests resnet_ddp resnet_ddp_pack)
 for source in "$root"/tests/mpi/*.cpp; do targets+=("$(basename "$source" .cpp)"); done
 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 

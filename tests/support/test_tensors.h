@@ -43,7 +43,9 @@ size_t count_non_finite(const std::vector<T>& values) {
 // The same bytes, NaN payloads and signed zeros included.
 template <typename T>
 bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+  // memcmp may not be given the null data() of empty vectors, even for 0 bytes.
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 
 // The largest |value|: the scale that tolerances relative to a whole tensor start from.

@@ -1,0 +1,225 @@
+// The CUDA runtime calls of the kernel files and of the tests' device buffers, on host memory,
+// in place of libcudart (which the emulated tests do not link). Work is done at once: a stream is
+// only a handle and synchronising returns at once.
+//
+// "Device" memory comes from cudaMalloc as on the GPU, 256-byte aligned, filled with 0xff (NaN
+// in every float type, -1 in every integer) so that an element nobody wrote cannot pass for a
+// result, and with 256 guard bytes of 0xff on both sides. After every launch the guards of every
+// live allocation are checked: a kernel that wrote out of bounds fails its launch. Reads out of
+// bounds find NaN there (and AddressSanitizer builds see them as well).
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "cuda_emu.h"
+#include "launch_fault.h"
+
+namespace emu::detail {
+
+namespace {
+
+constexpr size_t kGuardBytes = 256;
+constexpr unsigned char kPoison = 0xff;
+
+struct Allocation {
+  size_t bytes;
+};
+
+struct Runtime {
+  std::map<uintptr_t, Allocation> allocations;  // by the address cudaMalloc returned
+  std::set<void*> streams;
+  cudaError_t last_error = cudaSuccess;
+};
+
+Runtime& runtime() {
+  static Runtime r;
+  return r;
+}
+
+size_t padded(size_t bytes) { return (bytes + kGuardBytes - 1) / kGuardBytes * kGuardBytes; }
+
+// The allocation holding [p, p + bytes), or null.
+const std::pair<const uintptr_t, Allocation>* find_allocation(const void* p, size_t bytes) {
+  auto& allocations = runtime().allocations;
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  auto it = allocations.upper_bound(address);
+  if (it == allocations.begin()) return nullptr;
+  --it;
+  if (address + bytes > it->first + it->second.bytes) return nullptr;
+  return &*it;
+}
+
+// The first guard byte that is no longer the poison, as its distance from the buffer: negative
+// before it, >= its size after it.
+bool guards_intact(uintptr_t base, const Allocation& a, long long& offset) {
+  const auto* data = reinterpret_cast<const unsigned char*>(base);
+  for (size_t i = 0; i < kGuardBytes; ++i)
+    if (data[-static_cast<long long>(kGuardBytes) + static_cast<long long>(i)] != kPoison) {
+      offset = -static_cast<long long>(kGuardBytes) + static_cast<long long>(i);
+      return false;
+    }
+  const size_t end = padded(a.bytes) + kGuardBytes;
+  for (size_t i = a.bytes; i < end; ++i)
+    if (data[i] != kPoison) {
+      offset = static_cast<long long>(i);
+      return false;
+    }
+  return true;
+}
+
+bool device_range(const void* p, size_t bytes) {
+  return bytes == 0 || find_allocation(p, bytes) != nullptr;
+}
+
+bool known_stream(cudaStream_t stream) {
+  return stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread ||
+         runtime().streams.count(stream) != 0;
+}
+
+}  // namespace
+
+void set_last_error(cudaError_t error) { runtime().last_error = error; }
+
+void check_all_guards(const Config& config) {
+  for (const auto& [base, allocation] : runtime().allocations) {
+    long long offset = 0;
+    if (guards_intact(base, allocation, offset)) continue;
+    std::ostringstream out;
+    out << "emulated launch failed: kernel " << config.kernel << " (launched at " << config.file
+        << ":" << config.line << ") wrote out of bounds: byte " << offset
+        << " of the buffer of " << allocation.bytes << " bytes at 0x" << std::hex << base
+        << " changed";
+    // Restore the guard so that the next launch reports only its own damage.
+    auto* data = reinterpret_cast<unsigned char*>(base);
+    std::memset(data - kGuardBytes, kPoison, kGuardBytes);
+    std::memset(data + allocation.bytes, kPoison, padded(allocation.bytes) + kGuardBytes -
+                                                      allocation.bytes);
+    throw LaunchFault(out.str());
+  }
+}
+
+void check_kernel_pointer(const Config& config, int argument, const void* pointer) {
+  if (find_allocation(pointer, 0) != nullptr) return;
+  std::ostringstream out;
+  out << "emulated launch failed: kernel " << config.kernel << " (launched at " << config.file
+      << ":" << config.line << ") was given argument " << argument << " = " << pointer
+      << ", which is not in memory from cudaMalloc (a host pointer would fault on the GPU)";
+  throw LaunchFault(out.str());
+}
+
+}  // namespace emu::detail
+
+using emu::detail::device_range;
+using emu::detail::kGuardBytes;
+using emu::detail::kPoison;
+using emu::detail::padded;
+using emu::detail::runtime;
+
+extern "C" {
+
+cudaError_t cudaMalloc(void** pointer, size_t bytes) {
+  if (pointer == nullptr) return runtime().last_error = cudaErrorInvalidValue;
+  const size_t total = kGuardBytes + padded(bytes) + kGuardBytes;
+  auto* block = static_cast<unsigned char*>(std::aligned_alloc(kGuardBytes, total));
+  if (block == nullptr) return runtime().last_error = cudaErrorMemoryAllocation;
+  std::memset(block, kPoison, total);
+  *pointer = block + kGuardBytes;
+  runtime().allocations[reinterpret_cast<uintptr_t>(*pointer)] = {bytes};
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void* pointer) {
+  if (pointer == nullptr) return cudaSuccess;
+  auto& allocations = runtime().allocations;
+  const auto it = allocations.find(reinterpret_cast<uintptr_t>(pointer));
+  if (it == allocations.end()) return runtime().last_error = cudaErrorInvalidValue;
+  allocations.erase(it);
+  std::free(static_cast<unsigned char*>(pointer) - kGuardBytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* to, const void* from, size_t bytes, cudaMemcpyKind kind) {
+  const bool to_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  const bool from_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if ((to_device && !device_range(to, bytes)) || (from_device && !device_range(from, bytes)) ||
+      kind == cudaMemcpyHostToHost || kind == cudaMemcpyDefault)
+    return runtime().last_error = cudaErrorInvalidValue;
+  if (bytes > 0) std::memmove(to, from, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void* to, const void* from, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream) {
+  if (!emu::detail::known_stream(stream)) return runtime().last_error = cudaErrorInvalidResourceHandle;
+  return cudaMemcpy(to, from, bytes, kind);
+}
+
+cudaError_t cudaMemset(void* pointer, int value, size_t bytes) {
+  if (!device_range(pointer, bytes)) return runtime().last_error = cudaErrorInvalidValue;
+  if (bytes > 0) std::memset(pointer, value, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes, cudaStream_t stream) {
+  if (!emu::detail::known_stream(stream)) return runtime().last_error = cudaErrorInvalidResourceHandle;
+  return cudaMemset(pointer, value, bytes);
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+  auto* handle = new char;  // only its address matters
+  runtime().streams.insert(handle);
+  *stream = reinterpret_cast<cudaStream_t>(handle);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (runtime().streams.erase(stream) == 0) return runtime().last_error = cudaErrorInvalidResourceHandle;
+  delete reinterpret_cast<char*>(stream);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  return emu::detail::known_stream(stream) ? cudaSuccess : cudaErrorInvalidResourceHandle;
+}
+
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+
+cudaError_t cudaGetLastError(void) {
+  const cudaError_t error = runtime().last_error;
+  runtime().last_error = cudaSuccess;
+  return error;
+}
+
+cudaError_t cudaPeekAtLastError(void) { return runtime().last_error; }
+
+const char* cudaGetErrorName(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    default: return "cudaErrorUnknown";
+  }
+}
+
+const char* cudaGetErrorString(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument (emulated runtime)";
+    case cudaErrorMemoryAllocation: return "out of memory (emulated runtime)";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument (emulated runtime)";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle (emulated runtime)";
+    default: return "an error the emulated runtime does not name";
+  }
+}
+
+}  // extern "C"

@@ -1,0 +1,342 @@
+// Runs an emulated grid: blocks one after another, the threads of a block as fibers taken in
+// turn (thread 0, 1, ...), each until it exits or waits. A thread waits at __syncthreads until
+// every thread of the block that has not exited is there, and at a warp intrinsic until every
+// lane its mask names is at the same intrinsic (lanes in lockstep). When no thread can run and
+// no wait can end, the GPU would hang or read lanes that are not there: the launch fails with
+// what each thread waits for.
+#include <algorithm>
+#include <cstring>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cuda_emu.h"
+#include "fiber.h"
+#include "launch_fault.h"
+
+namespace emu::detail {
+
+ThreadPlace* current_place = nullptr;
+uint3 block_idx;
+dim3 block_dim, grid_dim;
+
+void check_all_guards(const Config& config);  // host_runtime.cpp
+void set_last_error(cudaError_t error);       // host_runtime.cpp
+
+namespace {
+
+constexpr int kWarpSize = 32;
+constexpr unsigned kMaxThreadsPerBlock = 1024;
+
+enum class State { ready, block_barrier, warp_collective, exited };
+
+struct EmuThread {
+  ThreadPlace place;
+  Fiber fiber;
+  int linear = 0;
+  State state = State::ready;
+  BlockBarrier barrier = BlockBarrier::sync;
+  WarpOp op = WarpOp::sync;
+  const char* op_name = "";
+  const char* barrier_file = "";  // where the thread's __syncthreads is written
+  int barrier_line = 0;
+  unsigned mask = 0;
+  int source = 0;
+  uint64_t value = 0, result = 0;
+};
+
+struct Grid {
+  const Config* config = nullptr;
+  void (*body)(void*) = nullptr;
+  void* context = nullptr;
+  std::vector<EmuThread> threads;  // kept between launches with their fibers
+  int count = 0, live = 0;
+  EmuThread* running = nullptr;
+  Fiber scheduler;
+  FiberStacks stacks;
+  std::string fault;  // set by a thread that cannot go on
+};
+
+Grid& grid() {
+  static Grid g;
+  return g;
+}
+
+std::string where(const Config& c) {
+  std::ostringstream out;
+  out << "kernel " << c.kernel << " (launched at " << c.file << ":" << c.line << "), block ("
+      << block_idx.x << "," << block_idx.y << "," << block_idx.z << ") of (" << grid_dim.x << ","
+      << grid_dim.y << "," << grid_dim.z << "), " << block_dim.x << "x" << block_dim.y << "x"
+      << block_dim.z << " threads";
+  return out.str();
+}
+
+std::string thread_name(const EmuThread& t) {
+  std::ostringstream out;
+  out << "thread (" << t.place.thread_idx.x << "," << t.place.thread_idx.y << ","
+      << t.place.thread_idx.z << ") [warp " << t.linear / kWarpSize << " lane "
+      << t.linear % kWarpSize << "]";
+  return out.str();
+}
+
+const char* barrier_name(BlockBarrier b) {
+  switch (b) {
+    case BlockBarrier::sync: return "__syncthreads";
+    case BlockBarrier::sync_or: return "__syncthreads_or";
+    case BlockBarrier::sync_and: return "__syncthreads_and";
+    case BlockBarrier::sync_count: return "__syncthreads_count";
+  }
+  return "?";
+}
+
+std::string waiting_at(const EmuThread& t) {
+  switch (t.state) {
+    case State::ready: return "ready";
+    case State::exited: return "exited";
+    case State::block_barrier:
+      return std::string(barrier_name(t.barrier)) + " at " + t.barrier_file + ":" +
+             std::to_string(t.barrier_line);
+    case State::warp_collective: {
+      std::ostringstream out;
+      out << t.op_name << " (mask 0x" << std::hex << t.mask << ")";
+      return out.str();
+    }
+  }
+  return "?";
+}
+
+[[noreturn]] void fail_block(Grid& g, const std::string& why) {
+  std::ostringstream out;
+  out << "emulated launch failed: " << where(*g.config) << ": " << why;
+  // What every thread was doing, grouped, so that a hang reads as one line per kind of wait.
+  std::map<std::string, std::vector<int>> by_wait;
+  for (int i = 0; i < g.count; ++i) by_wait[waiting_at(g.threads[i])].push_back(i);
+  out << "\n  thread states:";
+  for (const auto& [wait, ids] : by_wait) {
+    out << "\n    " << ids.size() << " at " << wait << ", e.g. " << thread_name(g.threads[ids[0]]);
+  }
+  g.fault.clear();
+  g.running = nullptr;
+  g.config = nullptr;
+  current_place = nullptr;
+  g.stacks.forget_abandoned_frames();
+  throw LaunchFault(out.str());
+}
+
+// A thread that cannot go on (a bad mask) stops here for good; the scheduler reports it.
+[[noreturn]] void fault_in_thread(Grid& g, EmuThread& t, const std::string& why) {
+  g.fault = thread_name(t) + ": " + why;
+  for (;;) switch_fiber(t.fiber, g.scheduler);
+}
+
+void thread_entry() {
+  Grid& g = grid();
+  fiber_started(g.scheduler);
+  EmuThread& t = *g.running;
+  try {
+    g.body(g.context);
+  } catch (const std::exception& e) {
+    fault_in_thread(g, t, std::string("threw: ") + e.what());
+  }
+  t.state = State::exited;
+  --g.live;
+  switch_fiber(t.fiber, g.scheduler, /*finished=*/true);
+  std::abort();  // an exited thread is never resumed
+}
+
+void wait(Grid& g, EmuThread& t) { switch_fiber(t.fiber, g.scheduler); }
+
+// Releases the block barrier when every live thread waits at it.
+bool release_block_barrier(Grid& g) {
+  int waiting = 0, predicates = 0;
+  const EmuThread* first = nullptr;
+  for (int i = 0; i < g.count; ++i) {
+    const EmuThread& t = g.threads[i];
+    if (t.state != State::block_barrier) continue;
+    if (first == nullptr) first = &t;
+    ++waiting;
+    predicates += t.value != 0;
+  }
+  if (waiting == 0 || waiting != g.live) return false;
+  for (int i = 0; i < g.count; ++i) {
+    const EmuThread& t = g.threads[i];
+    if (t.state == State::block_barrier &&
+        (t.barrier != first->barrier || t.barrier_line != first->barrier_line ||
+         std::strcmp(t.barrier_file, first->barrier_file) != 0))
+      fail_block(g, "the threads of the block wait at different barriers: " + waiting_at(t) +
+                        " and " + waiting_at(*first));
+  }
+  int result = 0;
+  switch (first->barrier) {
+    case BlockBarrier::sync: break;
+    case BlockBarrier::sync_or: result = predicates > 0; break;
+    case BlockBarrier::sync_and: result = predicates == waiting; break;
+    case BlockBarrier::sync_count: result = predicates; break;
+  }
+  for (int i = 0; i < g.count; ++i) {
+    EmuThread& t = g.threads[i];
+    if (t.state != State::block_barrier) continue;
+    t.result = static_cast<uint64_t>(result);
+    t.state = State::ready;
+  }
+  return true;
+}
+
+// Releases each group of lanes of a warp that all wait at the same intrinsic with the same
+// mask. A mask that names a lane that has exited or does not exist can never complete.
+bool release_warp_collectives(Grid& g) {
+  bool released = false;
+  for (int base = 0; base < g.count; base += kWarpSize) {
+    const int lanes = std::min(kWarpSize, g.count - base);
+    for (int lane = 0; lane < lanes; ++lane) {
+      EmuThread& t = g.threads[base + lane];
+      if (t.state != State::warp_collective) continue;
+      const unsigned mask = t.mask;
+      bool complete = true;
+      for (int other = 0; other < kWarpSize; ++other) {
+        if (!(mask >> other & 1u)) continue;
+        if (other >= lanes)
+          fail_block(g, thread_name(t) + " calls " + t.op_name + " with mask naming lane " +
+                            std::to_string(other) + ", which the block does not have");
+        const EmuThread& u = g.threads[base + other];
+        if (u.state == State::exited)
+          fail_block(g, thread_name(t) + " waits at " + t.op_name + " for lane " +
+                            std::to_string(other) + ", which has exited");
+        if (u.state != State::warp_collective || u.mask != mask) complete = false;
+        else if (u.op != t.op || u.op_name != t.op_name)
+          fail_block(g, "lanes of one mask disagree: " + thread_name(t) + " at " + t.op_name +
+                            ", " + thread_name(u) + " at " + u.op_name);
+      }
+      if (!complete) continue;
+      uint64_t ballot = 0;
+      for (int other = 0; other < lanes; ++other)
+        if (mask >> other & 1u) ballot |= (g.threads[base + other].value != 0 ? 1ull : 0ull) << other;
+      for (int other = 0; other < lanes; ++other) {
+        if (!(mask >> other & 1u)) continue;
+        EmuThread& u = g.threads[base + other];
+        if (u.op == WarpOp::shuffle) {
+          if (u.source < 0 || u.source >= kWarpSize || !(mask >> u.source & 1u))
+            fail_block(g, thread_name(u) + " reads lane " + std::to_string(u.source) + " in " +
+                              u.op_name + ", which its mask leaves out");
+          u.result = g.threads[base + u.source].value;
+        } else if (u.op == WarpOp::ballot) {
+          u.result = ballot;
+        }
+      }
+      for (int other = 0; other < lanes; ++other)
+        if (mask >> other & 1u) g.threads[base + other].state = State::ready;
+      released = true;
+    }
+  }
+  return released;
+}
+
+void run_block(Grid& g) {
+  g.live = g.count;
+  for (int i = 0; i < g.count; ++i) {
+    EmuThread& t = g.threads[i];
+    t.state = State::ready;
+    // Stacks lie a multiple of the page size apart; staggering their tops keeps the hot frames
+    // of the threads out of each other's cache sets.
+    const size_t stagger = static_cast<size_t>(i % 61) * 64;
+    prepare_fiber(t.fiber, g.stacks.stack(i), FiberStacks::stack_bytes() - stagger, &thread_entry);
+  }
+  for (;;) {
+    for (int i = 0; i < g.count; ++i) {
+      EmuThread& t = g.threads[i];
+      if (t.state != State::ready) continue;
+      g.running = &t;
+      current_place = &t.place;
+      switch_fiber(g.scheduler, t.fiber);
+      if (!g.fault.empty()) fail_block(g, g.fault);
+    }
+    if (g.live == 0) return;
+    if (release_block_barrier(g) || release_warp_collectives(g)) continue;
+    fail_block(g, "no thread can go on: a barrier or warp intrinsic that not every thread it "
+                  "waits for reaches (a hang on the GPU)");
+  }
+}
+
+bool valid(const Config& c) {
+  const uint64_t threads = uint64_t{c.block.x} * c.block.y * c.block.z;
+  return c.grid.x >= 1 && c.grid.y >= 1 && c.grid.z >= 1 && c.grid.x <= 0x7fffffffu &&
+         c.grid.y <= 65535 && c.grid.z <= 65535 && threads >= 1 &&
+         threads <= kMaxThreadsPerBlock && c.block.x <= 1024 && c.block.y <= 1024 &&
+         c.block.z <= 64;
+}
+
+}  // namespace
+
+void run_grid(const Config& config, void (*body)(void*), void* context) {
+  Grid& g = grid();
+  if (g.config != nullptr)
+    throw LaunchFault(std::string("emulated launch of ") + config.kernel +
+                      " from inside a running kernel: launches are one at a time");
+  if (!valid(config)) {
+    set_last_error(cudaErrorInvalidConfiguration);  // as the GPU: reported by cudaGetLastError
+    return;
+  }
+  if (config.shared_bytes != 0) {
+    // No kernel of ours uses dynamic shared memory (extern __shared__); the emulator has none.
+    throw LaunchFault(std::string("emulated launch of ") + config.kernel +
+                      " asks for dynamic shared memory, which the emulator does not provide");
+  }
+  g.config = &config;
+  g.body = body;
+  g.context = context;
+  grid_dim = config.grid;
+  block_dim = config.block;
+  g.count = static_cast<int>(config.block.x * config.block.y * config.block.z);
+  if (g.threads.size() < static_cast<size_t>(g.count)) g.threads.resize(g.count);
+  g.stacks.reserve(static_cast<size_t>(g.count));
+  for (int i = 0; i < g.count; ++i) {
+    EmuThread& t = g.threads[i];
+    t.linear = i;
+    t.place.thread_idx = uint3{static_cast<unsigned>(i) % config.block.x,
+                               static_cast<unsigned>(i) / config.block.x % config.block.y,
+                               static_cast<unsigned>(i) / (config.block.x * config.block.y)};
+  }
+  for (unsigned z = 0; z < config.grid.z; ++z)
+    for (unsigned y = 0; y < config.grid.y; ++y)
+      for (unsigned x = 0; x < config.grid.x; ++x) {
+        block_idx = uint3{x, y, z};
+        run_block(g);
+      }
+  g.running = nullptr;
+  current_place = nullptr;
+  g.config = nullptr;
+  check_all_guards(config);
+}
+
+int block_barrier(BlockBarrier kind, int predicate, const char* file, int line) {
+  Grid& g = grid();
+  EmuThread& t = *g.running;
+  t.state = State::block_barrier;
+  t.barrier = kind;
+  t.barrier_file = file;
+  t.barrier_line = line;
+  t.value = predicate != 0;
+  wait(g, t);
+  return static_cast<int>(t.result);
+}
+
+int current_lane() { return grid().running->linear % kWarpSize; }
+
+uint64_t warp_collective(WarpOp op, const char* name, unsigned mask, uint64_t value, int source) {
+  Grid& g = grid();
+  EmuThread& t = *g.running;
+  if (!(mask >> (t.linear % kWarpSize) & 1u))
+    fault_in_thread(g, t, std::string(name) + " with a mask that leaves out the calling lane");
+  t.state = State::warp_collective;
+  t.op = op;
+  t.op_name = name;
+  t.mask = mask;
+  t.value = value;
+  t.source = source;
+  wait(g, t);
+  return t.result;
+}
+
+}  // namespace emu::detail

@@ -1,0 +1,162 @@
+// The emulator itself (README.md): shared memory, barriers and every warp intrinsic give the
+// GPU's results, and what would hang, fault or go unnoticed on a GPU fails the launch with a
+// message naming the kernel, instead of passing or hanging.
+#include <doctest/doctest.h>
+
+#include <cuda_runtime_api.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "launch_fault.h"
+#include "probe_kernels.h"
+#include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/cuda/device_buffer.h"
+
+using rddp::cuda::DeviceBuffer;
+using rddp::cuda::download;
+
+namespace {
+
+template <typename T>
+DeviceBuffer<T> upload(const std::vector<T>& host) {
+  DeviceBuffer<T> device(host.size());
+  rddp::cuda::copy_to_device(device.get(), host.data(), host.size(), nullptr);
+  return device;
+}
+
+// The message of the LaunchFault that `launch` throws, or "" when it throws none.
+template <typename Launch>
+std::string fault_of(Launch&& launch) {
+  try {
+    launch();
+  } catch (const emu::LaunchFault& fault) {
+    return fault.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("emulator: a shared-memory tree over several blocks") {
+  std::vector<int> in(3 * 256);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int>(i % 97);
+  const auto d_in = upload(in);
+  DeviceBuffer<int> d_out(3);
+  emu_probe::block_sum(d_in.get(), d_out.get(), 3);
+  const auto out = download(d_out.get(), 3, nullptr);
+  for (int b = 0; b < 3; ++b) {
+    int want = 0;
+    for (int t = 0; t < 256; ++t) want += in[b * 256 + t];
+    CHECK(out[b] == want);
+  }
+}
+
+TEST_CASE("emulator: warp shuffles and ballots give the GPU's values") {
+  DeviceBuffer<int> d_out(5 * 32);
+  emu_probe::warp_intrinsics(d_out.get());
+  const auto out = download(d_out.get(), 5 * 32, nullptr);
+  for (int lane = 0; lane < 32; ++lane) {
+    CAPTURE(lane);
+    CHECK(out[5 * lane + 0] == 100 + (lane + 5 < 32 ? lane + 5 : lane));
+    CHECK(out[5 * lane + 1] == 100 + (lane >= 2 ? lane - 2 : lane));
+    CHECK(out[5 * lane + 2] == 100 + (lane ^ 16));
+    CHECK(out[5 * lane + 3] == 103);
+    CHECK(static_cast<unsigned>(out[5 * lane + 4]) == 0xaaaaaaaau);
+  }
+}
+
+TEST_CASE("emulator: block-wide votes, and exited threads leave the barrier") {
+  DeviceBuffer<int> votes(2);
+  emu_probe::block_votes(votes.get());
+  CHECK(download(votes.get(), 2, nullptr) == std::vector<int>{48, 1});
+  DeviceBuffer<int> out(128);
+  RDDP_CUDA_CHECK(cudaMemset(out.get(), 0, out.bytes()));
+  emu_probe::early_exit(out.get());
+  const auto got = download(out.get(), 128, nullptr);
+  for (int t = 0; t < 128; ++t) CHECK(got[t] == (t < 32 ? 0 : 1));
+}
+
+TEST_CASE("emulator: a barrier not every thread reaches fails the launch") {
+  DeviceBuffer<int> out(128);
+  const std::string fault = fault_of([&] { emu_probe::divergent_barrier(out.get()); });
+  CHECK(contains(fault, "divergent_barrier_kernel"));
+  CHECK(contains(fault, "different barriers"));
+  CHECK(contains(fault, "block (0,0,0)"));
+}
+
+TEST_CASE("emulator: a shuffle that waits for an exited lane fails the launch") {
+  DeviceBuffer<int> out(32);
+  const std::string fault = fault_of([&] { emu_probe::shuffle_after_exit(out.get()); });
+  CHECK(contains(fault, "shuffle_after_exit_kernel"));
+  CHECK(contains(fault, "lane 0, which has exited"));
+}
+
+TEST_CASE("emulator: threads that wait for each other fail the launch instead of hanging") {
+  DeviceBuffer<int> out(64);
+  const std::string fault = fault_of([&] { emu_probe::hang(out.get()); });
+  CHECK(contains(fault, "hang_kernel"));
+  CHECK(contains(fault, "no thread can go on"));
+  CHECK(contains(fault, "at __syncwarp"));
+  // The emulator is usable again after a failed launch.
+  DeviceBuffer<int> votes(2);
+  emu_probe::block_votes(votes.get());
+  CHECK(download(votes.get(), 2, nullptr) == std::vector<int>{48, 1});
+}
+
+TEST_CASE("emulator: a write past the end of a buffer fails the launch") {
+  DeviceBuffer<int> out(100);
+  const std::string fault = fault_of([&] { emu_probe::write_past_end(100, out.get()); });
+  CHECK(contains(fault, "write_past_end_kernel"));
+  CHECK(contains(fault, "wrote out of bounds: byte 400 of the buffer of 400 bytes"));
+}
+
+TEST_CASE("emulator: kernels may only be handed memory from cudaMalloc") {
+  std::vector<int> host(100);
+  const std::string fault = fault_of([&] { emu_probe::write_past_end(99, host.data()); });
+  CHECK(contains(fault, "not in memory from cudaMalloc"));
+}
+
+TEST_CASE("emulator: a block of more than 1024 threads is a launch error, as on the GPU") {
+  DeviceBuffer<int> out(2048);
+  emu_probe::too_many_threads(out.get());
+  CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration);
+  CHECK(cudaGetLastError() == cudaSuccess);
+}
+
+TEST_CASE("emulator: a vector load through a misaligned pointer stops the program") {
+  DeviceBuffer<float> in(8), out(1);
+  RDDP_CUDA_CHECK(cudaMemset(in.get(), 0, in.bytes()));
+  emu_probe::vector_load(in.get(), out.get());  // 256-byte aligned: fine
+  // One float in: a GPU faults (misaligned address); UBSan's alignment check ends the program,
+  // so the launch runs in a child process whose report is read back.
+  int pipe_ends[2];
+  REQUIRE(pipe(pipe_ends) == 0);
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    dup2(pipe_ends[1], STDERR_FILENO);
+    close(pipe_ends[0]);
+    emu_probe::vector_load(in.get() + 1, out.get());
+    _exit(0);
+  }
+  close(pipe_ends[1]);
+  std::string report;
+  char buffer[512];
+  for (ssize_t n; (n = read(pipe_ends[0], buffer, sizeof buffer)) > 0;) report.append(buffer, n);
+  close(pipe_ends[0]);
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CAPTURE(report);
+  CHECK(!(WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  CHECK(contains(report, "misaligned address"));
+  CHECK(contains(report, "16 byte alignment"));
+}
