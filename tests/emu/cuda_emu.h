@@ -12,6 +12,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -193,3 +194,16 @@ T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = 32) {
   const int last = (lane & ~(width - 1)) + width - 1;
   return ::emu::detail::shuffle("__shfl_xor_sync", mask, var, source <= last ? source : lane);
 }
+
+// nvcc's device min and max overloads (int, unsigned, long long, float, double), which host C++
+// only has as std::min and std::max; unqualified calls from a kernel find these.
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }
+inline float min(float a, float b) { return fminf(a, b); }
+inline float max(float a, float b) { return fmaxf(a, b); }
+inline double min(double a, double b) { return fmin(a, b); }
+inline double max(double a, double b) { return fmax(a, b); }

@@ -21,6 +21,13 @@ std::vector<T> random_uniform(Rng& rng, size_t size, double low = -1.0, double h
   return values;
 }
 
+// Normally distributed values with standard deviation `scale`.
+inline std::vector<float> normal_floats(Rng& rng, size_t count, double scale) {
+  std::vector<float> values(count);
+  for (float& v : values) v = static_cast<float>(scale * rng.normal());
+  return values;
+}
+
 // An output buffer whose every element is NaN: any element a kernel forgets to write stays
 // NaN and fails the comparison that follows.
 template <typename T>
