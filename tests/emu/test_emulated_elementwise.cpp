@@ -25,21 +25,6 @@ using namespace rddp::testing;
 
 namespace {
 
-template <typename T>
-std::vector<T> narrowed(const std::vector<float>& values) {
-  std::vector<T> out(values.size());
-  for (size_t i = 0; i < values.size(); ++i) out[i] = static_cast<T>(values[i]);
-  return out;
-}
-template <typename T>
-std::vector<float> widened(const std::vector<T>& values) {
-  return std::vector<float>(values.begin(), values.end());
-}
-template <typename T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
-
 // Through support/device_buffers.h on the default stream (the emulator's streams are
 // synchronous).
 template <typename T>
@@ -61,32 +46,32 @@ void check_type(int64_t count) {
   CAPTURE(count);
   const auto n = static_cast<size_t>(count);
   Rng rng(derive_seed(n, "elementwise"));
-  const std::vector<T> x = narrowed<T>(awkward(rng, n)), y = narrowed<T>(awkward(rng, n));
-  const std::vector<T> dy = narrowed<T>(random_uniform<float>(rng, n));
-  const std::vector<float> xf = widened(x), yf = widened(y), dyf = widened(dy);
+  const std::vector<T> x = converted<T>(awkward(rng, n)), y = converted<T>(awkward(rng, n));
+  const std::vector<T> dy = converted<T>(random_uniform<float>(rng, n));
+  const std::vector<float> xf = converted<float>(x), yf = converted<float>(y), dyf = converted<float>(dy);
   const auto d_x = to_device(x, nullptr), d_y = to_device(y, nullptr), d_dy = to_device(dy, nullptr);
 
   std::vector<float> want(n);
   cpu::relu_forward(count, xf.data(), want.data());
   auto out = poisoned<T>(n, nullptr);
   cuda::relu_forward(count, d_x.get(), out.get(), nullptr);
-  CHECK_MESSAGE(same_bits(downloaded(out), narrowed<T>(want)), "relu_forward");
+  CHECK_MESSAGE(bitwise_equal(downloaded(out), converted<T>(want)), "relu_forward");
 
   cpu::relu_backward(count, xf.data(), dyf.data(), want.data());
   out = poisoned<T>(n, nullptr);
   cuda::relu_backward(count, d_x.get(), d_dy.get(), out.get(), nullptr);
-  CHECK_MESSAGE(same_bits(downloaded(out), narrowed<T>(want)), "relu_backward");
+  CHECK_MESSAGE(bitwise_equal(downloaded(out), converted<T>(want)), "relu_backward");
 
   cpu::add(count, xf.data(), yf.data(), want.data());
   out = poisoned<T>(n, nullptr);
   cuda::add(count, d_x.get(), d_y.get(), out.get(), nullptr);
-  CHECK_MESSAGE(same_bits(downloaded(out), narrowed<T>(want)), "add");
+  CHECK_MESSAGE(bitwise_equal(downloaded(out), converted<T>(want)), "add");
 
   std::vector<float> relu_of_sum(n);
   cpu::relu_forward(count, want.data(), relu_of_sum.data());
   out = poisoned<T>(n, nullptr);
   cuda::add_relu(count, d_x.get(), d_y.get(), out.get(), nullptr);
-  CHECK_MESSAGE(same_bits(downloaded(out), narrowed<T>(relu_of_sum)), "add_relu");
+  CHECK_MESSAGE(bitwise_equal(downloaded(out), converted<T>(relu_of_sum)), "add_relu");
 }
 
 template <typename T>
@@ -99,10 +84,10 @@ void check_convert(int64_t count) {
   auto narrow = poisoned<T>(n, nullptr);
   cuda::convert(count, d_values.get(), narrow.get(), nullptr);
   const std::vector<T> got = downloaded(narrow);
-  CHECK_MESSAGE(same_bits(got, narrowed<T>(values)), "float to 16 bits");
+  CHECK_MESSAGE(bitwise_equal(got, converted<T>(values)), "float to 16 bits");
   auto wide = poisoned<float>(n, nullptr);
   cuda::convert(count, narrow.get(), wide.get(), nullptr);
-  CHECK_MESSAGE(same_bits(downloaded(wide), widened(got)), "16 bits to float");
+  CHECK_MESSAGE(bitwise_equal(downloaded(wide), converted<float>(got)), "16 bits to float");
 }
 
 }  // namespace
@@ -126,5 +111,5 @@ TEST_CASE("emulated broadcast_rows copies the row into every row") {
   cuda::broadcast_rows(rows, cols, d_row.get(), out.get(), nullptr);
   std::vector<float> want;
   for (int r = 0; r < rows; ++r) want.insert(want.end(), row.begin(), row.end());
-  CHECK(same_bits(downloaded(out), want));
+  CHECK(bitwise_equal(downloaded(out), want));
 }

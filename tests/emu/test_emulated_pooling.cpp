@@ -30,23 +30,8 @@ using namespace rddp::testing;
 
 namespace {
 
-template <typename T>
-std::vector<float> widened(const std::vector<T>& values) {
-  return std::vector<float>(values.begin(), values.end());
-}
-template <typename T>
-std::vector<T> narrowed(const std::vector<float>& values) {
-  std::vector<T> out(values.size());
-  for (size_t i = 0; i < values.size(); ++i) out[i] = static_cast<T>(values[i]);
-  return out;
-}
-template <typename T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
-
-template <typename T>
-std::vector<T> run_on_device(const std::vector<T>& in, size_t out_count, const auto& launch) {
+template <typename T, typename Launch>
+std::vector<T> run_on_device(const std::vector<T>& in, size_t out_count, const Launch& launch) {
   DeviceArray<T> d_in(in.size());
   DeviceArray<T> d_out(out_count);
   d_in.upload(in);
@@ -67,13 +52,13 @@ void check_maxpool(const cpu::PoolShape& s, MemoryFormat format) {
   x[in / 2] = std::numeric_limits<float>::quiet_NaN();
   x[in / 3] = std::numeric_limits<float>::infinity();
   x[in - 1] = -std::numeric_limits<float>::infinity();
-  const std::vector<T> x_t = narrowed<T>(x);
-  const std::vector<T> dy_t = narrowed<T>(random_uniform<float>(rng, out));
+  const std::vector<T> x_t = converted<T>(x);
+  const std::vector<T> dy_t = converted<T>(random_uniform<float>(rng, out));
 
   std::vector<float> want_y(out), want_dx(in);
   std::vector<int32_t> want_argmax(out);
-  cpu::maxpool_forward(s, widened(x_t).data(), want_y.data(), want_argmax.data());
-  cpu::maxpool_backward(s, widened(dy_t).data(), want_argmax.data(), want_dx.data());
+  cpu::maxpool_forward(s, converted<float>(x_t).data(), want_y.data(), want_argmax.data());
+  cpu::maxpool_backward(s, converted<float>(dy_t).data(), want_argmax.data(), want_dx.data());
 
   DeviceArray<T> d_x(in), d_y(out), d_dy(out), d_dx(in);
   DeviceArray<int32_t> d_argmax(out);
@@ -84,11 +69,11 @@ void check_maxpool(const cpu::PoolShape& s, MemoryFormat format) {
   d_argmax.poison();
   cuda::maxpool_forward(s, d_x.get(), d_y.get(), d_argmax.get(), nullptr, format);
   cuda::maxpool_backward(s, d_dy.get(), d_argmax.get(), d_dx.get(), nullptr, format);
-  CHECK(same_bits(from_layout(d_y.download(), nhwc, s.channels, s.out_h(), s.out_w()),
-                  narrowed<T>(want_y)));
+  CHECK(bitwise_equal(from_layout(d_y.download(), nhwc, s.channels, s.out_h(), s.out_w()),
+                  converted<T>(want_y)));
   CHECK(from_layout(d_argmax.download(), nhwc, s.channels, s.out_h(), s.out_w()) == want_argmax);
-  CHECK(same_bits(from_layout(d_dx.download(), nhwc, s.channels, s.in_h, s.in_w),
-                  narrowed<T>(want_dx)));
+  CHECK(bitwise_equal(from_layout(d_dx.download(), nhwc, s.channels, s.in_h, s.in_w),
+                  converted<T>(want_dx)));
 }
 
 template <typename T>
@@ -103,11 +88,11 @@ void check_avgpool(int batch, int channels, int spatial, MemoryFormat format) {
   const size_t in = static_cast<size_t>(batch) * channels * spatial;
   const size_t out = static_cast<size_t>(batch) * channels;
   Rng rng(derive_seed(in, "avgpool"));
-  const std::vector<T> x_t = narrowed<T>(random_uniform<float>(rng, in, -3.0, 5.0));
-  const std::vector<T> dy_t = narrowed<T>(random_uniform<float>(rng, out));
+  const std::vector<T> x_t = converted<T>(random_uniform<float>(rng, in, -3.0, 5.0));
+  const std::vector<T> dy_t = converted<T>(random_uniform<float>(rng, out));
   std::vector<float> want_y(out), want_dx(in);
-  cpu::global_avgpool_forward(batch, channels, spatial, widened(x_t).data(), want_y.data());
-  cpu::global_avgpool_backward(batch, channels, spatial, widened(dy_t).data(), want_dx.data());
+  cpu::global_avgpool_forward(batch, channels, spatial, converted<float>(x_t).data(), want_y.data());
+  cpu::global_avgpool_backward(batch, channels, spatial, converted<float>(dy_t).data(), want_dx.data());
 
   // The spatial dimension as H = spatial, W = 1 for the layout copies.
   DeviceArray<T> d_x(in), d_y(out), d_dy(out), d_dx(in);
@@ -118,8 +103,8 @@ void check_avgpool(int batch, int channels, int spatial, MemoryFormat format) {
   cuda::global_avgpool_forward(batch, channels, spatial, d_x.get(), d_y.get(), nullptr, format);
   cuda::global_avgpool_backward(batch, channels, spatial, d_dy.get(), d_dx.get(), nullptr,
                                 format);
-  const std::vector<float> y = widened(d_y.download());
-  const std::vector<float> dx = widened(from_layout(d_dx.download(), nhwc, channels, spatial, 1));
+  const std::vector<float> y = converted<float>(d_y.download());
+  const std::vector<float> dx = converted<float>(from_layout(d_dx.download(), nhwc, channels, spatial, 1));
   size_t bad = 0;
   for (size_t i = 0; i < out; ++i)
     if (!(std::fabs(y[i] - want_y[i]) <= unit_of<T>(want_y[i])) && bad++ < 5)
