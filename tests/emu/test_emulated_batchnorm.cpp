@@ -28,15 +28,7 @@ using namespace rddp::testing::batchnorm_check;
 
 namespace {
 
-const Case kCases[] = {
-    {{4, 3, 5, 7}, 0.0},       // 3 channels, an odd plane: one value a load in both formats
-    {{2, 17, 3, 3}, -1.0},     // 17 channels: no vector divides C
-    {{2, 16, 1, 1}, 0.0},      // batch 2 at 1x1: two values a channel, n / (n - 1) = 2
-    {{3, 8, 2, 2}, 3.0},       // few values a channel: a biased running variance shows
-    {{2, 6, 5, 6}, 0.5},       // C = 6 and a plane of 30: 8-byte loads of float only
-    {{2, 4, 33, 31}, -2.0},    // odd plane of 1023
-    {{3, 72, 4, 4}, 0.0},      // NHWC: a second tile with 8 of its 64 channels
-    {{4, 20, 7, 7}, 0.0},      // a 7x7 plane
+const std::vector<Case> kCases = odd_shapes_then({
     {{2, 64, 112, 112}, 1.0},  // ResNet-18 at 224x224, batch 2: the stem (3 splits in NCHW)
     {{2, 64, 56, 56}, 0.0},    //   layer1
     {{2, 128, 28, 28}, 0.0},   //   layer2
@@ -45,7 +37,7 @@ const Case kCases[] = {
     {{4, 64, 32, 32}, 0.0},    // the cifar stem at 32x32
     {{8, 512, 4, 4}, 0.0},     // its layer4
     {{8, 2, 112, 112}, 5.0},   // 100,352 values a channel: 12 splits in NCHW, 24 in NHWC
-};
+});
 
 // The vector width batchnorm.cu's dispatcher takes for the shape with every pointer `shift`
 // elements past a 256-byte boundary, to prove that each width was met.

@@ -22,6 +22,7 @@
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <initializer_list>
 #include <vector>
 
 #include "resnet_ddp/cpu/layers.h"
@@ -62,6 +63,23 @@ struct Case {
   cpu::BatchNormShape shape;
   double offset;  // added to x: a one-pass variance would lose its precision to it
 };
+
+// The odd shapes every run of the checks starts with, then the caller's (ResNet-18's, at the
+// batches that run may afford).
+inline std::vector<Case> odd_shapes_then(std::initializer_list<Case> more) {
+  std::vector<Case> cases = {
+      {{4, 3, 5, 7}, 0.0},       // 3 channels, an odd plane: one value a load in both formats
+      {{2, 17, 3, 3}, -1.0},     // 17 channels: no vector divides C
+      {{2, 16, 1, 1}, 0.0},      // batch 2 at 1x1: two values a channel, n / (n - 1) = 2
+      {{3, 8, 2, 2}, 3.0},       // few values a channel: a biased running variance shows
+      {{2, 6, 5, 6}, 0.5},       // C = 6 and a plane of 30: 8-byte loads of float only
+      {{2, 4, 33, 31}, -2.0},    // odd plane of 1023
+      {{3, 72, 4, 4}, 0.0},      // NHWC: a second tile with 8 of its 64 channels
+      {{4, 20, 7, 7}, 0.0},      // a 7x7 plane
+  };
+  cases.insert(cases.end(), more.begin(), more.end());
+  return cases;
+}
 
 
 inline size_t elements(const cpu::BatchNormShape& s) {
