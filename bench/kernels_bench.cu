@@ -20,6 +20,7 @@
 #include "resnet_ddp/cuda/cudnn_batchnorm.h"
 #include "resnet_ddp/cuda/handles.h"
 #include "resnet_ddp/cuda/kernels.h"
+#include "resnet_ddp/cuda/layer_kernels.h"
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/model_spec.h"
 #include "resnet_ddp/param_layout.h"
@@ -260,6 +261,43 @@ void bench_batchnorm(const Reporter& report, const cuda::ComputeContext& context
     RDDP_CUDA_CHECK(cudaFree(p));
 }
 
+// The NHWC executor's per-forward copy of every convolution weight of ResNet-18 (OIHW float
+// masters to OHWI in the activations' type), in one launch, as the executor makes it.
+template <typename To>
+void bench_weight_copies(const Reporter& report, cudaStream_t stream, const char* type_name) {
+  const ParamLayout layout(describe(ModelSpec{}));
+  std::vector<cuda::WeightPermutation> table;
+  int64_t copies = 0;
+  int max_out_channels = 0;
+  for (const TensorInfo& info : layout.tensors()) {
+    if (info.role != TensorRole::parameter || info.shape.size() != 4) continue;
+    cuda::WeightPermutation p;
+    p.param_offset = static_cast<int64_t>(info.offset);
+    p.copy_offset = copies;
+    p.out_channels = static_cast<int>(info.shape[0]);
+    p.in_channels = static_cast<int>(info.shape[1]);
+    p.kernel = static_cast<int>(info.shape[2]);
+    table.push_back(p);
+    copies += static_cast<int64_t>(info.numel);
+    max_out_channels = std::max(max_out_channels, p.out_channels);
+  }
+  float* params = device_filled<float>(layout.parameter_elements(), 7);
+  To* copy = device_alloc<To>(static_cast<size_t>(copies));
+  cuda::WeightPermutation* d_table = device_copy(table);
+  const double microseconds = median_microseconds(
+      [&] {
+        cuda::weights_to_ohwi(d_table, static_cast<int>(table.size()), max_out_channels, params,
+                              copy, stream);
+      },
+      stream);
+  const double bytes = static_cast<double>(copies) * (sizeof(float) + sizeof(To));
+  report.row("weights_to_ohwi", std::to_string(table.size()) + " convs, " +
+                                    std::to_string(copies) + " " + type_name,
+             microseconds, bytes);
+  for (void* p : {static_cast<void*>(params), static_cast<void*>(copy), static_cast<void*>(d_table)})
+    RDDP_CUDA_CHECK(cudaFree(p));
+}
+
 // ResNet-18's BatchNorm shapes: the cifar stem's network at 32x32, batch 128, and the
 // torchvision network at 224x224, batch 256 (stem BatchNorm at 112x112, then the four stages).
 void bench_batchnorms(const Reporter& report) {
@@ -305,6 +343,8 @@ void run() {
   const size_t resnet18 = ParamLayout(describe(ModelSpec{})).parameter_elements();
   bench_optimizers<float>(report, stream, resnet18, "fp32");
   bench_optimizers<__nv_bfloat16>(report, stream, resnet18, "bf16");
+  bench_weight_copies<float>(report, stream, "fp32");
+  bench_weight_copies<__nv_bfloat16>(report, stream, "bf16");
   RDDP_CUDA_CHECK(cudaStreamDestroy(stream));
   bench_batchnorms(report);
 }

@@ -39,17 +39,48 @@ __global__ void nchw_to_nhwc_kernel(int64_t count, int C, int H, int W, const Fr
     y[i] = static_cast<To>(static_cast<float>(x[layout::nhwc_to_nchw(i, C, H, W)]));
 }
 
-// blockIdx.y picks the convolution; its blocks stride over that weight's OHWI elements.
+// One block per output channel (blockIdx.x) of one convolution (blockIdx.y). Output channel o's
+// weights are I*K*K contiguous floats in OIHW ([I][KK]) and I*K*K contiguous elements in OHWI
+// ([KK][I]): a transpose within the slice. A chunk of whole input channels is read into shared
+// memory in order and written out in order, so that both sides are coalesced. (The version
+// before gathered one element per thread, 36 bytes apart for a 3x3 weight, on a grid sized for
+// the largest weight in every row of convolutions: 152 us a launch for ResNet-18 on an H100,
+// bench/results/nhwc-batchnorm-profile-H100-2026-11-22.md.)
+constexpr int kWeightTile = 4096;  // floats: 16 KiB, a 3x3 slice of 455 input channels
+
 template <typename To>
-__global__ void weights_to_ohwi_kernel(const WeightPermutation* table, const float* oihw,
-                                       To* ohwi) {
+__global__ void __launch_bounds__(kThreads)
+    weights_to_ohwi_kernel(const WeightPermutation* table, const float* oihw, To* ohwi) {
   const WeightPermutation p = table[blockIdx.y];
-  const int64_t count = static_cast<int64_t>(p.out_channels) * p.in_channels * p.kernel * p.kernel;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
-       i += stride)
-    ohwi[p.copy_offset + i] =
-        static_cast<To>(oihw[p.param_offset + layout::ohwi_to_oihw(i, p.in_channels, p.kernel)]);
+  const int o = static_cast<int>(blockIdx.x);
+  if (o >= p.out_channels) return;
+  const int taps = p.kernel * p.kernel, in = p.in_channels;
+  const int64_t slice = static_cast<int64_t>(in) * taps;
+  const float* from = oihw + p.param_offset + o * slice;
+  To* to = ohwi + p.copy_offset + o * slice;
+  if (taps > kWeightTile) {  // not one input channel fits the tile: gather, as the maths says
+    for (int64_t i = threadIdx.x; i < slice; i += blockDim.x)
+      to[i] = static_cast<To>(from[layout::ohwi_to_oihw(i, in, p.kernel)]);
+    return;
+  }
+  __shared__ float tile[kWeightTile];
+  // Equal chunks, so that the writes run in stretches as long as they can be.
+  const int chunks = (in + kWeightTile / taps - 1) / (kWeightTile / taps);
+  const int width = (in + chunks - 1) / chunks;
+  for (int first = 0; first < in; first += width) {
+    const int channels = min(width, in - first);
+    const int count = channels * taps;
+    const float* chunk = from + static_cast<int64_t>(first) * taps;
+    for (int j = threadIdx.x; j < count; j += blockDim.x) tile[j] = chunk[j];
+    __syncthreads();
+    // j walks [tap][channel] of the chunk; the tile holds it as [channel][tap].
+    for (int j = threadIdx.x; j < count; j += blockDim.x) {
+      const int tap = j / channels, channel = j - tap * channels;
+      to[static_cast<int64_t>(tap) * in + first + channel] =
+          static_cast<To>(tile[channel * taps + tap]);
+    }
+    __syncthreads();
+  }
 }
 
 template <typename From>
@@ -76,12 +107,14 @@ void nchw_to_nhwc(int batch, int channels, int height, int width, const From* x,
 }
 
 template <typename To>
-void weights_to_ohwi(const WeightPermutation* table, int convolutions, int64_t largest,
+void weights_to_ohwi(const WeightPermutation* table, int convolutions, int max_out_channels,
                      const float* params, To* copy, cudaStream_t stream) {
   if (convolutions < 1) return;
   if (convolutions > 65535)
     fail("weights_to_ohwi: ", convolutions, " convolutions exceed one launch's grid");
-  const dim3 grid(blocks_for(largest), static_cast<unsigned>(convolutions));
+  if (max_out_channels < 1)
+    fail("weights_to_ohwi: max_out_channels must be >= 1, got ", max_out_channels);
+  const dim3 grid(static_cast<unsigned>(max_out_channels), static_cast<unsigned>(convolutions));
   weights_to_ohwi_kernel<To><<<grid, kThreads, 0, stream>>>(table, params, copy);
   RDDP_CUDA_CHECK_LAUNCH("weights_to_ohwi_kernel");
 }
@@ -101,14 +134,14 @@ void ohwi_to_oihw(int out_channels, int in_channels, int kernel, const From* ohw
 using bf16 = __nv_bfloat16;
 template void nchw_to_nhwc<float, float>(int, int, int, int, const float*, float*, cudaStream_t);
 template void nchw_to_nhwc<float, bf16>(int, int, int, int, const float*, bf16*, cudaStream_t);
-template void weights_to_ohwi<float>(const WeightPermutation*, int, int64_t, const float*, float*,
+template void weights_to_ohwi<float>(const WeightPermutation*, int, int, const float*, float*,
                                      cudaStream_t);
-template void weights_to_ohwi<bf16>(const WeightPermutation*, int, int64_t, const float*, bf16*,
+template void weights_to_ohwi<bf16>(const WeightPermutation*, int, int, const float*, bf16*,
                                     cudaStream_t);
 template void ohwi_to_oihw<float>(int, int, int, const float*, float*, cudaStream_t);
 template void ohwi_to_oihw<bf16>(int, int, int, const bf16*, float*, cudaStream_t);
 template void nchw_to_nhwc<float, __half>(int, int, int, int, const float*, __half*, cudaStream_t);
-template void weights_to_ohwi<__half>(const WeightPermutation*, int, int64_t, const float*, __half*,
+template void weights_to_ohwi<__half>(const WeightPermutation*, int, int, const float*, __half*,
                                       cudaStream_t);
 template void ohwi_to_oihw<__half>(int, int, int, const __half*, float*, cudaStream_t);
 

@@ -187,7 +187,7 @@ struct Plan {
   // by which one launch per forward writes them all from the float masters.
   T* conv_weights = nullptr;
   DeviceBuffer<WeightPermutation> weight_table;
-  int64_t largest_conv_weight = 0;
+  int max_conv_out_channels = 0;
   // Whether cuDNN writes weight gradients somewhere other than the float gradient itself.
   bool weight_grad_scratch() const { return kMixed || nhwc; }
   int batch = 0;
@@ -242,7 +242,7 @@ struct Plan {
   void refresh_conv_weights() const {
     if (!nhwc) return;
     weights_to_ohwi(weight_table.get(), static_cast<int>(weight_table.size()),
-                    largest_conv_weight, model.params, conv_weights, stream());
+                    max_conv_out_channels, model.params, conv_weights, stream());
   }
 };
 
@@ -518,7 +518,8 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
     plan.weight_table = DeviceBuffer<WeightPermutation>(permutations.size());
     copy_to_device(plan.weight_table.get(), permutations.data(), permutations.size(),
                    context.stream());
-    plan.largest_conv_weight = static_cast<int64_t>(largest_weight);
+    for (const WeightPermutation& p : permutations)
+      plan.max_conv_out_channels = std::max(plan.max_conv_out_channels, p.out_channels);
     // The timed search below convolves with the real weights, as under NCHW.
     plan.refresh_conv_weights();
   }

@@ -16,7 +16,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -34,6 +33,8 @@
 #include "resnet_ddp/rng.h"
 #include "support/device_buffers.h"
 #include "support/engine_batches.h"
+#include "support/layout_copies.h"
+#include "support/layout_kernel_check.h"
 #include "support/mixed_precision_check.h"
 #include "support/test_tensors.h"
 
@@ -46,6 +47,8 @@ using testing::poisoned;
 using testing::to_host;
 using testing::max_abs;
 using testing::bitwise_equal;
+using testing::nchw_to_nhwc;
+using testing::nhwc_to_nchw;
 
 namespace {
 
@@ -93,30 +96,6 @@ void check_flat(const ParamLayout& layout, TensorRole role, const char* what,
 void poison(float* device, size_t count, cudaStream_t stream) {
   RDDP_CUDA_CHECK(cudaMemsetAsync(device, 0xff, count * sizeof(float), stream));
   RDDP_CUDA_CHECK(cudaStreamSynchronize(stream));
-}
-
-// [N, C, H, W] -> [N, H, W, C] and back, by nested loops.
-template <typename T>
-std::vector<T> nchw_to_nhwc(const std::vector<T>& x, int n, int c, int h, int w) {
-  std::vector<T> y(x.size());
-  for (int in = 0; in < n; ++in)
-    for (int ic = 0; ic < c; ++ic)
-      for (int ih = 0; ih < h; ++ih)
-        for (int iw = 0; iw < w; ++iw)
-          y[((static_cast<size_t>(in) * h + ih) * w + iw) * c + ic] =
-              x[((static_cast<size_t>(in) * c + ic) * h + ih) * w + iw];
-  return y;
-}
-template <typename T>
-std::vector<T> nhwc_to_nchw(const std::vector<T>& y, int n, int c, int h, int w) {
-  std::vector<T> x(y.size());
-  for (int in = 0; in < n; ++in)
-    for (int ic = 0; ic < c; ++ic)
-      for (int ih = 0; ih < h; ++ih)
-        for (int iw = 0; iw < w; ++iw)
-          x[((static_cast<size_t>(in) * c + ic) * h + ih) * w + iw] =
-              y[((static_cast<size_t>(in) * h + ih) * w + iw) * c + ic];
-  return x;
 }
 
 EngineConfig config_for(Stem stem, int max_batch, Precision precision) {
@@ -434,116 +413,23 @@ TEST_CASE("NHWC global average pooling matches the CPU twin") {
   }
 }
 
-TEST_CASE("the input's NCHW -> NHWC conversion: float exact, bfloat16 rounded like convert") {
+TEST_CASE("the input's NCHW -> NHWC conversion: float exact, 16-bit rounded like convert") {
   cuda::ComputeContext context;
-  cudaStream_t stream = context.stream();
-  const int n = 3, c = 3, h = 7, w = 5;
-  const size_t count = static_cast<size_t>(n) * c * h * w;
-  Rng rng(derive_seed(count, "nhwc input"));
-  const auto x = testing::random_uniform<float>(rng, count, -10.0, 10.0);
-  const auto d_x = to_device(x, stream);
-
-  auto d_y = poisoned<float>(count, stream);
-  cuda::nchw_to_nhwc(n, c, h, w, d_x.get(), d_y.get(), stream);
-  CHECK(bitwise_equal(to_host(d_y, stream), nchw_to_nhwc(x, n, c, h, w)));
-
-  // The rounding of convert<float, bf16>, which the NCHW executor applies to its input.
-  DeviceBuffer<__nv_bfloat16> d_rounded(count);
-  cuda::convert(static_cast<int64_t>(count), d_x.get(), d_rounded.get(), stream);
-  auto d_y16 = poisoned<__nv_bfloat16>(count, stream);
-  cuda::nchw_to_nhwc(n, c, h, w, d_x.get(), d_y16.get(), stream);
-  CHECK(bitwise_equal(to_host(d_y16, stream), nchw_to_nhwc(to_host(d_rounded, stream), n, c, h, w)));
+  testing::check_input_to_nhwc<float>(3, 3, 7, 5, context.stream());
+  testing::check_input_to_nhwc<__nv_bfloat16>(3, 3, 7, 5, context.stream());
+  testing::check_input_to_nhwc<__half>(2, 3, 224, 224, context.stream());
 }
 
 TEST_CASE("conv weights go OIHW -> OHWI -> OIHW bit for bit, in one launch for all of them") {
   cuda::ComputeContext context;
-  cudaStream_t stream = context.stream();
-  struct Weight {
-    int out, in, kernel;
-  };
-  const Weight weights[] = {{64, 3, 7}, {16, 8, 3}, {32, 16, 1}, {5, 7, 3}};
-  // A flat parameter buffer with the weights at odd offsets and something else between them,
-  // as in the model's layout (BatchNorm parameters between convolutions).
-  std::vector<cuda::WeightPermutation> table;
-  size_t params_size = 3, copy_size = 0;
-  int64_t largest = 0;
-  for (const Weight& wt : weights) {
-    cuda::WeightPermutation p;
-    p.param_offset = static_cast<int64_t>(params_size);
-    p.copy_offset = static_cast<int64_t>(copy_size);
-    p.out_channels = wt.out;
-    p.in_channels = wt.in;
-    p.kernel = wt.kernel;
-    table.push_back(p);
-    const size_t numel = static_cast<size_t>(wt.out) * wt.in * wt.kernel * wt.kernel;
-    params_size += numel + 5;
-    copy_size += numel;
-    largest = std::max(largest, static_cast<int64_t>(numel));
-  }
-  Rng rng(derive_seed(params_size, "weights"));
-  const auto params = testing::random_uniform<float>(rng, params_size, -0.5, 0.5);
-  const auto d_params = to_device(params, stream);
-  const auto d_table = to_device(table, stream);
-
-  // OHWI by nested loops: [O, K, K, I], a 4-d tensor of O "images" of I channels (NHWC).
-  std::vector<float> want_copy(copy_size);
-  for (size_t k = 0; k < table.size(); ++k) {
-    const cuda::WeightPermutation& p = table[k];
-    const size_t numel = static_cast<size_t>(p.out_channels) * p.in_channels * p.kernel * p.kernel;
-    const std::vector<float> oihw(params.begin() + p.param_offset,
-                                  params.begin() + p.param_offset + static_cast<int64_t>(numel));
-    const auto ohwi = nchw_to_nhwc(oihw, p.out_channels, p.in_channels, p.kernel, p.kernel);
-    std::copy(ohwi.begin(), ohwi.end(), want_copy.begin() + p.copy_offset);
-  }
-
-  auto d_copy = poisoned<float>(copy_size, stream);
-  cuda::weights_to_ohwi(d_table.get(), static_cast<int>(table.size()), largest, d_params.get(),
-                        d_copy.get(), stream);
-  const auto copy = to_host(d_copy, stream);
-  CHECK(bitwise_equal(copy, want_copy));
-
-  // Back, as a weight gradient is: each slice into its OIHW place, bit for bit.
-  auto d_back = poisoned<float>(params_size, stream);
-  for (const cuda::WeightPermutation& p : table)
-    cuda::ohwi_to_oihw(p.out_channels, p.in_channels, p.kernel, d_copy.get() + p.copy_offset,
-                       d_back.get() + p.param_offset, stream);
-  const auto back = to_host(d_back, stream);
-  for (const cuda::WeightPermutation& p : table) {
-    const size_t numel = static_cast<size_t>(p.out_channels) * p.in_channels * p.kernel * p.kernel;
-    CHECK(std::memcmp(back.data() + p.param_offset, params.data() + p.param_offset,
-                      numel * sizeof(float)) == 0);
-  }
-
-  // bfloat16: the copy holds what convert<float, bf16> (and the optimizer's bf16 copy) holds,
-  // permuted; widened back it is that rounding, exactly.
-  DeviceBuffer<__nv_bfloat16> d_rounded(params_size);
-  cuda::convert(static_cast<int64_t>(params_size), d_params.get(), d_rounded.get(), stream);
-  const auto rounded = to_host(d_rounded, stream);
-  auto d_copy16 = poisoned<__nv_bfloat16>(copy_size, stream);
-  cuda::weights_to_ohwi(d_table.get(), static_cast<int>(table.size()), largest, d_params.get(),
-                        d_copy16.get(), stream);
-  const auto copy16 = to_host(d_copy16, stream);
-  auto d_back16 = poisoned<float>(params_size, stream);
-  for (const cuda::WeightPermutation& p : table) {
-    const size_t numel = static_cast<size_t>(p.out_channels) * p.in_channels * p.kernel * p.kernel;
-    const std::vector<__nv_bfloat16> oihw(
-        rounded.begin() + p.param_offset,
-        rounded.begin() + p.param_offset + static_cast<int64_t>(numel));
-    const auto want16 = nchw_to_nhwc(oihw, p.out_channels, p.in_channels, p.kernel, p.kernel);
-    CHECK(std::memcmp(copy16.data() + p.copy_offset, want16.data(),
-                      numel * sizeof(__nv_bfloat16)) == 0);
-    cuda::ohwi_to_oihw(p.out_channels, p.in_channels, p.kernel, d_copy16.get() + p.copy_offset,
-                       d_back16.get() + p.param_offset, stream);
-  }
-  const auto back16 = to_host(d_back16, stream);
-  for (const cuda::WeightPermutation& p : table) {
-    const size_t numel = static_cast<size_t>(p.out_channels) * p.in_channels * p.kernel * p.kernel;
-    size_t wrong = 0;
-    for (size_t i = 0; i < numel; ++i) {
-      const size_t k = static_cast<size_t>(p.param_offset) + i;
-      const float want = __bfloat162float(rounded[k]);
-      wrong += std::memcmp(&back16[k], &want, sizeof(float)) != 0;
-    }
-    CHECK(wrong == 0);
-  }
+  // ResNet-18's convolution weights (the 7x7 stem, 3x3 with 64 to 512 channels, the 1x1
+  // downsamples), odd shapes, and one whose 65x65 taps overflow the kernel's tile.
+  const std::vector<testing::WeightShape> shapes = {
+      {64, 3, 7},   {64, 64, 3},   {128, 64, 3}, {128, 128, 3}, {128, 64, 1}, {256, 128, 3},
+      {256, 256, 3}, {256, 128, 1}, {512, 256, 3}, {512, 512, 3}, {512, 256, 1}, {5, 7, 3},
+      {3, 1000, 3}, {2, 3, 65}};
+  testing::check_weight_permutations<float>(shapes, context.stream());
+  testing::check_weight_permutations<__nv_bfloat16>(shapes, context.stream());
+  testing::check_weight_permutations<__half>(shapes, context.stream());
 }
+

@@ -1,7 +1,8 @@
 #pragma once
-// A flat [N, C, H, W] tensor copied into the layout a kernel reads, and back, through
+// A flat [N, C, H, W] tensor copied into the layout a kernel reads, and back: through
 // kernels/layout_math.h's index maps (tests/unit/test_layout_math.cpp checks those against
-// nested loops): for tests whose subject is not the layout itself.
+// nested loops) for tests whose subject is not the layout itself, and by nested loops for
+// those whose subject it is.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -32,6 +33,31 @@ std::vector<T> from_layout(const std::vector<T>& stored, bool nhwc, int channels
     out[static_cast<size_t>(layout::nhwc_to_nchw(static_cast<int64_t>(i), channels, height,
                                                  width))] = stored[i];
   return out;
+}
+
+// [N, C, H, W] -> [N, H, W, C] and back by nested loops, without layout_math.h: the reference
+// for the kernels that permute (kernels/layout.cu).
+template <typename T>
+std::vector<T> nchw_to_nhwc(const std::vector<T>& x, int n, int c, int h, int w) {
+  std::vector<T> y(x.size());
+  for (int in = 0; in < n; ++in)
+    for (int ic = 0; ic < c; ++ic)
+      for (int ih = 0; ih < h; ++ih)
+        for (int iw = 0; iw < w; ++iw)
+          y[((static_cast<size_t>(in) * h + ih) * w + iw) * c + ic] =
+              x[((static_cast<size_t>(in) * c + ic) * h + ih) * w + iw];
+  return y;
+}
+template <typename T>
+std::vector<T> nhwc_to_nchw(const std::vector<T>& y, int n, int c, int h, int w) {
+  std::vector<T> x(y.size());
+  for (int in = 0; in < n; ++in)
+    for (int ic = 0; ic < c; ++ic)
+      for (int ih = 0; ih < h; ++ih)
+        for (int iw = 0; iw < w; ++iw)
+          x[((static_cast<size_t>(in) * c + ic) * h + ih) * w + iw] =
+              y[((static_cast<size_t>(in) * h + ih) * w + iw) * c + ic];
+  return x;
 }
 
 }  // namespace rddp::testing

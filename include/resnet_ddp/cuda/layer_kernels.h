@@ -78,9 +78,9 @@ struct WeightPermutation {
 };
 // copy[table[k].copy_offset + OHWI index] = params[table[k].param_offset + OIHW index],
 // converted to To, for the `convolutions` entries of `table` (device memory) in one launch;
-// `largest` is the most elements any entry has.
+// `max_out_channels` is the most output channels any entry has.
 template <typename To>
-void weights_to_ohwi(const WeightPermutation* table, int convolutions, int64_t largest,
+void weights_to_ohwi(const WeightPermutation* table, int convolutions, int max_out_channels,
                      const float* params, To* copy, cudaStream_t stream);
 // oihw (float) = ohwi widened: a weight gradient as cuDNN writes it for an NHWC filter, into
 // the layout of the flat gradient buffer.
