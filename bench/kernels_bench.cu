@@ -3,7 +3,8 @@
 // Each case: 10 warm-up launches, then 200 timed ones, each between its own pair of CUDA
 // events; the median is printed. Without a CUDA device it prints SKIPPED and exits 0.
 // BatchNorm is timed beside cuDNN's legacy BatchNorm (BatchNormLayer), which it replaces, at
-// ResNet-18's shapes, so that one run gives the before and the after.
+// ResNet-18's shapes, so that one run gives the before and the after; in NHWC also beside
+// cuDNN's SPATIAL_PERSISTENT mode, which PyTorch uses for channels_last training.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -74,7 +75,7 @@ struct Reporter {
   void row(const std::string& kernel, const std::string& shape, double microseconds,
            double bytes) const {
     const double bytes_per_second = bytes / (microseconds * 1e-6);
-    std::printf("%-34s %-26s %10.2f %10.1f %8.1f%%\n", kernel.c_str(), shape.c_str(),
+    std::printf("%-36s %-26s %10.2f %10.1f %8.1f%%\n", kernel.c_str(), shape.c_str(),
                 microseconds, bytes_per_second / 1e9,
                 100.0 * bytes_per_second / peak_bytes_per_second);
   }
@@ -217,6 +218,11 @@ void bench_batchnorm(const Reporter& report, const cuda::ComputeContext& context
   cuda::TensorDescriptorCache descriptors(cuda::data_type_of<T>(), cudnn_format);
   cuda::BatchNormLayer layer(channels, size, size, cuda::data_type_of<T>(), cudnn_format);
   layer.prepare(batch, descriptors);
+  // PyTorch's cuDNN BatchNorm trains channels_last tensors in this mode.
+  cuda::BatchNormLayer persistent(channels, size, size, cuda::data_type_of<T>(), cudnn_format,
+                                  CUDNN_BATCHNORM_SPATIAL_PERSISTENT);
+  persistent.prepare(batch, descriptors);
+  const bool nhwc = format == MemoryFormat::nhwc;
 
   const std::string label = std::to_string(batch) + "x" + std::to_string(channels) + "x" +
                             std::to_string(size) + "x" + std::to_string(size) + " " +
@@ -239,6 +245,11 @@ void bench_batchnorm(const Reporter& report, const cuda::ComputeContext& context
     layer.forward_train(context.cudnn(), batch, x, gamma, beta, running_mean, running_var, y,
                         save_mean, save_invstd);
   });
+  if (nhwc)
+    time("batchnorm fwd train (cuDNN persist)", 3 * n, [&] {
+      persistent.forward_train(context.cudnn(), batch, x, gamma, beta, running_mean, running_var,
+                               y, save_mean, save_invstd);
+    });
   time("batchnorm bwd (ours)", 5 * n, [&] {
     cuda::batchnorm_backward(shape, x, dy, static_cast<const T*>(nullptr), gamma, save_mean,
                              save_invstd, dx, dgamma, dbeta, scratch, scratch_bytes, stream);
@@ -251,6 +262,11 @@ void bench_batchnorm(const Reporter& report, const cuda::ComputeContext& context
     layer.backward(context.cudnn(), batch, x, dy, gamma, save_mean, save_invstd, dx, dgamma,
                    dbeta);
   });
+  if (nhwc)
+    time("batchnorm bwd (cuDNN persist)", 5 * n, [&] {
+      persistent.backward(context.cudnn(), batch, x, dy, gamma, save_mean, save_invstd, dx,
+                          dgamma, dbeta);
+    });
   RDDP_CUDA_CHECK(cudaStreamSynchronize(stream));
   for (void* p : {static_cast<void*>(x), static_cast<void*>(residual), static_cast<void*>(dy),
                   static_cast<void*>(y), static_cast<void*>(dx), static_cast<void*>(gamma),
@@ -331,7 +347,7 @@ void run() {
               properties.name, bus_bits, clock_khz / 1e3, peak / 1e9,
               properties.l2CacheSize / 1048576.0);
   std::printf("(working sets smaller than L2 can exceed the DRAM peak)\n\n");
-  std::printf("%-34s %-26s %10s %10s %9s\n", "kernel", "shape", "median us", "GB/s", "of peak");
+  std::printf("%-36s %-26s %10s %10s %9s\n", "kernel", "shape", "median us", "GB/s", "of peak");
 
   cudaStream_t stream;
   RDDP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

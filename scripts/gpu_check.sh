@@ -32,9 +32,9 @@
 #                 resnet_ddp_pack; 3 epochs from the folder and from the pack, and the data-wait
 #                 share of every epoch side by side
 #   7 kernels     bench/kernels_bench: bandwidth of our kernels, and our BatchNorm (plain, and
-#                 with residual + ReLU) beside cuDNN's at every BatchNorm shape of ResNet-18
-#                 (32x32 batch 128, 224x224 batch 256; NCHW and NHWC; fp32 and bf16), the
-#                 whole table in <report>-kernels.txt
+#                 with residual + ReLU) beside cuDNN's (and in NHWC its SPATIAL_PERSISTENT mode)
+#                 at every BatchNorm shape of ResNet-18 (32x32 batch 128, 224x224 batch 256;
+#                 NCHW and NHWC; fp32 and bf16), the whole table in <report>-kernels.txt
 #   8 throughput  bench/run_throughput.sh with its own budget (--budget 470), last
 #
 # Each step has its own time limit, cut to what is left of its part's budget; a step that the

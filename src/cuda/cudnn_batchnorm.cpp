@@ -28,18 +28,28 @@ namespace rddp::cuda {
 // not their layout, and describes the data only by its logical dimensions "NxCxHxW". So an NHWC
 // descriptor (cudnnSetTensor4dDescriptor with CUDNN_TENSOR_NHWC) is all this layer changes;
 // PyTorch's cuDNN BatchNorm likewise passes channels_last tensors' strides straight through. The
-// per-channel tensors are 1xCx1x1, the same bytes in either format. We keep
-// CUDNN_BATCHNORM_SPATIAL in both formats (SPATIAL_PERSISTENT has faster NHWC kernels, but
-// other numerics, which no test here has compared with the CPU yet). What is relied on here, that
+// per-channel tensors are 1xCx1x1, the same bytes in either format. The executor keeps
+// CUDNN_BATCHNORM_SPATIAL in both formats. SPATIAL_PERSISTENT, which PyTorch uses for
+// channels_last training, has faster NHWC kernels but numerics of its own: the GPU BatchNorm
+// kernel test prints how far they are from the CPU twin and kernels_bench times them, so that a
+// GPU run can decide. What is relied on here, that
 // cuDNN accepts NHWC in this mode and computes what the CPU twin does, is checked by the NHWC
 // executor tests in tests/gpu/test_cuda_nhwc.cpp.
 
 BatchNormLayer::BatchNormLayer(int channels, int height, int width, cudnnDataType_t data_type,
-                               cudnnTensorFormat_t format)
-    : channels_(channels), height_(height), width_(width), data_type_(data_type), format_(format) {
+                               cudnnTensorFormat_t format, cudnnBatchNormMode_t training_mode)
+    : channels_(channels),
+      height_(height),
+      width_(width),
+      data_type_(data_type),
+      format_(format),
+      training_mode_(training_mode) {
   if (channels < 1 || height < 1 || width < 1)
     fail("batchnorm: ", channels, " channels of ", height, "x", width,
          " is empty; every dimension must be >= 1");
+  if (training_mode != CUDNN_BATCHNORM_SPATIAL && training_mode != CUDNN_BATCHNORM_SPATIAL_PERSISTENT)
+    fail("internal error: batchnorm mode ", static_cast<int>(training_mode),
+         " is neither SPATIAL nor SPATIAL_PERSISTENT; please report this");
   const auto one_image =
       make_activation_descriptor(1, channels, height, width, data_type, format);
   parameters_ = std::make_unique<TensorDescriptor>();
@@ -80,7 +90,7 @@ void BatchNormLayer::forward_train_untyped(cudnnHandle_t handle, int batch, cons
   const TensorDescriptor& data = at(batch);
   const float one = 1.0f, zero = 0.0f;
   RDDP_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
-      handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, data.get(), x, data.get(), y,
+      handle, training_mode_, &one, &zero, data.get(), x, data.get(), y,
       parameters_->get(), gamma, beta, kMomentum, running_mean, running_var, kEpsilon, save_mean,
       save_invstd));
 }
@@ -104,7 +114,7 @@ void BatchNormLayer::backward_untyped(cudnnHandle_t handle, int batch, const voi
   const float one = 1.0f, zero = 0.0f;
   // Data and parameter gradients both overwrite (beta 0), as the CPU twin does.
   RDDP_CUDNN_CHECK(cudnnBatchNormalizationBackward(
-      handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, data.get(), x, data.get(), dy,
+      handle, training_mode_, &one, &zero, &one, &zero, data.get(), x, data.get(), dy,
       data.get(), dx, parameters_->get(), gamma, dgamma, dbeta, kEpsilon, save_mean,
       save_invstd));
 }

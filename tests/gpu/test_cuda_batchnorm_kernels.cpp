@@ -5,8 +5,8 @@
 // with and without the fused residual, ReLU and ReLU mask, in place and not. Every output is
 // poisoned first; a second run of the same calls must give the same bits. The worst error of each
 // result, as a share of what it is allowed, is printed per type and format, for our kernels and
-// for cuDNN. Our kernels must meet the bounds everywhere; cuDNN only in float NCHW (elsewhere its
-// misses are printed).
+// for cuDNN (and in NHWC for its SPATIAL_PERSISTENT mode too). Our kernels must meet the bounds
+// everywhere; cuDNN only in float NCHW (elsewhere its misses are printed).
 #include <doctest/doctest.h>
 
 #include <cuda_bf16.h>
@@ -15,6 +15,7 @@
 #include <map>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "resnet_ddp/cpu/layers.h"
@@ -50,14 +51,15 @@ const std::vector<Case> kCases = odd_shapes_then({
 // cuDNN's legacy BatchNorm on the same inputs, with the gradient our backward masked.
 template <typename T>
 Outputs<T> run_cudnn(const cuda::ComputeContext& context, const cuda::BatchNormShape& shape,
-                     const Inputs& in, const std::vector<T>& g_stored) {
+                     const Inputs& in, const std::vector<T>& g_stored,
+                     cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL) {
   cudaStream_t stream = context.stream();
   const cpu::BatchNormShape s{shape.batch, shape.channels, shape.height, shape.width};
   const bool nhwc = shape.format == MemoryFormat::nhwc;
   const size_t count = elements(s), channels = static_cast<size_t>(s.channels);
   const cudnnTensorFormat_t format = nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   cuda::TensorDescriptorCache descriptors(cuda::data_type_of<T>(), format);
-  cuda::BatchNormLayer layer(s.channels, s.height, s.width, cuda::data_type_of<T>(), format);
+  cuda::BatchNormLayer layer(s.channels, s.height, s.width, cuda::data_type_of<T>(), format, mode);
   layer.prepare(s.batch, descriptors);
   const DeviceBuffer<T> d_x = to_device(in_format(narrowed<T>(in.x), s, nhwc), stream),
                         d_g = to_device(g_stored, stream);
@@ -93,7 +95,7 @@ Outputs<T> run_cudnn(const cuda::ComputeContext& context, const cuda::BatchNormS
 template <typename T>
 void check_run(const Case& k, const Inputs& in, const ForwardReference& f, MemoryFormat format,
                const Variant& v, const cuda::ComputeContext& context, Ledger& ours,
-               Ledger& cudnn) {
+               Ledger& cudnn, Ledger& persistent) {
   const cpu::BatchNormShape& s = k.shape;
   const bool nhwc = format == MemoryFormat::nhwc;
   CAPTURE(describe(s));
@@ -117,23 +119,35 @@ void check_run(const Case& k, const Inputs& in, const ForwardReference& f, Memor
   // bounds; elsewhere a disagreement is printed but does not fail: no test has held cuDNN's NHWC
   // or 16-bit BatchNorm to a bound per element, and the twin, not cuDNN, is the oracle here.
   const bool strict = std::is_same_v<T, float> && !nhwc;
+  // cuDNN's y and dx in NCHW, widened, after their other results were compared with the twin.
+  auto against_twin = [&](const Outputs<T>& theirs, Ledger& ledger, bool fail) {
+    auto their_y = widened(from_format(theirs.y, s, nhwc));
+    compare("y", their_y, f.y, bounds(f.y, f.y_terms, plane, unit), ledger, fail);
+    compare("save_mean", as_double(theirs.save_mean), f.mean, bounds(f.mean, f.x_terms, 1, 0),
+            ledger, fail);
+    compare("save_invstd", as_double(theirs.save_invstd), f.invstd,
+            bounds(f.invstd, f.none, 1, 0), ledger, fail);
+    compare("running_mean", as_double(theirs.running_mean), f.running_mean,
+            bounds(f.running_mean, f.x_terms, 1, 0), ledger, fail);
+    compare("running_var", as_double(theirs.running_var), f.running_var,
+            bounds(f.running_var, f.none, 1, 0), ledger, fail);
+    auto their_dx = widened(from_format(theirs.dx, s, nhwc));
+    compare("dx", their_dx, b.dx, bounds(b.dx, b.dx_terms, plane, unit), ledger, fail);
+    compare("dgamma", as_double(theirs.dgamma), b.dgamma, bounds(b.dgamma, b.dgamma_terms, 1, 0),
+            ledger, fail);
+    compare("dbeta", as_double(theirs.dbeta), b.dbeta, bounds(b.dbeta, b.dbeta_terms, 1, 0),
+            ledger, fail);
+    return std::pair{their_y, their_dx};
+  };
   const Outputs<T> theirs = run_cudnn<T>(context, shape, in, in_format(g, s, nhwc));
-  const auto their_y = widened(from_format(theirs.y, s, nhwc));
-  compare("y", their_y, f.y, bounds(f.y, f.y_terms, plane, unit), cudnn, strict);
-  compare("save_mean", as_double(theirs.save_mean), f.mean, bounds(f.mean, f.x_terms, 1, 0),
-          cudnn, strict);
-  compare("save_invstd", as_double(theirs.save_invstd), f.invstd,
-          bounds(f.invstd, f.none, 1, 0), cudnn, strict);
-  compare("running_mean", as_double(theirs.running_mean), f.running_mean,
-          bounds(f.running_mean, f.x_terms, 1, 0), cudnn, strict);
-  compare("running_var", as_double(theirs.running_var), f.running_var,
-          bounds(f.running_var, f.none, 1, 0), cudnn, strict);
-  const auto their_dx = widened(from_format(theirs.dx, s, nhwc));
-  compare("dx", their_dx, b.dx, bounds(b.dx, b.dx_terms, plane, unit), cudnn, strict);
-  compare("dgamma", as_double(theirs.dgamma), b.dgamma, bounds(b.dgamma, b.dgamma_terms, 1, 0),
-          cudnn, strict);
-  compare("dbeta", as_double(theirs.dbeta), b.dbeta, bounds(b.dbeta, b.dbeta_terms, 1, 0), cudnn,
-          strict);
+  const auto [their_y, their_dx] = against_twin(theirs, cudnn, strict);
+  // CUDNN_BATCHNORM_SPATIAL_PERSISTENT, which PyTorch's cuDNN BatchNorm uses for channels_last
+  // training and whose NHWC kernels are faster: its numerics, printed, never failing, as for
+  // SPATIAL outside float NCHW, so that a GPU run shows whether it could replace SPATIAL there.
+  if (nhwc)
+    against_twin(run_cudnn<T>(context, shape, in, in_format(g, s, nhwc),
+                              CUDNN_BATCHNORM_SPATIAL_PERSISTENT),
+                 persistent, false);
   // Ours against theirs, each allowed its own bound: twice the twin's. cuDNN's y gets the
   // residual and ReLU applied after its rounding, one more rounding.
   auto twice = [](std::vector<double> bound) {
@@ -157,6 +171,7 @@ template <typename T>
 void check_type() {
   cuda::ComputeContext context;
   std::map<MemoryFormat, Ledger> ours, cudnn;
+  Ledger persistent;  // cuDNN's SPATIAL_PERSISTENT, NHWC only
   int run = 0;
   for (const Case& k : kCases) {
     const Inputs in = inputs_of<T>(k);
@@ -164,7 +179,7 @@ void check_type() {
     for (MemoryFormat format : {MemoryFormat::nchw, MemoryFormat::nhwc}) {
       // Fusions and aliasings in turn: 4 x 3 combinations, each met in both formats.
       const Variant v{run % 4 == 1 || run % 4 == 3, run % 4 >= 2, run % 3};
-      check_run<T>(k, in, f, format, v, context, ours[format], cudnn[format]);
+      check_run<T>(k, in, f, format, v, context, ours[format], cudnn[format], persistent);
       ++run;
     }
   }
@@ -174,6 +189,8 @@ void check_type() {
     MESSAGE(name << ", worst error / allowed of ours:" << ours[format].summary());
     MESSAGE(name << ", worst error / allowed of cuDNN:" << cudnn[format].summary());
   }
+  MESSAGE(std::string(Type<T>::kName) << " nhwc, worst error / allowed of cuDNN persistent:"
+                                      << persistent.summary());
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 #pragma once
-// BatchNorm2d on cuDNN (CUDNN_BATCHNORM_SPATIAL: one mean and variance per channel over batch,
-// height and width), with torch.nn.BatchNorm2d's defaults.
+// BatchNorm2d on cuDNN (CUDNN_BATCHNORM_SPATIAL, or its SPATIAL_PERSISTENT variant: one mean and
+// variance per channel over batch, height and width), with torch.nn.BatchNorm2d's defaults.
 #include <cudnn.h>
 
 #include <map>
@@ -17,10 +17,13 @@ class BatchNormLayer {
 
   // `data_type` is what x, y and their gradients are stored in (float or bfloat16); gamma,
   // beta, the running and the saved statistics are float either way. `format` is the layout
-  // of x, y and their gradients.
+  // of x, y and their gradients. `training_mode` is CUDNN_BATCHNORM_SPATIAL or
+  // CUDNN_BATCHNORM_SPATIAL_PERSISTENT (the same maths; cuDNN's faster NHWC kernels, with
+  // numerics of their own), for the training forward and the backward; evaluation is SPATIAL.
   BatchNormLayer(int channels, int height, int width,
                  cudnnDataType_t data_type = CUDNN_DATA_FLOAT,
-                 cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW);
+                 cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW,
+                 cudnnBatchNormMode_t training_mode = CUDNN_BATCHNORM_SPATIAL);
 
   // The activation descriptor for `batch` images; preparing a batch size again does nothing.
   // The cache's data type and format must be the layer's.
@@ -75,6 +78,7 @@ class BatchNormLayer {
   int channels_, height_, width_;
   cudnnDataType_t data_type_;
   cudnnTensorFormat_t format_;
+  cudnnBatchNormMode_t training_mode_;
   std::unique_ptr<TensorDescriptor> parameters_;  // 1 x C x 1 x 1, derived by cuDNN
   std::map<int, const TensorDescriptor*> batches_;
 };
