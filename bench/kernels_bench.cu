@@ -278,7 +278,8 @@ void bench_batchnorm(const Reporter& report, const cuda::ComputeContext& context
 }
 
 // The NHWC executor's per-forward copy of every convolution weight of ResNet-18 (OIHW float
-// masters to OHWI in the activations' type), in one launch, as the executor makes it.
+// masters to OHWI in the activations' type), in one launch, as the executor makes it, and the
+// weight gradients' way back.
 template <typename To>
 void bench_weight_copies(const Reporter& report, cudaStream_t stream, const char* type_name) {
   const ParamLayout layout(describe(ModelSpec{}));
@@ -307,10 +308,22 @@ void bench_weight_copies(const Reporter& report, cudaStream_t stream, const char
       },
       stream);
   const double bytes = static_cast<double>(copies) * (sizeof(float) + sizeof(To));
-  report.row("weights_to_ohwi", std::to_string(table.size()) + " convs, " +
-                                    std::to_string(copies) + " " + type_name,
-             microseconds, bytes);
-  for (void* p : {static_cast<void*>(params), static_cast<void*>(copy), static_cast<void*>(d_table)})
+  const std::string shape =
+      std::to_string(table.size()) + " convs, " + std::to_string(copies) + " " + type_name;
+  report.row("weights_to_ohwi", shape, microseconds, bytes);
+  // The way back, as each convolution's weight gradient comes from cuDNN during backward: one
+  // launch per convolution, timed together.
+  float* grads = device_alloc<float>(layout.parameter_elements());
+  const double back_microseconds = median_microseconds(
+      [&] {
+        for (const cuda::WeightPermutation& p : table)
+          cuda::ohwi_to_oihw(p.out_channels, p.in_channels, p.kernel, copy + p.copy_offset,
+                             grads + p.param_offset, stream);
+      },
+      stream);
+  report.row("ohwi_to_oihw (every conv)", shape, back_microseconds, bytes);
+  for (void* p : {static_cast<void*>(params), static_cast<void*>(copy), static_cast<void*>(d_table),
+                  static_cast<void*>(grads)})
     RDDP_CUDA_CHECK(cudaFree(p));
 }
 

@@ -39,57 +39,76 @@ __global__ void nchw_to_nhwc_kernel(int64_t count, int C, int H, int W, const Fr
     y[i] = static_cast<To>(static_cast<float>(x[layout::nhwc_to_nchw(i, C, H, W)]));
 }
 
-// One block per output channel (blockIdx.x) of one convolution (blockIdx.y). Output channel o's
-// weights are I*K*K contiguous floats in OIHW ([I][KK]) and I*K*K contiguous elements in OHWI
-// ([KK][I]): a transpose within the slice. A chunk of whole input channels is read into shared
-// memory in order and written out in order, so that both sides are coalesced. (The version
-// before gathered one element per thread, 36 bytes apart for a 3x3 weight, on a grid sized for
-// the largest weight in every row of convolutions: 152 us a launch for ResNet-18 on an H100,
-// bench/results/nhwc-batchnorm-profile-H100-2026-11-22.md.)
+// Output channel o's weights are I*K*K contiguous elements in both layouts: [I][KK] in OIHW
+// and [KK][I] in OHWI, a transpose within the slice. One block moves one slice, a chunk of whole
+// input channels at a time through shared memory, reading the chunk in the source's order and
+// writing it in the destination's, so that both sides are coalesced. (Before, each thread
+// gathered one element, 36 bytes from its neighbour's for a 3x3 weight, and the OHWI copy ran
+// on a grid sized for the largest weight in every row of convolutions: 152 us a launch for
+// ResNet-18 on an H100, bench/results/nhwc-batchnorm-profile-H100-2026-11-22.md.)
 constexpr int kWeightTile = 4096;  // floats: 16 KiB, a 3x3 slice of 455 input channels
 
-template <typename To>
-__global__ void __launch_bounds__(kThreads)
-    weights_to_ohwi_kernel(const WeightPermutation* table, const float* oihw, To* ohwi) {
-  const WeightPermutation p = table[blockIdx.y];
-  const int o = static_cast<int>(blockIdx.x);
-  if (o >= p.out_channels) return;
-  const int taps = p.kernel * p.kernel, in = p.in_channels;
-  const int64_t slice = static_cast<int64_t>(in) * taps;
-  const float* from = oihw + p.param_offset + o * slice;
-  To* to = ohwi + p.copy_offset + o * slice;
+template <bool ToOhwi, typename From, typename To>
+__device__ void transpose_weight_slice(const From* from, To* to, int in, int kernel) {
+  const int taps = kernel * kernel;
   if (taps > kWeightTile) {  // not one input channel fits the tile: gather, as the maths says
+    const int64_t slice = static_cast<int64_t>(in) * taps;
     for (int64_t i = threadIdx.x; i < slice; i += blockDim.x)
-      to[i] = static_cast<To>(from[layout::ohwi_to_oihw(i, in, p.kernel)]);
+      to[i] = static_cast<To>(static_cast<float>(
+          from[ToOhwi ? layout::ohwi_to_oihw(i, in, kernel) : layout::oihw_to_ohwi(i, in, kernel)]));
     return;
   }
-  __shared__ float tile[kWeightTile];
-  // Equal chunks, so that the writes run in stretches as long as they can be.
+  __shared__ float tile[kWeightTile];  // the chunk as [channel][tap], OIHW's order
+  // Equal chunks, so that the strided side runs in stretches as long as they can be.
   const int chunks = (in + kWeightTile / taps - 1) / (kWeightTile / taps);
   const int width = (in + chunks - 1) / chunks;
   for (int first = 0; first < in; first += width) {
     const int channels = min(width, in - first);
     const int count = channels * taps;
-    const float* chunk = from + static_cast<int64_t>(first) * taps;
-    for (int j = threadIdx.x; j < count; j += blockDim.x) tile[j] = chunk[j];
-    __syncthreads();
-    // j walks [tap][channel] of the chunk; the tile holds it as [channel][tap].
+    const int64_t oihw_first = static_cast<int64_t>(first) * taps;
+    // j walks the chunk in the source's order, then in the destination's: OIHW's is the tile's,
+    // OHWI's is [tap][channel], each tap's channels a run of `channels` in a row of `in`.
     for (int j = threadIdx.x; j < count; j += blockDim.x) {
-      const int tap = j / channels, channel = j - tap * channels;
-      to[static_cast<int64_t>(tap) * in + first + channel] =
-          static_cast<To>(tile[channel * taps + tap]);
+      if (ToOhwi) {
+        tile[j] = static_cast<float>(from[oihw_first + j]);
+      } else {
+        const int tap = j / channels, channel = j - tap * channels;
+        tile[channel * taps + tap] =
+            static_cast<float>(from[static_cast<int64_t>(tap) * in + first + channel]);
+      }
     }
     __syncthreads();
+    for (int j = threadIdx.x; j < count; j += blockDim.x) {
+      if (ToOhwi) {
+        const int tap = j / channels, channel = j - tap * channels;
+        to[static_cast<int64_t>(tap) * in + first + channel] =
+            static_cast<To>(tile[channel * taps + tap]);
+      } else {
+        to[oihw_first + j] = static_cast<To>(tile[j]);
+      }
+    }
+    __syncthreads();  // the next chunk overwrites the tile
   }
 }
 
+// blockIdx.x is the output channel, blockIdx.y the convolution.
+template <typename To>
+__global__ void __launch_bounds__(kThreads)
+    weights_to_ohwi_kernel(const WeightPermutation* table, const float* oihw, To* ohwi) {
+  const WeightPermutation p = table[blockIdx.y];
+  if (static_cast<int>(blockIdx.x) >= p.out_channels) return;
+  const int64_t slice = static_cast<int64_t>(p.in_channels) * p.kernel * p.kernel;
+  transpose_weight_slice<true>(oihw + p.param_offset + blockIdx.x * slice,
+                               ohwi + p.copy_offset + blockIdx.x * slice, p.in_channels, p.kernel);
+}
+
+// blockIdx.x is the output channel.
 template <typename From>
-__global__ void ohwi_to_oihw_kernel(int64_t count, int in_channels, int kernel, const From* ohwi,
-                                    float* oihw) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
-       i += stride)
-    oihw[i] = static_cast<float>(ohwi[layout::oihw_to_ohwi(i, in_channels, kernel)]);
+__global__ void __launch_bounds__(kThreads)
+    ohwi_to_oihw_kernel(int in_channels, int kernel, const From* ohwi, float* oihw) {
+  const int64_t slice = static_cast<int64_t>(in_channels) * kernel * kernel;
+  transpose_weight_slice<false>(ohwi + blockIdx.x * slice, oihw + blockIdx.x * slice, in_channels,
+                                kernel);
 }
 
 }  // namespace
@@ -125,9 +144,8 @@ void ohwi_to_oihw(int out_channels, int in_channels, int kernel, const From* ohw
   if (out_channels < 1 || in_channels < 1 || kernel < 1)
     fail("ohwi_to_oihw: every dimension must be >= 1, got ", out_channels, "x", in_channels,
          "x", kernel, "x", kernel);
-  const int64_t count = static_cast<int64_t>(out_channels) * in_channels * kernel * kernel;
-  ohwi_to_oihw_kernel<From>
-      <<<blocks_for(count), kThreads, 0, stream>>>(count, in_channels, kernel, ohwi, oihw);
+  ohwi_to_oihw_kernel<From><<<static_cast<unsigned>(out_channels), kThreads, 0, stream>>>(
+      in_channels, kernel, ohwi, oihw);
   RDDP_CUDA_CHECK_LAUNCH("ohwi_to_oihw_kernel");
 }
 
