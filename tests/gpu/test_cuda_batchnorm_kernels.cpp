@@ -144,10 +144,17 @@ void check_run(const Case& k, const Inputs& in, const ForwardReference& f, Memor
   // CUDNN_BATCHNORM_SPATIAL_PERSISTENT, which PyTorch's cuDNN BatchNorm uses for channels_last
   // training and whose NHWC kernels are faster: its numerics, printed, never failing, as for
   // SPATIAL outside float NCHW, so that a GPU run shows whether it could replace SPATIAL there.
-  if (nhwc)
-    against_twin(run_cudnn<T>(context, shape, in, in_format(g, s, nhwc),
-                              CUDNN_BATCHNORM_SPATIAL_PERSISTENT),
-                 persistent, false);
+  // A shape it refuses is printed too, and is no failure either.
+  if (nhwc) {
+    try {
+      against_twin(run_cudnn<T>(context, shape, in, in_format(g, s, nhwc),
+                                CUDNN_BATCHNORM_SPATIAL_PERSISTENT),
+                   persistent, false);
+    } catch (const Error& refused) {
+      MESSAGE("cuDNN persistent BatchNorm, " << describe(s) << ": " << refused.what());
+      RDDP_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
+    }
+  }
   // Ours against theirs, each allowed its own bound: twice the twin's. cuDNN's y gets the
   // residual and ReLU applied after its rounding, one more rounding.
   auto twice = [](std::vector<double> bound) {
