@@ -56,7 +56,10 @@ struct Activation {
 //    (Q, written by conv2 while it reads P), conv1's output gradient (P again: conv2 has read
 //    it; written by bn1 while it reads Q) and the downsample conv's output gradient (Q again:
 //    bn1 has read it). No gradient is written while another of its buffer is still to be read.
-// The stem's gradients take whichever buffers are free when backward reaches it (build()).
+// The stem's gradients that backward writes once every block is done (its convolution's output
+// gradient, and with a max-pool its own output's) do not take a slot: they reuse the blocks'
+// activations, dead by then (plan_stem_gradients). At 224x224 they are the network's largest, four
+// times any block's, so the slots shrink to the blocks' size.
 enum class GradSlot { boundary_even, boundary_odd, inner_p, inner_q, count };
 
 GradSlot boundary_slot(size_t index) {
@@ -246,9 +249,11 @@ struct Plan {
   }
 };
 
+// The output's gradient is not planned here: a SharedGradients slot gives it, or for the stem
+// plan_stem_gradients.
 template <typename T>
 void plan_conv(Plan<T>& plan, Conv<T>& conv, const ConvDesc& desc, Activation<T>* input, int in_h,
-               int in_w, int max_batch, GradSlot output_grad) {
+               int in_w, int max_batch) {
   conv.weight = &plan.layout.at(desc.name + ".weight");
   conv.input = input;
   const ConvShape geometry{1, desc.in_channels, in_h, in_w, desc.out_channels,
@@ -258,7 +263,6 @@ void plan_conv(Plan<T>& plan, Conv<T>& conv, const ConvDesc& desc, Activation<T>
                                            data_type_of<T>(), plan.cudnn_format());
   conv.output.plan(plan.arena, max_batch, desc.out_channels, geometry.out_h(), geometry.out_w(),
                    /*needs_grad=*/false);
-  plan.shared_grads.assign(conv.output, output_grad, max_batch);
 }
 
 template <typename T>
@@ -274,6 +278,33 @@ void plan_batchnorm(Plan<T>& plan, BatchNorm<T>& bn, const BatchNormDesc& desc,
                                               data_type_of<T>(), plan.cudnn_format());
   plan.arena.request(&bn.save_mean, static_cast<size_t>(desc.channels));
   plan.arena.request(&bn.save_invstd, static_cast<size_t>(desc.channels));
+}
+
+// The stem's gradients that backward writes after every block's: its convolution's output
+// gradient (by the stem BatchNorm's backward) and, with a max-pool, its own output's (by the
+// max-pool's backward; without one the stem's output is the first block's input, whose gradient
+// that block writes). From then until the next forward rewrites them, nothing reads the blocks'
+// activations or their BatchNorms' saved statistics, all requested between `blocks_begin` and
+// `blocks_end`: the two gradients overlay that memory, side by side, since the BatchNorm's
+// backward reads one while it writes the other. Where they do not fit there, they take the
+// slots free by then: P, and boundary 1 (the first block's input being boundary 0).
+template <typename T>
+void plan_stem_gradients(Plan<T>& plan, bool stem_maxpool, size_t blocks_begin,
+                         size_t blocks_end, int max_batch) {
+  std::vector<Activation<T>*> late{&plan.stem_conv.output};
+  if (stem_maxpool) late.push_back(&plan.stem_out);
+  size_t needed = 0;
+  for (const Activation<T>* a : late) needed += DeviceArena::aligned_bytes<T>(a->count(max_batch));
+  if (needed <= blocks_end - blocks_begin) {
+    size_t offset = blocks_begin;
+    for (Activation<T>* a : late) {
+      plan.arena.request_at(&a->grad, a->count(max_batch), offset);
+      offset += DeviceArena::aligned_bytes<T>(a->count(max_batch));
+    }
+    return;
+  }
+  plan.shared_grads.assign(plan.stem_conv.output, GradSlot::inner_p, max_batch);
+  if (stem_maxpool) plan.shared_grads.assign(plan.stem_out, boundary_slot(1), max_batch);
 }
 
 // The buffers a timed search of `conv` runs on: the layer's own activations and the model's
@@ -424,15 +455,13 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
   const size_t input_elements = static_cast<size_t>(max_batch) * plan.in_channels * height * width;
   if (Plan<T>::kMixed || plan.nhwc) plan.arena.request(&plan.input_copy, input_elements);
 
-  // The stem's gradients (SharedGradients): the first block's input is boundary 0; with a
-  // max-pool that is the pooled output, and the stem's own output takes boundary 1, free once
-  // the first block is done; the stem convolution's output gradient takes P, free by then too.
-  plan_conv<T>(plan, plan.stem_conv, net.stem_conv, nullptr, height, width, max_batch,
-               GradSlot::inner_p);
+  // The first block's input takes boundary 0: the stem's output, or with a max-pool the pooled
+  // output. The stem's other gradients come after the blocks (plan_stem_gradients).
+  plan_conv<T>(plan, plan.stem_conv, net.stem_conv, nullptr, height, width, max_batch);
   const Activation<T>& stem_conv_out = plan.stem_conv.output;
   plan.stem_out.plan(plan.arena, max_batch, stem_conv_out.channels, stem_conv_out.height,
                      stem_conv_out.width, false);
-  plan.shared_grads.assign(plan.stem_out, boundary_slot(net.stem_maxpool ? 1 : 0), max_batch);
+  if (!net.stem_maxpool) plan.shared_grads.assign(plan.stem_out, boundary_slot(0), max_batch);
   plan_batchnorm(plan, plan.stem_bn, net.stem_bn, &plan.stem_conv.output, &plan.stem_out);
   Activation<T>* current = &plan.stem_out;
   plan.stem_maxpool = net.stem_maxpool;
@@ -446,19 +475,20 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
   }
 
   // Blocks hold pointers into each other, so the vector must never reallocate.
+  const size_t blocks_begin = plan.arena.mark();
   plan.blocks.resize(net.blocks.size());
   for (size_t i = 0; i < net.blocks.size(); ++i) {
     const BasicBlockDesc& desc = net.blocks[i];
     Block<T>& block = plan.blocks[i];
     block.input = current;
-    plan_conv(plan, block.conv1, desc.conv1, current, current->height, current->width, max_batch,
-              GradSlot::inner_p);
+    plan_conv(plan, block.conv1, desc.conv1, current, current->height, current->width, max_batch);
+    plan.shared_grads.assign(block.conv1.output, GradSlot::inner_p, max_batch);
     const Activation<T>& c1 = block.conv1.output;
     block.hidden.plan(plan.arena, max_batch, c1.channels, c1.height, c1.width, false);
     plan.shared_grads.assign(block.hidden, GradSlot::inner_q, max_batch);
     plan_batchnorm(plan, block.bn1, desc.bn1, &block.conv1.output, &block.hidden);
-    plan_conv(plan, block.conv2, desc.conv2, &block.hidden, c1.height, c1.width, max_batch,
-              GradSlot::inner_p);
+    plan_conv(plan, block.conv2, desc.conv2, &block.hidden, c1.height, c1.width, max_batch);
+    plan.shared_grads.assign(block.conv2.output, GradSlot::inner_p, max_batch);
     const Activation<T>& c2 = block.conv2.output;
     block.output.plan(plan.arena, max_batch, c2.channels, c2.height, c2.width, false);
     plan.shared_grads.assign(block.output, boundary_slot(i + 1), max_batch);
@@ -466,7 +496,8 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
     block.has_downsample = desc.has_downsample;
     if (desc.has_downsample) {
       plan_conv(plan, block.downsample_conv, desc.downsample_conv, current, current->height,
-                current->width, max_batch, GradSlot::inner_q);
+                current->width, max_batch);
+      plan.shared_grads.assign(block.downsample_conv.output, GradSlot::inner_q, max_batch);
       const Activation<T>& d = block.downsample_conv.output;
       // Its backward reads the block output's gradient directly: no gradient buffer of its own.
       block.identity.plan(plan.arena, max_batch, d.channels, d.height, d.width, false);
@@ -475,6 +506,7 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
     }
     current = &block.output;
   }
+  plan_stem_gradients(plan, net.stem_maxpool, blocks_begin, plan.arena.mark(), max_batch);
 
   plan.features.plan(plan.arena, max_batch, current->channels, 1, 1, true);
   plan.fc_weight = &layout.at("fc.weight");
