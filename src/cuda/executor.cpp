@@ -12,6 +12,7 @@
 #include "resnet_ddp/cuda/cudnn_batchnorm.h"
 #include "resnet_ddp/cuda/cudnn_conv.h"
 #include "resnet_ddp/cuda/device_buffer.h"
+#include "resnet_ddp/cuda/free_range.h"
 #include "resnet_ddp/cuda/layer_kernels.h"
 #include "resnet_ddp/error.h"
 
@@ -312,7 +313,7 @@ void plan_stem_gradients(Plan<T>& plan, bool stem_maxpool, size_t blocks_begin,
 // the weight gradient scratch), so that the search costs no memory beyond its workspace.
 template <typename T>
 ConvSearchBuffers search_buffers(const Plan<T>& plan, const Conv<T>& conv, const T* network_input,
-                                 const DeviceBuffer<std::byte>& workspace) {
+                                 void* workspace, size_t workspace_bytes) {
   ConvSearchBuffers buffers;
   buffers.x = conv.input != nullptr ? conv.input->value : network_input;
   buffers.w = plan.conv_weight(conv);
@@ -323,9 +324,65 @@ ConvSearchBuffers search_buffers(const Plan<T>& plan, const Conv<T>& conv, const
     buffers.dw = plan.weight_grad_copy;
   else
     buffers.dw = plan.grad(conv.weight);
-  buffers.workspace = workspace.get();
-  buffers.workspace_bytes = workspace.bytes();
+  buffers.workspace = workspace;
+  buffers.workspace_bytes = workspace_bytes;
   return buffers;
+}
+
+// Where a convolution's timed search finds its workspace: as many bytes as the hungriest
+// candidate the limit admits needs (not the limit itself, which under bfloat16 is far more than
+// any candidate asks), inside the arena at `begin` where a stretch of it that none of the
+// convolution's own buffers touches is long enough. Before the first step the activations hold
+// nothing worth keeping, so the search's workspace need not add to the engine's peak memory
+// (the search runs once, before any step; build() writes what must survive it, the fc bias's
+// ones, afterwards, and the NHWC weight copies are rewritten by every forward).
+struct SearchWorkspace {
+  size_t bytes = 0;
+  bool in_arena = false;
+  size_t begin = 0;  // byte offset in the arena, if in_arena
+};
+
+template <typename T>
+std::vector<SearchWorkspace> place_search_workspaces(const Plan<T>& plan, const T* stand_in,
+                                                     int max_batch, size_t limit) {
+  const auto* base = plan.arena.data();
+  const size_t arena_bytes = plan.arena.bytes();
+  std::vector<SearchWorkspace> places;
+  for (const Conv<T>* conv : plan.convs) {
+    SearchWorkspace place;
+    place.bytes = conv->layer->search_workspace_bytes(max_batch, plan.context.cudnn(),
+                                                      plan.algorithms, limit);
+    // What the search reads and writes: the ranges of them that lie in the arena.
+    std::vector<ByteRange> used;
+    const auto add = [&](const void* pointer, size_t bytes) {
+      const auto* p = static_cast<const std::byte*>(pointer);
+      if (p == nullptr || p < base || p >= base + arena_bytes) return;
+      const size_t offset = static_cast<size_t>(p - base);
+      used.push_back({offset, offset + bytes});
+    };
+    const size_t input_bytes =
+        conv->input != nullptr ? conv->input->count(max_batch) * sizeof(T) : 0;
+    const size_t output_bytes = conv->output.count(max_batch) * sizeof(T);
+    const size_t weight_bytes = conv->weight->numel * sizeof(T);
+    if (conv->input != nullptr) {
+      add(conv->input->value, input_bytes);
+      add(conv->input->grad, input_bytes);
+    } else {
+      add(stand_in, static_cast<size_t>(max_batch) * plan.in_channels * plan.height *
+                        plan.width * sizeof(T));
+    }
+    add(plan.conv_weight(*conv), weight_bytes);
+    add(conv->output.value, output_bytes);
+    add(conv->output.grad, output_bytes);
+    if (plan.weight_grad_scratch()) add(plan.weight_grad_copy, weight_bytes);
+    const ByteRange free = largest_free_range(arena_bytes, used, DeviceArena::kAlignBytes);
+    if (place.bytes > 0 && free.size() >= place.bytes) {
+      place.in_arena = true;
+      place.begin = free.begin;
+    }
+    places.push_back(place);
+  }
+  return places;
 }
 
 size_t search_workspace_limit() {
@@ -555,9 +612,6 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
     // The timed search below convolves with the real weights, as under NCHW.
     plan.refresh_conv_weights();
   }
-  const std::vector<float> ones(static_cast<size_t>(max_batch), 1.0f);
-  copy_to_device(plan.ones, ones.data(), ones.size(), context.stream());
-
   // PyTorch's flag for matrix products is torch.backends.cuda.matmul.allow_tf32 (off by default
   // since 1.12); here one setting governs convolutions and GEMMs alike. Under mixed precision the
   // fc's GEMMs are bfloat16 cublasGemmEx calls, which use tensor cores whatever the mode, and the
@@ -567,36 +621,43 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
       context.cublas(), tf32_gemm ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
 
   // Choose every algorithm for max_batch now, on the real buffers; the workspace then gets the
-  // size the choices need. The network's input is not ours, so a stand-in holds its place.
+  // size the choices need.
   for (const BatchNorm<T>* bn : plan.batchnorms) bn->layer->prepare(max_batch, plan.descriptors);
   const size_t limit = search_workspace_limit();
   size_t needed = 0;
   {
     const bool timed = policy.search == ConvAlgorithmSearch::timed;
-    // As much workspace as the hungriest admissible candidate needs, not the limit itself: the
-    // search's workspace is the peak of the engine's memory, and under bfloat16 the candidates
-    // need a small part of the limit.
+    // The network's input is not ours, so a stand-in holds its place: the input's copy in T
+    // where the plan has one, else a buffer of its own.
+    DeviceBuffer<T> own_stand_in(timed && plan.input_copy == nullptr ? input_elements : 0);
+    T* stand_in = plan.input_copy != nullptr ? plan.input_copy : own_stand_in.get();
     if (timed)
-      for (const Conv<T>* conv : plan.convs)
-        plan.search_workspace_bytes =
-            std::max(plan.search_workspace_bytes,
-                     conv->layer->search_workspace_bytes(max_batch, context.cudnn(),
-                                                         plan.algorithms, limit));
-    DeviceBuffer<std::byte> search_workspace(plan.search_workspace_bytes);
-    DeviceBuffer<T> stand_in_input(timed ? input_elements : 0);
-    if (timed)
-      RDDP_CUDA_CHECK(cudaMemsetAsync(stand_in_input.get(), 0, stand_in_input.bytes(),
-                                      context.stream()));
-    for (Conv<T>* conv : plan.convs) {
+      RDDP_CUDA_CHECK(
+          cudaMemsetAsync(stand_in, 0, input_elements * sizeof(T), context.stream()));
+    std::vector<SearchWorkspace> places(plan.convs.size());
+    if (timed) places = place_search_workspaces(plan, stand_in, max_batch, limit);
+    // Only what fits nowhere in the arena is allocated beside it, for as long as the search runs.
+    size_t outside = 0;
+    for (const SearchWorkspace& place : places)
+      if (!place.in_arena) outside = std::max(outside, place.bytes);
+    DeviceBuffer<std::byte> search_workspace(outside);
+    plan.search_workspace_bytes = outside;
+    for (size_t i = 0; i < plan.convs.size(); ++i) {
+      Conv<T>& conv = *plan.convs[i];
+      std::byte* workspace = places[i].in_arena ? plan.arena.data() + places[i].begin
+                                                : search_workspace.get();
       const ConvSearchBuffers buffers =
-          search_buffers(plan, *conv, stand_in_input.get(), search_workspace);
-      needed = std::max(needed, conv->layer->prepare(max_batch, context.cudnn(), plan.algorithms,
-                                                     plan.descriptors, timed ? &buffers : nullptr,
-                                                     limit));
+          search_buffers(plan, conv, stand_in, workspace, places[i].bytes);
+      needed = std::max(needed, conv.layer->prepare(max_batch, context.cudnn(), plan.algorithms,
+                                                    plan.descriptors, timed ? &buffers : nullptr,
+                                                    limit));
     }
     context.synchronize();
   }
   plan.workspace = DeviceBuffer<std::byte>(std::max(needed, kMinConvWorkspaceBytes));
+  // After the search, which may have used this memory as its workspace.
+  const std::vector<float> ones(static_cast<size_t>(max_batch), 1.0f);
+  copy_to_device(plan.ones, ones.data(), ones.size(), context.stream());
 }
 
 template <typename T>
@@ -678,8 +739,10 @@ const float* forward_of(Plan<T>& plan, const float* input, int batch, bool train
 template <typename T>
 void backward_of(Plan<T>& plan, const float* dlogits, const GradReadyFn& ready) {
   if (!plan.has_training_forward)
-    fail("backward needs a training-mode forward first (evaluation mode keeps no batch ",
-         "statistics)");
+    fail("backward needs a training-mode forward since the last backward (evaluation mode keeps ",
+         "no batch statistics, and backward reuses the blocks' activations for the stem's ",
+         "gradients)");
+  plan.has_training_forward = false;
   const int batch = plan.batch;
   cudaStream_t stream = plan.stream();
   cublasHandle_t cublas = plan.context.cublas();

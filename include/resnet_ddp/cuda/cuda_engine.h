@@ -41,7 +41,7 @@ struct CudaMemoryPlan {
   size_t model_bytes = 0;             // parameters, gradients, running stats, optimizer state, 16-bit copies
   size_t activation_bytes = 0;        // activations, their shared gradients, layers' scratch
   size_t conv_workspace_bytes = 0;    // kept for the steps
-  size_t search_workspace_bytes = 0;  // held only while the timed algorithm search ran
+  size_t search_workspace_bytes = 0;  // held beside the rest only while the timed algorithm search ran
 };
 // Throws Error unless `engine` was made by make_cuda_engine.
 CudaMemoryPlan cuda_memory_plan(const Engine& engine);

@@ -121,6 +121,8 @@ class DeviceArena {
   }
 
   size_t bytes() const { return bytes_; }
+  // The allocation's start, after allocate().
+  std::byte* data() const { return buffer_.get(); }
 
  private:
   template <typename T>

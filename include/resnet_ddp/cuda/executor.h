@@ -81,13 +81,15 @@ class Executor {
   const float* forward(const float* input, int batch, bool training);
 
   // Gradients of every parameter into the model's grads, given d(loss)/d(logits) of the last
-  // training forward (on the device, [batch, num_classes]); reports each through `ready`.
+  // training forward (on the device, [batch, num_classes]); reports each through `ready`. Once
+  // per training forward: backward writes some gradients over the activations it has used.
   void backward(const float* dlogits, const GradReadyFn& ready = {});
 
   int max_batch() const { return max_batch_; }
   // Device memory by purpose: the convolutions' workspace kept for the steps; activations,
   // their shared gradients and the layers' other buffers (one arena); the workspace the timed
-  // algorithm search held while the executor was built, freed since (0 without a search).
+  // algorithm search held beside the arena while the executor was built, freed since (0 without
+  // a search, or where every convolution's search workspace fitted inside the arena).
   size_t workspace_bytes() const;
   size_t activation_bytes() const;
   size_t search_workspace_bytes() const;
