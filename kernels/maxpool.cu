@@ -1,6 +1,10 @@
 // Max pooling with PyTorch's choice of maximum, and its backward as a gather: each input sums
 // the gradients of the outputs that chose it, in output order, with no atomics, so the result is
 // deterministic and equal to the CPU twin's scatter (src/cpu/pooling.cpp) bit for bit.
+//
+// The choice is kept as the input's place in its window, one byte, where the CPU twin keeps its
+// index in the plane (4 bytes): it is kept from forward to backward, and at 224x224, batch 256,
+// the stem's max-pool has 51 million outputs.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -30,9 +34,16 @@ struct Window {
   int in_h, in_w, out_h, out_w, kernel, stride, pad;
 };
 
+// Input (ih, iw)'s place in the window of output (oh, ow): row-major from the window's corner,
+// padding included.
+__device__ __forceinline__ uint8_t window_place(const Window& s, int oh, int ow, int ih, int iw) {
+  return static_cast<uint8_t>((ih - (oh * s.stride - s.pad)) * s.kernel +
+                              (iw - (ow * s.stride - s.pad)));
+}
+
 template <typename T>
 __global__ void maxpool_forward_kernel(Window s, int64_t outputs, const T* x, T* y,
-                                       int32_t* argmax) {
+                                       uint8_t* argmax) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t out = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; out < outputs;
        out += stride) {
@@ -45,7 +56,7 @@ __global__ void maxpool_forward_kernel(Window s, int64_t outputs, const T* x, T*
     const int h0 = oh * s.stride - s.pad, w0 = ow * s.stride - s.pad;
     const int h_begin = max(h0, 0), h_end = min(h0 + s.kernel, s.in_h);
     const int w_begin = max(w0, 0), w_end = min(w0 + s.kernel, s.in_w);
-    int32_t best_index = h_begin * s.in_w + w_begin;
+    uint8_t best_place = window_place(s, oh, ow, h_begin, w_begin);
     // Compared in float: exact for float and bfloat16 values alike.
     float best = -INFINITY;
     for (int ih = h_begin; ih < h_end; ++ih) {
@@ -54,18 +65,18 @@ __global__ void maxpool_forward_kernel(Window s, int64_t outputs, const T* x, T*
         const float value = static_cast<float>(x_p[index]);
         if (value > best || isnan(value)) {
           best = value;
-          best_index = index;
+          best_place = window_place(s, oh, ow, ih, iw);
         }
       }
     }
     y[out] = static_cast<T>(best);
-    argmax[out] = best_index;
+    argmax[out] = best_place;
   }
 }
 
 template <typename T>
 __global__ void maxpool_backward_kernel(Window s, int64_t inputs, const T* dy,
-                                        const int32_t* argmax, T* dx) {
+                                        const uint8_t* argmax, T* dx) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t out_plane = static_cast<int64_t>(s.out_h) * s.out_w;
   for (int64_t in = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; in < inputs;
@@ -73,7 +84,6 @@ __global__ void maxpool_backward_kernel(Window s, int64_t inputs, const T* dy,
     const int iw = static_cast<int>(in % s.in_w);
     const int ih = static_cast<int>(in / s.in_w % s.in_h);
     const int64_t plane = in / (static_cast<int64_t>(s.in_w) * s.in_h);
-    const int32_t index = ih * s.in_w + iw;
     // The outputs whose windows hold this input: oh * stride - pad <= ih < that + kernel.
     const int h_low = ih + s.pad - s.kernel + 1, w_low = iw + s.pad - s.kernel + 1;
     const int oh_begin = h_low <= 0 ? 0 : (h_low + s.stride - 1) / s.stride;
@@ -86,7 +96,7 @@ __global__ void maxpool_backward_kernel(Window s, int64_t inputs, const T* dy,
     for (int oh = oh_begin; oh <= oh_end; ++oh)
       for (int ow = ow_begin; ow <= ow_end; ++ow) {
         const int64_t out = base + static_cast<int64_t>(oh) * s.out_w + ow;
-        if (argmax[out] == index) sum += static_cast<float>(dy[out]);
+        if (argmax[out] == window_place(s, oh, ow, ih, iw)) sum += static_cast<float>(dy[out]);
       }
     dx[in] = static_cast<T>(sum);
   }
@@ -97,7 +107,7 @@ __global__ void maxpool_backward_kernel(Window s, int64_t inputs, const T* dy,
 // consecutive channels of one pixel, so that their loads and stores are coalesced.
 template <typename T>
 __global__ void maxpool_forward_nhwc_kernel(Window s, int channels, int64_t outputs, const T* x,
-                                            T* y, int32_t* argmax) {
+                                            T* y, uint8_t* argmax) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t out = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; out < outputs;
        out += stride) {
@@ -107,7 +117,7 @@ __global__ void maxpool_forward_nhwc_kernel(Window s, int channels, int64_t outp
     const int h0 = oh * s.stride - s.pad, w0 = ow * s.stride - s.pad;
     const int h_begin = max(h0, 0), h_end = min(h0 + s.kernel, s.in_h);
     const int w_begin = max(w0, 0), w_end = min(w0 + s.kernel, s.in_w);
-    int32_t best_index = h_begin * s.in_w + w_begin;
+    uint8_t best_place = window_place(s, oh, ow, h_begin, w_begin);
     float best = -INFINITY;
     for (int ih = h_begin; ih < h_end; ++ih) {
       for (int iw = w_begin; iw < w_end; ++iw) {
@@ -115,24 +125,23 @@ __global__ void maxpool_forward_nhwc_kernel(Window s, int channels, int64_t outp
         const float value = static_cast<float>(x_n[static_cast<int64_t>(index) * channels]);
         if (value > best || isnan(value)) {
           best = value;
-          best_index = index;
+          best_place = window_place(s, oh, ow, ih, iw);
         }
       }
     }
     y[out] = static_cast<T>(best);
-    argmax[out] = best_index;
+    argmax[out] = best_place;
   }
 }
 
 template <typename T>
 __global__ void maxpool_backward_nhwc_kernel(Window s, int channels, int64_t inputs, const T* dy,
-                                             const int32_t* argmax, T* dx) {
+                                             const uint8_t* argmax, T* dx) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t in = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; in < inputs;
        in += stride) {
     const layout::Coord4 p = layout::nhwc_coord(in, channels, s.in_h, s.in_w);
     const int ih = static_cast<int>(p.h), iw = static_cast<int>(p.w);
-    const int32_t index = ih * s.in_w + iw;
     const int h_low = ih + s.pad - s.kernel + 1, w_low = iw + s.pad - s.kernel + 1;
     const int oh_begin = h_low <= 0 ? 0 : (h_low + s.stride - 1) / s.stride;
     const int ow_begin = w_low <= 0 ? 0 : (w_low + s.stride - 1) / s.stride;
@@ -142,13 +151,13 @@ __global__ void maxpool_backward_nhwc_kernel(Window s, int channels, int64_t inp
     for (int oh = oh_begin; oh <= oh_end; ++oh)
       for (int ow = ow_begin; ow <= ow_end; ++ow) {
         const int64_t out = layout::nhwc_offset({p.n, p.c, oh, ow}, channels, s.out_h, s.out_w);
-        if (argmax[out] == index) sum += static_cast<float>(dy[out]);
+        if (argmax[out] == window_place(s, oh, ow, ih, iw)) sum += static_cast<float>(dy[out]);
       }
     dx[in] = static_cast<T>(sum);
   }
 }
 
-// The CPU twin's conditions, so that both refuse the same shapes.
+// The CPU twin's conditions, so that both refuse the same shapes, and the one-byte place's.
 Window check_pool(const cpu::PoolShape& s) {
   if (s.batch < 1 || s.channels < 1)
     fail("maxpool: batch ", s.batch, " and channels ", s.channels, " must be >= 1");
@@ -163,13 +172,16 @@ Window check_pool(const cpu::PoolShape& s) {
   if (2 * s.pad > s.kernel)
     fail("maxpool: padding ", s.pad, " is more than half the kernel size ", s.kernel,
          " (PyTorch refuses it too); use padding <= kernel / 2");
+  if (s.kernel > 16)
+    fail("maxpool: a ", s.kernel, "x", s.kernel, " window has more places than the GPU's one-byte ",
+         "argmax holds; windows up to 16x16 are supported");
   return {s.in_h, s.in_w, s.out_h(), s.out_w(), s.kernel, s.stride, s.pad};
 }
 
 }  // namespace
 
 template <typename T>
-void maxpool_forward(const cpu::PoolShape& shape, const T* x, T* y, int32_t* argmax,
+void maxpool_forward(const cpu::PoolShape& shape, const T* x, T* y, uint8_t* argmax,
                      cudaStream_t stream, MemoryFormat format) {
   const Window window = check_pool(shape);
   const int64_t outputs =
@@ -186,7 +198,7 @@ void maxpool_forward(const cpu::PoolShape& shape, const T* x, T* y, int32_t* arg
 }
 
 template <typename T>
-void maxpool_backward(const cpu::PoolShape& shape, const T* dy, const int32_t* argmax, T* dx,
+void maxpool_backward(const cpu::PoolShape& shape, const T* dy, const uint8_t* argmax, T* dx,
                       cudaStream_t stream, MemoryFormat format) {
   const Window window = check_pool(shape);
   const int64_t inputs =
@@ -202,19 +214,19 @@ void maxpool_backward(const cpu::PoolShape& shape, const T* dy, const int32_t* a
   RDDP_CUDA_CHECK_LAUNCH("maxpool_backward_kernel");
 }
 
-template void maxpool_forward<float>(const cpu::PoolShape&, const float*, float*, int32_t*,
+template void maxpool_forward<float>(const cpu::PoolShape&, const float*, float*, uint8_t*,
                                      cudaStream_t, MemoryFormat);
-template void maxpool_backward<float>(const cpu::PoolShape&, const float*, const int32_t*, float*,
+template void maxpool_backward<float>(const cpu::PoolShape&, const float*, const uint8_t*, float*,
                                       cudaStream_t, MemoryFormat);
 template void maxpool_forward<__nv_bfloat16>(const cpu::PoolShape&, const __nv_bfloat16*,
-                                             __nv_bfloat16*, int32_t*, cudaStream_t,
+                                             __nv_bfloat16*, uint8_t*, cudaStream_t,
                                              MemoryFormat);
 template void maxpool_backward<__nv_bfloat16>(const cpu::PoolShape&, const __nv_bfloat16*,
-                                              const int32_t*, __nv_bfloat16*, cudaStream_t,
+                                              const uint8_t*, __nv_bfloat16*, cudaStream_t,
                                               MemoryFormat);
-template void maxpool_forward<__half>(const cpu::PoolShape&, const __half*, __half*, int32_t*,
+template void maxpool_forward<__half>(const cpu::PoolShape&, const __half*, __half*, uint8_t*,
                                       cudaStream_t, MemoryFormat);
-template void maxpool_backward<__half>(const cpu::PoolShape&, const __half*, const int32_t*,
+template void maxpool_backward<__half>(const cpu::PoolShape&, const __half*, const uint8_t*,
                                        __half*, cudaStream_t, MemoryFormat);
 
 }  // namespace rddp::cuda

@@ -174,7 +174,7 @@ struct Plan {
   bool stem_maxpool = false;
   cpu::PoolShape pool_shape;
   Activation<T> pooled;
-  int32_t* pool_argmax = nullptr;
+  uint8_t* pool_argmax = nullptr;  // each output's place in its window
   std::vector<Block<T>> blocks;
   Activation<T> features;  // [batch, channels] after global average pooling
   const TensorInfo *fc_weight = nullptr, *fc_bias = nullptr;

@@ -3,7 +3,9 @@
 // activation type: the inputs are rounded to the type first, the twin runs in float on them, and
 // its results are rounded once, as the kernels round theirs. Max pooling must match bit for bit
 // (values, argmax, gradients); average pooling within one unit of the type's last place (both
-// round a double sum whose order differs). Outputs start poisoned (NaN, argmax -1).
+// round a double sum whose order differs). Outputs start poisoned (NaN, argmax 255). The
+// kernel keeps argmax as the place in the window, the twin as the index in the plane
+// (support/maxpool_places.h converts).
 #include <doctest/doctest.h>
 
 #include <cuda_bf16.h>
@@ -23,6 +25,7 @@
 #include "resnet_ddp/rng.h"
 #include "support/device_array.h"
 #include "support/layout_copies.h"
+#include "support/maxpool_places.h"
 #include "support/test_tensors.h"
 
 using namespace rddp;
@@ -61,7 +64,7 @@ void check_maxpool(const cpu::PoolShape& s, MemoryFormat format) {
   cpu::maxpool_backward(s, converted<float>(dy_t).data(), want_argmax.data(), want_dx.data());
 
   DeviceArray<T> d_x(in), d_y(out), d_dy(out), d_dx(in);
-  DeviceArray<int32_t> d_argmax(out);
+  DeviceArray<uint8_t> d_argmax(out);
   d_x.upload(in_layout(x_t, nhwc, s.channels, s.in_h, s.in_w));
   d_dy.upload(in_layout(dy_t, nhwc, s.channels, s.out_h(), s.out_w()));
   d_y.poison();
@@ -71,7 +74,8 @@ void check_maxpool(const cpu::PoolShape& s, MemoryFormat format) {
   cuda::maxpool_backward(s, d_dy.get(), d_argmax.get(), d_dx.get(), nullptr, format);
   CHECK(bitwise_equal(from_layout(d_y.download(), nhwc, s.channels, s.out_h(), s.out_w()),
                   converted<T>(want_y)));
-  CHECK(from_layout(d_argmax.download(), nhwc, s.channels, s.out_h(), s.out_w()) == want_argmax);
+  CHECK(from_layout(d_argmax.download(), nhwc, s.channels, s.out_h(), s.out_w()) ==
+        window_places(s, want_argmax));
   CHECK(bitwise_equal(from_layout(d_dx.download(), nhwc, s.channels, s.in_h, s.in_w),
                   converted<T>(want_dx)));
 }
@@ -159,4 +163,31 @@ TEST_CASE("emulated max pooling refuses the shapes its CPU twin refuses") {
   for (const cpu::PoolShape& s :
        {cpu::PoolShape{1, 1, 4, 4, 3, 2, 2}, cpu::PoolShape{1, 1, 1, 1, 4, 1, 1}})
     CHECK_THROWS_AS(cuda::maxpool_forward<float>(s, nullptr, nullptr, nullptr, nullptr), Error);
+}
+
+TEST_CASE("emulated max pooling: windows up to 16x16, the places one byte holds") {
+  // 16x16 has 256 places, 0..255, so its last place is the poison's value: the input's maximum
+  // there must still be found, and its gradient routed back.
+  const cpu::PoolShape widest{1, 2, 16, 16, 16, 1, 0};
+  std::vector<float> x(2 * 256, -1.0f);
+  x[255] = 3.0f;        // channel 0: the last place
+  x[256 + 17] = 2.0f;   // channel 1: row 1, column 1
+  std::vector<int32_t> want_argmax(2);
+  std::vector<float> want_y(2), want_dx(x.size()), dy{0.5f, 0.25f};
+  cpu::maxpool_forward(widest, x.data(), want_y.data(), want_argmax.data());
+  cpu::maxpool_backward(widest, dy.data(), want_argmax.data(), want_dx.data());
+  DeviceArray<float> d_x(x.size()), d_y(2), d_dy(2), d_dx(x.size());
+  DeviceArray<uint8_t> d_argmax(2);
+  d_x.upload(x);
+  d_dy.upload(dy);
+  d_argmax.poison();
+  cuda::maxpool_forward(widest, d_x.get(), d_y.get(), d_argmax.get(), nullptr);
+  cuda::maxpool_backward(widest, d_dy.get(), d_argmax.get(), d_dx.get(), nullptr);
+  CHECK(d_argmax.download() == std::vector<uint8_t>{255, 17});
+  CHECK(d_argmax.download() == window_places(widest, want_argmax));
+  CHECK(bitwise_equal(d_dx.download(), want_dx));
+  // 17x17 has more places than a byte: refused, where the CPU twin's plane index has room.
+  const cpu::PoolShape too_wide{1, 1, 17, 17, 17, 1, 0};
+  CHECK_THROWS_AS(cuda::maxpool_forward<float>(too_wide, nullptr, nullptr, nullptr, nullptr),
+                  Error);
 }

@@ -25,6 +25,7 @@
 #include "resnet_ddp/cuda/layer_kernels.h"
 #include "resnet_ddp/rng.h"
 #include "support/device_buffers.h"
+#include "support/maxpool_places.h"
 #include "support/test_tensors.h"
 
 using namespace rddp;
@@ -34,6 +35,7 @@ using testing::bitwise_equal;
 using testing::to_device;
 using testing::poisoned;
 using testing::to_host;
+using testing::window_places;
 
 namespace {
 
@@ -600,11 +602,11 @@ TEST_CASE("max pooling matches the CPU twin bit for bit: values, argmax and grad
 
     const DeviceBuffer<float> d_x = to_device(x, stream), d_dy = to_device(dy, stream);
     auto d_y = poisoned<float>(out, stream), d_dx = poisoned<float>(in, stream);
-    auto d_argmax = poisoned<int32_t>(out, stream);
+    auto d_argmax = poisoned<uint8_t>(out, stream);
     cuda::maxpool_forward(s, d_x.get(), d_y.get(), d_argmax.get(), stream);
     cuda::maxpool_backward(s, d_dy.get(), d_argmax.get(), d_dx.get(), stream);
     CHECK(bitwise_equal(to_host(d_y, stream), want_y));
-    CHECK(to_host(d_argmax, stream) == want_argmax);
+    CHECK(to_host(d_argmax, stream) == window_places(s, want_argmax));
     CHECK(bitwise_equal(to_host(d_dx, stream), want_dx));
   }
 }

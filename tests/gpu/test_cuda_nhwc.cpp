@@ -35,6 +35,7 @@
 #include "support/engine_batches.h"
 #include "support/layout_copies.h"
 #include "support/layout_kernel_check.h"
+#include "support/maxpool_places.h"
 #include "support/mixed_precision_check.h"
 #include "support/test_tensors.h"
 
@@ -49,6 +50,7 @@ using testing::max_abs;
 using testing::bitwise_equal;
 using testing::nchw_to_nhwc;
 using testing::nhwc_to_nchw;
+using testing::window_places;
 
 namespace {
 
@@ -339,12 +341,13 @@ TEST_CASE("NHWC max pooling matches the CPU twin bit for bit, float and bfloat16
       const auto d_x = to_device(nchw_to_nhwc(x, n, c, s.in_h, s.in_w), stream);
       const auto d_dy = to_device(nchw_to_nhwc(dy, n, c, oh, ow), stream);
       auto d_y = poisoned<float>(out, stream), d_dx = poisoned<float>(in, stream);
-      auto d_argmax = poisoned<int32_t>(out, stream);
+      auto d_argmax = poisoned<uint8_t>(out, stream);
       cuda::maxpool_forward(s, d_x.get(), d_y.get(), d_argmax.get(), stream, MemoryFormat::nhwc);
       cuda::maxpool_backward(s, d_dy.get(), d_argmax.get(), d_dx.get(), stream,
                              MemoryFormat::nhwc);
       CHECK(bitwise_equal(nhwc_to_nchw(to_host(d_y, stream), n, c, oh, ow), want_y));
-      CHECK(nhwc_to_nchw(to_host(d_argmax, stream), n, c, oh, ow) == want_argmax);
+      CHECK(nhwc_to_nchw(to_host(d_argmax, stream), n, c, oh, ow) ==
+            window_places(s, want_argmax));
       CHECK(bitwise_equal(nhwc_to_nchw(to_host(d_dx, stream), n, c, s.in_h, s.in_w), want_dx));
     }
     {  // bfloat16: the inputs are exact in it, and so are the CPU's results
@@ -355,7 +358,7 @@ TEST_CASE("NHWC max pooling matches the CPU twin bit for bit, float and bfloat16
       const auto d_x = to_device(nchw_to_nhwc(x16, n, c, s.in_h, s.in_w), stream);
       const auto d_dy = to_device(nchw_to_nhwc(dy16, n, c, oh, ow), stream);
       auto d_y = poisoned<__nv_bfloat16>(out, stream), d_dx = poisoned<__nv_bfloat16>(in, stream);
-      auto d_argmax = poisoned<int32_t>(out, stream);
+      auto d_argmax = poisoned<uint8_t>(out, stream);
       cuda::maxpool_forward(s, d_x.get(), d_y.get(), d_argmax.get(), stream, MemoryFormat::nhwc);
       cuda::maxpool_backward(s, d_dy.get(), d_argmax.get(), d_dx.get(), stream,
                              MemoryFormat::nhwc);
@@ -366,7 +369,8 @@ TEST_CASE("NHWC max pooling matches the CPU twin bit for bit, float and bfloat16
         return out_values;
       };
       CHECK(bitwise_equal(widen(nhwc_to_nchw(to_host(d_y, stream), n, c, oh, ow)), want_y));
-      CHECK(nhwc_to_nchw(to_host(d_argmax, stream), n, c, oh, ow) == want_argmax);
+      CHECK(nhwc_to_nchw(to_host(d_argmax, stream), n, c, oh, ow) ==
+            window_places(s, want_argmax));
       CHECK(bitwise_equal(widen(nhwc_to_nchw(to_host(d_dx, stream), n, c, s.in_h, s.in_w)),
                           want_dx));
     }

@@ -41,15 +41,17 @@ void broadcast_rows(int rows, int cols, const T* row, T* out, cudaStream_t strea
 // ---- kernels/maxpool.cu
 
 // PyTorch's max pooling: the first maximum of each window in row-major order, a NaN winning
-// (the last NaN if several); argmax holds its index within the (n, c) plane (ih * in_w + iw,
-// in either format), stored like y.
+// (the last NaN if several); argmax holds its place in the window, one byte stored like y:
+// (ih - h0) * kernel + (iw - w0), (h0, w0) = (oh * stride - pad, ow * stride - pad) the window's
+// corner, padding included (the CPU twin holds the input's index in its plane instead).
+// Windows up to 16x16.
 template <typename T>
-void maxpool_forward(const cpu::PoolShape& shape, const T* x, T* y, int32_t* argmax,
+void maxpool_forward(const cpu::PoolShape& shape, const T* x, T* y, uint8_t* argmax,
                      cudaStream_t stream, MemoryFormat format = MemoryFormat::nchw);
 // dx receives, at each input, the sum of dy over the outputs that chose it, added in output
 // order like the CPU twin, so the result is the same bit for bit. No atomics.
 template <typename T>
-void maxpool_backward(const cpu::PoolShape& shape, const T* dy, const int32_t* argmax, T* dx,
+void maxpool_backward(const cpu::PoolShape& shape, const T* dy, const uint8_t* argmax, T* dx,
                       cudaStream_t stream, MemoryFormat format = MemoryFormat::nchw);
 
 // ---- kernels/global_avgpool.cu
