@@ -352,7 +352,7 @@ std::vector<SearchWorkspace> place_search_workspaces(const Plan<T>& plan, const 
     SearchWorkspace place;
     place.bytes = conv->layer->search_workspace_bytes(max_batch, plan.context.cudnn(),
                                                       plan.algorithms, limit);
-    // What the search reads and writes: the ranges of them that lie in the arena.
+    // What the search reads and writes (search_buffers): the ranges of them in the arena.
     std::vector<ByteRange> used;
     const auto add = [&](const void* pointer, size_t bytes) {
       const auto* p = static_cast<const std::byte*>(pointer);
@@ -360,21 +360,18 @@ std::vector<SearchWorkspace> place_search_workspaces(const Plan<T>& plan, const 
       const size_t offset = static_cast<size_t>(p - base);
       used.push_back({offset, offset + bytes});
     };
-    const size_t input_bytes =
-        conv->input != nullptr ? conv->input->count(max_batch) * sizeof(T) : 0;
+    const ConvShape shape = conv->layer->shape(max_batch);
+    const size_t input_bytes = static_cast<size_t>(max_batch) * shape.in_channels * shape.in_h *
+                               shape.in_w * sizeof(T);
     const size_t output_bytes = conv->output.count(max_batch) * sizeof(T);
     const size_t weight_bytes = conv->weight->numel * sizeof(T);
-    if (conv->input != nullptr) {
-      add(conv->input->value, input_bytes);
-      add(conv->input->grad, input_bytes);
-    } else {
-      add(stand_in, static_cast<size_t>(max_batch) * plan.in_channels * plan.height *
-                        plan.width * sizeof(T));
-    }
-    add(plan.conv_weight(*conv), weight_bytes);
-    add(conv->output.value, output_bytes);
-    add(conv->output.grad, output_bytes);
-    if (plan.weight_grad_scratch()) add(plan.weight_grad_copy, weight_bytes);
+    const ConvSearchBuffers buffers = search_buffers(plan, *conv, stand_in, nullptr, 0);
+    add(buffers.x, input_bytes);
+    add(buffers.dx, input_bytes);
+    add(buffers.w, weight_bytes);
+    add(buffers.y, output_bytes);
+    add(buffers.dy, output_bytes);
+    add(buffers.dw, weight_bytes);
     const ByteRange free = largest_free_range(arena_bytes, used, DeviceArena::kAlignBytes);
     if (place.bytes > 0 && free.size() >= place.bytes) {
       place.in_arena = true;
