@@ -20,6 +20,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "stream_work.h"
+
 namespace emu {
 
 // Where the launch was written and how it was configured.
@@ -107,7 +109,8 @@ Args<std::decay_t<Values>...> args(Values&&... values) {
 }
 
 // Each thread calls the kernel with its own copies of the arguments, converted to the
-// parameters' types as at a launch.
+// parameters' types as at a launch. The launch goes through the stream, so that a capture
+// records it with the argument values of the moment, as a graph's kernel node keeps them.
 template <typename... Params, typename... Values>
 void operator%(const Launch<Params...>& launch, const Args<Values...>& arguments) {
   static_assert(sizeof...(Params) == sizeof...(Values), "a launch passes every parameter");
@@ -117,8 +120,10 @@ void operator%(const Launch<Params...>& launch, const Args<Values...>& arguments
         (detail::check_pointer_argument(launch.config, argument++, value), ...);
       },
       arguments.values);
-  auto call = [&] { std::apply(launch.kernel, arguments.values); };
-  detail::run_grid(launch.config, &detail::invoke<decltype(call)>, &call);
+  enqueue(launch.config.stream, [launch, arguments] {
+    auto call = [&] { std::apply(launch.kernel, arguments.values); };
+    detail::run_grid(launch.config, &detail::invoke<decltype(call)>, &call);
+  });
 }
 
 }  // namespace emu

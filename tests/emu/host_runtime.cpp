@@ -19,8 +19,10 @@
 #include <sstream>
 #include <string>
 
+#include "capture_state.h"
 #include "cuda_emu.h"
 #include "launch_fault.h"
+#include "stream_work.h"
 
 namespace emu::detail {
 
@@ -35,7 +37,9 @@ struct Allocation {
 
 struct Runtime {
   std::map<uintptr_t, Allocation> allocations;  // by the address cudaMalloc returned
+  size_t allocated_bytes = 0;
   std::set<void*> streams;
+  std::set<void*> pinned;  // cudaHostAlloc'd: plain host memory here
   cudaError_t last_error = cudaSuccess;
 };
 
@@ -117,7 +121,12 @@ void check_kernel_pointer(const Config& config, int argument, const void* pointe
 
 }  // namespace emu::detail
 
+namespace emu {
+bool is_device_memory(const void* p, size_t bytes) { return detail::device_range(p, bytes); }
+}  // namespace emu
+
 using emu::detail::device_range;
+using emu::detail::refuse_during_capture;
 using emu::detail::kGuardBytes;
 using emu::detail::kPoison;
 using emu::detail::padded;
@@ -126,6 +135,7 @@ using emu::detail::runtime;
 extern "C" {
 
 cudaError_t cudaMalloc(void** pointer, size_t bytes) {
+  if (const cudaError_t refused = refuse_during_capture()) return refused;
   if (pointer == nullptr) return runtime().last_error = cudaErrorInvalidValue;
   const size_t total = kGuardBytes + padded(bytes) + kGuardBytes;
   auto* block = static_cast<unsigned char*>(std::aligned_alloc(kGuardBytes, total));
@@ -133,25 +143,38 @@ cudaError_t cudaMalloc(void** pointer, size_t bytes) {
   std::memset(block, kPoison, total);
   *pointer = block + kGuardBytes;
   runtime().allocations[reinterpret_cast<uintptr_t>(*pointer)] = {bytes};
+  runtime().allocated_bytes += bytes;
   return cudaSuccess;
 }
 
 cudaError_t cudaFree(void* pointer) {
   if (pointer == nullptr) return cudaSuccess;
+  if (const cudaError_t refused = refuse_during_capture()) return refused;
   auto& allocations = runtime().allocations;
   const auto it = allocations.find(reinterpret_cast<uintptr_t>(pointer));
   if (it == allocations.end()) return runtime().last_error = cudaErrorInvalidValue;
+  runtime().allocated_bytes -= it->second.bytes;
   allocations.erase(it);
   std::free(static_cast<unsigned char*>(pointer) - kGuardBytes);
   return cudaSuccess;
 }
 
-cudaError_t cudaMemcpy(void* to, const void* from, size_t bytes, cudaMemcpyKind kind) {
+namespace {
+
+cudaError_t check_copy(void* to, const void* from, size_t bytes, cudaMemcpyKind kind) {
   const bool to_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
   const bool from_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
   if ((to_device && !device_range(to, bytes)) || (from_device && !device_range(from, bytes)) ||
       kind == cudaMemcpyHostToHost || kind == cudaMemcpyDefault)
     return runtime().last_error = cudaErrorInvalidValue;
+  return cudaSuccess;
+}
+
+}  // namespace
+
+cudaError_t cudaMemcpy(void* to, const void* from, size_t bytes, cudaMemcpyKind kind) {
+  if (const cudaError_t refused = refuse_during_capture()) return refused;
+  if (const cudaError_t bad = check_copy(to, from, bytes, kind)) return bad;
   if (bytes > 0) std::memmove(to, from, bytes);
   return cudaSuccess;
 }
@@ -159,10 +182,13 @@ cudaError_t cudaMemcpy(void* to, const void* from, size_t bytes, cudaMemcpyKind 
 cudaError_t cudaMemcpyAsync(void* to, const void* from, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t stream) {
   if (!emu::detail::known_stream(stream)) return runtime().last_error = cudaErrorInvalidResourceHandle;
-  return cudaMemcpy(to, from, bytes, kind);
+  if (const cudaError_t bad = check_copy(to, from, bytes, kind)) return bad;
+  if (bytes > 0) emu::enqueue(stream, [to, from, bytes] { std::memmove(to, from, bytes); });
+  return cudaSuccess;
 }
 
 cudaError_t cudaMemset(void* pointer, int value, size_t bytes) {
+  if (const cudaError_t refused = refuse_during_capture()) return refused;
   if (!device_range(pointer, bytes)) return runtime().last_error = cudaErrorInvalidValue;
   if (bytes > 0) std::memset(pointer, value, bytes);
   return cudaSuccess;
@@ -170,14 +196,22 @@ cudaError_t cudaMemset(void* pointer, int value, size_t bytes) {
 
 cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes, cudaStream_t stream) {
   if (!emu::detail::known_stream(stream)) return runtime().last_error = cudaErrorInvalidResourceHandle;
-  return cudaMemset(pointer, value, bytes);
+  if (!device_range(pointer, bytes)) return runtime().last_error = cudaErrorInvalidValue;
+  if (bytes > 0)
+    emu::enqueue(stream, [pointer, value, bytes] { std::memset(pointer, value, bytes); });
+  return cudaSuccess;
 }
 
 cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+  if (stream == nullptr) return runtime().last_error = cudaErrorInvalidValue;
   auto* handle = new char;  // only its address matters
   runtime().streams.insert(handle);
   *stream = reinterpret_cast<cudaStream_t>(handle);
   return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int /*flags*/) {
+  return cudaStreamCreate(stream);
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
@@ -187,10 +221,88 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  return emu::detail::known_stream(stream) ? cudaSuccess : cudaErrorInvalidResourceHandle;
+  if (!emu::detail::known_stream(stream)) return cudaErrorInvalidResourceHandle;
+  return refuse_during_capture();
 }
 
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) { return refuse_during_capture(); }
+
+// Pinned memory is plain host memory; only cudaFreeHost's check of what it frees is kept.
+cudaError_t cudaHostAlloc(void** pointer, size_t bytes, unsigned int /*flags*/) {
+  if (pointer == nullptr) return runtime().last_error = cudaErrorInvalidValue;
+  *pointer = std::aligned_alloc(kGuardBytes, padded(bytes == 0 ? 1 : bytes));
+  if (*pointer == nullptr) return runtime().last_error = cudaErrorMemoryAllocation;
+  runtime().pinned.insert(*pointer);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void** pointer, size_t bytes) { return cudaHostAlloc(pointer, bytes, 0); }
+
+cudaError_t cudaFreeHost(void* pointer) {
+  if (pointer == nullptr) return cudaSuccess;
+  if (runtime().pinned.erase(pointer) == 0) return runtime().last_error = cudaErrorInvalidValue;
+  std::free(pointer);
+  return cudaSuccess;
+}
+
+// One device, described as a Hopper GPU so that code asking for tensor-core generations takes
+// its usual path; the memory it reports is what the emulated cudaMalloc has handed out.
+constexpr size_t kDeviceMemory = size_t{16} << 30;
+constexpr const char* kDeviceName = "emulated CUDA device (CPU)";
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  if (count == nullptr) return cudaErrorInvalidValue;
+  *count = 1;
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+  return device == 0 ? cudaSuccess : (runtime().last_error = cudaErrorInvalidDevice);
+}
+
+cudaError_t cudaGetDevice(int* device) {
+  if (device == nullptr) return cudaErrorInvalidValue;
+  *device = 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* properties, int device) {
+  if (properties == nullptr || device != 0) return cudaErrorInvalidDevice;
+  *properties = cudaDeviceProp{};
+  std::strncpy(properties->name, kDeviceName, sizeof(properties->name) - 1);
+  properties->major = 9;
+  properties->minor = 0;
+  properties->multiProcessorCount = 1;
+  properties->totalGlobalMem = kDeviceMemory;
+  properties->warpSize = 32;
+  properties->maxThreadsPerBlock = 1024;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device) {
+  if (value == nullptr || device != 0) return cudaErrorInvalidDevice;
+  switch (attribute) {
+    case cudaDevAttrComputeCapabilityMajor: *value = 9; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *value = 0; return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount: *value = 1; return cudaSuccess;
+    case cudaDevAttrWarpSize: *value = 32; return cudaSuccess;
+    case cudaDevAttrMaxThreadsPerBlock: *value = 1024; return cudaSuccess;
+    default: return runtime().last_error = cudaErrorNotSupported;
+  }
+}
+
+cudaError_t cudaDeviceGetPCIBusId(char* bus_id, int length, int device) {
+  if (bus_id == nullptr || length < 13 || device != 0) return cudaErrorInvalidValue;
+  std::strncpy(bus_id, "0000:00:00.0", static_cast<size_t>(length));
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  if (free_bytes == nullptr || total_bytes == nullptr) return cudaErrorInvalidValue;
+  *total_bytes = kDeviceMemory;
+  *free_bytes = kDeviceMemory > runtime().allocated_bytes ? kDeviceMemory - runtime().allocated_bytes : 0;
+  return cudaSuccess;
+}
 
 cudaError_t cudaGetLastError(void) {
   const cudaError_t error = runtime().last_error;
@@ -207,6 +319,12 @@ const char* cudaGetErrorName(cudaError_t error) {
     case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
     case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorNotSupported: return "cudaErrorNotSupported";
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureImplicit: return "cudaErrorStreamCaptureImplicit";
     default: return "cudaErrorUnknown";
   }
 }
@@ -218,6 +336,16 @@ const char* cudaGetErrorString(cudaError_t error) {
     case cudaErrorMemoryAllocation: return "out of memory (emulated runtime)";
     case cudaErrorInvalidConfiguration: return "invalid configuration argument (emulated runtime)";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle (emulated runtime)";
+    case cudaErrorInvalidDevice: return "invalid device ordinal (emulated runtime)";
+    case cudaErrorNotSupported: return "operation not supported (emulated runtime)";
+    case cudaErrorIllegalState: return "operation not permitted in this state (emulated runtime)";
+    case cudaErrorStreamCaptureUnsupported:
+      return "operation not permitted when stream is capturing (emulated runtime)";
+    case cudaErrorStreamCaptureInvalidated:
+      return "operation failed due to a previous error during capture (emulated runtime)";
+    case cudaErrorStreamCaptureImplicit:
+      return "operation would make the legacy stream depend on a capturing blocking stream "
+             "(emulated runtime)";
     default: return "an error the emulated runtime does not name";
   }
 }

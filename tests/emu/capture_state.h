@@ -1,0 +1,19 @@
+#pragma once
+// What the emulated runtime's synchronous calls need to know of a capture in progress
+// (stream_capture.cpp): a capture in cudaStreamCaptureModeThreadLocal, the only mode the engine
+// uses, refuses calls that would wait for the GPU or change its memory map, and such a call
+// spoils the capture, as on the GPU.
+#include <cuda_runtime_api.h>
+
+namespace emu::detail {
+
+// cudaSuccess when no capture is in progress; otherwise cudaErrorStreamCaptureUnsupported, and
+// the capture ends in cudaErrorStreamCaptureInvalidated.
+cudaError_t refuse_during_capture();
+
+// Whether `stream` is the one being captured.
+bool is_capturing(cudaStream_t stream);
+
+void set_last_error(cudaError_t error);  // host_runtime.cpp
+
+}  // namespace emu::detail
