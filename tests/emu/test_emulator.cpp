@@ -160,3 +160,51 @@ TEST_CASE("emulator: a vector load through a misaligned pointer stops the progra
   CHECK(contains(report, "misaligned address"));
   CHECK(contains(report, "16 byte alignment"));
 }
+
+TEST_CASE("a captured stream records its work, a graph replays it, and a wait spoils a capture") {
+  cudaStream_t stream = nullptr;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  DeviceBuffer<int> device(4);
+  int* values = device.get();  // host memory under the emulator: readable without a copy
+  std::vector<int> host{1, 2, 3, 4};
+  REQUIRE(cudaMemsetAsync(values, 0, 4 * sizeof(int), stream) == cudaSuccess);
+
+  REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  REQUIRE(cudaMemcpyAsync(values, host.data(), 4 * sizeof(int), cudaMemcpyHostToDevice, stream) ==
+          cudaSuccess);
+  REQUIRE(cudaMemsetAsync(values + 3, 0, sizeof(int), stream) == cudaSuccess);
+  CHECK(values[0] == 0);  // recorded, not run
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
+  size_t nodes = 0;
+  REQUIRE(cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess);
+  CHECK(nodes == 2);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  // A replay reads the host buffer as it is then, as a graph's copy node does.
+  host = {5, 6, 7, 8};
+  REQUIRE(cudaGraphLaunch(exec, stream) == cudaSuccess);
+  CHECK(std::vector<int>(values, values + 4) == std::vector<int>{5, 6, 7, 0});
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+
+  // Waiting for the GPU, allocating, or using the legacy stream during a capture is refused
+  // and ends the capture without a graph.
+  REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  CHECK(cudaStreamSynchronize(stream) == cudaErrorStreamCaptureUnsupported);
+  CHECK(cudaStreamEndCapture(stream, &graph) == cudaErrorStreamCaptureInvalidated);
+  CHECK(graph == nullptr);
+  REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  void* more = nullptr;
+  CHECK(cudaMalloc(&more, 16) == cudaErrorStreamCaptureUnsupported);
+  CHECK(cudaStreamEndCapture(stream, &graph) == cudaErrorStreamCaptureInvalidated);
+  REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  (void)cudaMemsetAsync(values, 0, sizeof(int), nullptr);
+  CHECK(cudaStreamEndCapture(stream, &graph) == cudaErrorStreamCaptureInvalidated);
+  CHECK(values[0] == 5);
+  (void)cudaGetLastError();
+  // After a spoiled capture the stream runs work again.
+  REQUIRE(cudaMemsetAsync(values, 0, sizeof(int), stream) == cudaSuccess);
+  CHECK(values[0] == 0);
+  cudaStreamDestroy(stream);
+}
