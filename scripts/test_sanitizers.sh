@@ -9,7 +9,9 @@
 # sanitizers (a 2-step synthetic run: 41 s against 2.8 s), so cli.test_resume, cli.test_faults,
 # cli.test_plot_precision_curves and mpi.trainer_np2, which train ResNet-18 for dozens of steps,
 # would take many minutes each on two cores; the ordinary build runs them. cli.test_bad_input
-# and cli.test_pack still run the whole program, training included, for a step.
+# and cli.test_pack still run the whole program, training included, for a step. The emulated
+# CUDA engine's tests (cpu.emu_engine.*, tests/emu/README.md) train for minutes in the ordinary
+# build; they are left out here and their program is not built.
 # Environment: RDDP_ASAN_BUILD_DIR (default build-asan), RDDP_CUDA_ARCHS (default 90).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -49,7 +51,7 @@ export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$supp/lsan.supp:print_suppressi
 
 cd "$build"
 [ $# -gt 0 ] || set -- -L "cpu|mpi" \
-  -E "^(cli[.]test_resume|cli[.]test_faults|cli[.]test_plot_precision_curves|mpi[.]trainer_np2)$"
+  -E "^(cli[.]test_resume|cli[.]test_faults|cli[.]test_plot_precision_curves|mpi[.]trainer_np2|cpu[.]emu_engine[.].*)$"
 status=0
 ctest --output-on-failure -j "$jobs" "$@" || status=$?
 grep -h '^SKIPPED' Testing/Temporary/LastTest.log 2>/dev/null | sort -u || true
