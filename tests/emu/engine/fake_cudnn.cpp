@@ -95,6 +95,14 @@ cudnnStatus_t failure(cudnnStatus_t status, const char* function, Parts&&... par
   return status;
 }
 
+// cudnnCreate*Descriptor: a fresh, unset descriptor of the struct `out` points to.
+template <typename Struct>
+cudnnStatus_t create_descriptor(const char* function, Struct** out) {
+  if (out == nullptr) return failure(CUDNN_STATUS_BAD_PARAM, function, "the descriptor is null");
+  *out = new Struct;
+  return CUDNN_STATUS_SUCCESS;
+}
+
 #define FAKE_CUDNN_TRY(call)                             \
   do {                                                   \
     const cudnnStatus_t status_ = (call);                \
@@ -862,10 +870,7 @@ cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t streamId) {
 // Descriptors.
 
 cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t* tensorDesc) {
-  if (tensorDesc == nullptr)
-    return failure(CUDNN_STATUS_BAD_PARAM, "cudnnCreateTensorDescriptor", "tensorDesc is null");
-  *tensorDesc = new cudnnTensorStruct;
-  return CUDNN_STATUS_SUCCESS;
+  return create_descriptor("cudnnCreateTensorDescriptor", tensorDesc);
 }
 
 cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t tensorDesc) {
@@ -882,10 +887,7 @@ cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t tensorDesc,
 }
 
 cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t* filterDesc) {
-  if (filterDesc == nullptr)
-    return failure(CUDNN_STATUS_BAD_PARAM, "cudnnCreateFilterDescriptor", "filterDesc is null");
-  *filterDesc = new cudnnFilterStruct;
-  return CUDNN_STATUS_SUCCESS;
+  return create_descriptor("cudnnCreateFilterDescriptor", filterDesc);
 }
 
 cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t filterDesc) {
@@ -902,10 +904,7 @@ cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t filterDesc,
 }
 
 cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t* convDesc) {
-  if (convDesc == nullptr)
-    return failure(CUDNN_STATUS_BAD_PARAM, "cudnnCreateConvolutionDescriptor", "convDesc is null");
-  *convDesc = new cudnnConvolutionStruct;
-  return CUDNN_STATUS_SUCCESS;
+  return create_descriptor("cudnnCreateConvolutionDescriptor", convDesc);
 }
 
 cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t convDesc) {
