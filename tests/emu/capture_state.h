@@ -16,4 +16,8 @@ bool is_capturing(cudaStream_t stream);
 
 void set_last_error(cudaError_t error);  // host_runtime.cpp
 
+// Blocks until the asynchronous work (stream_work.h) in flight on `stream` has completed; on
+// the legacy default stream, that of every stream, as it synchronises with them all.
+void finish_stream(cudaStream_t stream);
+
 }  // namespace emu::detail

@@ -1,6 +1,7 @@
 // The CUDA runtime calls of the kernel files and of the tests' device buffers, on host memory,
 // in place of libcudart (which the emulated tests do not link). Work is done at once: a stream is
-// only a handle and synchronising returns at once.
+// only a handle, and synchronising returns at once unless asynchronous work (an emulated
+// collective, stream_work.h) is in flight.
 //
 // "Device" memory comes from cudaMalloc as on the GPU, 256-byte aligned, filled with 0xff (NaN
 // in every float type, -1 in every integer) so that an element nobody wrote cannot pass for a
@@ -10,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -126,6 +128,7 @@ bool is_device_memory(const void* p, size_t bytes) { return detail::device_range
 }  // namespace emu
 
 using emu::detail::device_range;
+using emu::detail::finish_stream;
 using emu::detail::refuse_during_capture;
 using emu::detail::kGuardBytes;
 using emu::detail::kPoison;
@@ -175,6 +178,7 @@ cudaError_t check_copy(void* to, const void* from, size_t bytes, cudaMemcpyKind 
 cudaError_t cudaMemcpy(void* to, const void* from, size_t bytes, cudaMemcpyKind kind) {
   if (const cudaError_t refused = refuse_during_capture()) return refused;
   if (const cudaError_t bad = check_copy(to, from, bytes, kind)) return bad;
+  finish_stream(nullptr);
   if (bytes > 0) std::memmove(to, from, bytes);
   return cudaSuccess;
 }
@@ -190,6 +194,7 @@ cudaError_t cudaMemcpyAsync(void* to, const void* from, size_t bytes, cudaMemcpy
 cudaError_t cudaMemset(void* pointer, int value, size_t bytes) {
   if (const cudaError_t refused = refuse_during_capture()) return refused;
   if (!device_range(pointer, bytes)) return runtime().last_error = cudaErrorInvalidValue;
+  finish_stream(nullptr);
   if (bytes > 0) std::memset(pointer, value, bytes);
   return cudaSuccess;
 }
@@ -216,16 +221,23 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int /*flags
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   if (runtime().streams.erase(stream) == 0) return runtime().last_error = cudaErrorInvalidResourceHandle;
+  finish_stream(stream);  // as on the GPU, work in flight completes
   delete reinterpret_cast<char*>(stream);
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   if (!emu::detail::known_stream(stream)) return cudaErrorInvalidResourceHandle;
-  return refuse_during_capture();
+  if (const cudaError_t refused = refuse_during_capture()) return refused;
+  finish_stream(stream);
+  return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize(void) { return refuse_during_capture(); }
+cudaError_t cudaDeviceSynchronize(void) {
+  if (const cudaError_t refused = refuse_during_capture()) return refused;
+  finish_stream(nullptr);
+  return cudaSuccess;
+}
 
 // Pinned memory is plain host memory; only cudaFreeHost's check of what it frees is kept.
 cudaError_t cudaHostAlloc(void** pointer, size_t bytes, unsigned int /*flags*/) {
@@ -245,29 +257,47 @@ cudaError_t cudaFreeHost(void* pointer) {
   return cudaSuccess;
 }
 
-// One device, described as a Hopper GPU so that code asking for tensor-core generations takes
-// its usual path; the memory it reports is what the emulated cudaMalloc has handed out.
+// Each device is described as a Hopper GPU so that code asking for tensor-core generations takes
+// its usual path; the memory it reports is what the emulated cudaMalloc has handed out. A node
+// has RDDP_EMULATED_GPUS of them (1 to 16, default 1), each with its own PCI bus id, so that
+// ranks on one node can be given distinct GPUs, or made to share one. Every process sees all of
+// them and its memory is its own, whichever it selects.
 constexpr size_t kDeviceMemory = size_t{16} << 30;
 constexpr const char* kDeviceName = "emulated CUDA device (CPU)";
 
+int device_count() {
+  static const int count = [] {
+    const char* set = std::getenv("RDDP_EMULATED_GPUS");
+    const int n = set == nullptr ? 1 : std::atoi(set);
+    return n >= 1 && n <= 16 ? n : 1;
+  }();
+  return count;
+}
+
+bool valid_device(int device) { return device >= 0 && device < device_count(); }
+
+thread_local int current_device = 0;
+
 cudaError_t cudaGetDeviceCount(int* count) {
   if (count == nullptr) return cudaErrorInvalidValue;
-  *count = 1;
+  *count = device_count();
   return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int device) {
-  return device == 0 ? cudaSuccess : (runtime().last_error = cudaErrorInvalidDevice);
+  if (!valid_device(device)) return runtime().last_error = cudaErrorInvalidDevice;
+  current_device = device;
+  return cudaSuccess;
 }
 
 cudaError_t cudaGetDevice(int* device) {
   if (device == nullptr) return cudaErrorInvalidValue;
-  *device = 0;
+  *device = current_device;
   return cudaSuccess;
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* properties, int device) {
-  if (properties == nullptr || device != 0) return cudaErrorInvalidDevice;
+  if (properties == nullptr || !valid_device(device)) return cudaErrorInvalidDevice;
   *properties = cudaDeviceProp{};
   std::strncpy(properties->name, kDeviceName, sizeof(properties->name) - 1);
   properties->major = 9;
@@ -280,7 +310,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* properties, int device) {
 }
 
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device) {
-  if (value == nullptr || device != 0) return cudaErrorInvalidDevice;
+  if (value == nullptr || !valid_device(device)) return cudaErrorInvalidDevice;
   switch (attribute) {
     case cudaDevAttrComputeCapabilityMajor: *value = 9; return cudaSuccess;
     case cudaDevAttrComputeCapabilityMinor: *value = 0; return cudaSuccess;
@@ -292,8 +322,8 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int dev
 }
 
 cudaError_t cudaDeviceGetPCIBusId(char* bus_id, int length, int device) {
-  if (bus_id == nullptr || length < 13 || device != 0) return cudaErrorInvalidValue;
-  std::strncpy(bus_id, "0000:00:00.0", static_cast<size_t>(length));
+  if (bus_id == nullptr || length < 13 || !valid_device(device)) return cudaErrorInvalidValue;
+  std::snprintf(bus_id, static_cast<size_t>(length), "0000:%02x:00.0", device + 1);
   return cudaSuccess;
 }
 
@@ -325,6 +355,7 @@ const char* cudaGetErrorName(cudaError_t error) {
     case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
     case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
     case cudaErrorStreamCaptureImplicit: return "cudaErrorStreamCaptureImplicit";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
     default: return "cudaErrorUnknown";
   }
 }
@@ -346,6 +377,7 @@ const char* cudaGetErrorString(cudaError_t error) {
     case cudaErrorStreamCaptureImplicit:
       return "operation would make the legacy stream depend on a capturing blocking stream "
              "(emulated runtime)";
+    case cudaErrorNotReady: return "device not ready (emulated runtime)";
     default: return "an error the emulated runtime does not name";
   }
 }

@@ -1,5 +1,7 @@
 // Streams, events and CUDA graphs for the emulator. Streams are synchronous: work runs when it
-// is enqueued, so events are always complete and waiting on them returns at once. Capture is
+// is enqueued, so events are complete at once and waiting on them returns at once, except
+// behind asynchronous work (an emulated collective), which keeps an event recorded after it
+// incomplete until the other processes have joined. Capture is
 // what the engine needs of it: one stream captured at a time (cudaStreamCaptureModeThreadLocal),
 // its work recorded in order, and a graph that replays that list. Recorded kernel launches keep
 // their argument values and copies keep their pointers, as a graph's nodes do; replays read
@@ -8,7 +10,11 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <set>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -24,6 +30,7 @@ struct CUgraphExec_st {
 };
 struct CUevent_st {
   std::chrono::steady_clock::time_point recorded;
+  std::vector<std::shared_ptr<emu::AsyncWork>> behind;  // in flight on its stream when recorded
 };
 
 namespace emu {
@@ -43,9 +50,44 @@ Capture& capture() {
 
 bool legacy(cudaStream_t stream) { return stream == nullptr || stream == cudaStreamLegacy; }
 
+using AsyncList = std::vector<std::shared_ptr<AsyncWork>>;
+
+// Guards the event registry, the events' lists and the streams' work in flight: a watchdog
+// thread queries events while the owner records them. Never held while waiting.
+std::mutex& async_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 std::set<cudaEvent_t>& events() {
   static std::set<cudaEvent_t> e;
   return e;
+}
+
+bool known_event(cudaEvent_t event) {
+  std::lock_guard<std::mutex> lock(async_mutex());
+  return events().count(event) != 0;
+}
+
+std::map<cudaStream_t, AsyncList>& in_flight() {
+  static std::map<cudaStream_t, AsyncList> works;
+  return works;
+}
+
+bool all_complete(const AsyncList& works) {
+  for (const auto& work : works)
+    if (!work->test()) return false;
+  return true;
+}
+
+void wait_for(const AsyncList& works) {
+  for (const auto& work : works)
+    while (!work->test()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+}
+
+AsyncList behind_event(cudaEvent_t event) {
+  std::lock_guard<std::mutex> lock(async_mutex());
+  return event->behind;
 }
 
 }  // namespace
@@ -64,6 +106,22 @@ bool is_capturing(cudaStream_t stream) {
   return capture().graph != nullptr && capture().stream == stream;
 }
 
+void finish_stream(cudaStream_t stream) {
+  AsyncList works;
+  {
+    std::lock_guard<std::mutex> lock(async_mutex());
+    auto& all = in_flight();
+    if (legacy(stream)) {
+      for (auto& [handle, list] : all) works.insert(works.end(), list.begin(), list.end());
+      all.clear();
+    } else if (auto it = all.find(stream); it != all.end()) {
+      works = std::move(it->second);
+      all.erase(it);
+    }
+  }
+  wait_for(works);
+}
+
 }  // namespace detail
 
 void enqueue(cudaStream_t stream, std::function<void()> work) {
@@ -79,7 +137,21 @@ void enqueue(cudaStream_t stream, std::function<void()> work) {
     detail::set_last_error(cudaErrorStreamCaptureImplicit);
     return;
   }
+  detail::finish_stream(stream);
   work();
+}
+
+cudaError_t enqueue_async(cudaStream_t stream, const std::function<std::shared_ptr<AsyncWork>()>& start) {
+  if (capture().graph != nullptr && (stream == capture().stream || legacy(stream))) {
+    capture().invalidated = true;
+    detail::set_last_error(cudaErrorStreamCaptureUnsupported);
+    return cudaErrorStreamCaptureUnsupported;
+  }
+  detail::finish_stream(stream);
+  std::shared_ptr<AsyncWork> work = start();
+  std::lock_guard<std::mutex> lock(async_mutex());
+  in_flight()[stream].push_back(std::move(work));
+  return cudaSuccess;
 }
 
 }  // namespace emu
@@ -157,7 +229,8 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
 
 cudaError_t cudaEventCreate(cudaEvent_t* event) {
   if (event == nullptr) return cudaErrorInvalidValue;
-  *event = new CUevent_st{std::chrono::steady_clock::now()};
+  *event = new CUevent_st{std::chrono::steady_clock::now(), {}};
+  std::lock_guard<std::mutex> lock(emu::async_mutex());
   emu::events().insert(*event);
   return cudaSuccess;
 }
@@ -167,37 +240,58 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int /*flags*/)
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
-  if (emu::events().erase(event) == 0) return cudaErrorInvalidResourceHandle;
+  {
+    std::lock_guard<std::mutex> lock(emu::async_mutex());
+    if (emu::events().erase(event) == 0) return cudaErrorInvalidResourceHandle;
+  }
   delete event;
   return cudaSuccess;
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(emu::async_mutex());
   if (emu::events().count(event) == 0) return cudaErrorInvalidResourceHandle;
   // Recorded during a capture, an event only orders work inside the graph; it is never waited
   // on from the host (that would be refused below).
-  if (!emu::detail::is_capturing(stream)) event->recorded = std::chrono::steady_clock::now();
+  if (emu::detail::is_capturing(stream)) return cudaSuccess;
+  event->recorded = std::chrono::steady_clock::now();
+  event->behind.clear();
+  auto& all = emu::in_flight();
+  if (emu::legacy(stream)) {
+    for (const auto& [handle, list] : all) event->behind.insert(event->behind.end(), list.begin(), list.end());
+  } else if (auto it = all.find(stream); it != all.end()) {
+    event->behind = it->second;
+  }
   return cudaSuccess;
 }
 
+// Any thread: the watchdog asks whether a collective has completed.
 cudaError_t cudaEventQuery(cudaEvent_t event) {
-  if (emu::events().count(event) == 0) return cudaErrorInvalidResourceHandle;
+  if (!emu::known_event(event)) return cudaErrorInvalidResourceHandle;
   if (const cudaError_t refused = emu::detail::refuse_during_capture()) return refused;
-  return cudaSuccess;
+  return emu::all_complete(emu::behind_event(event)) ? cudaSuccess : cudaErrorNotReady;
 }
 
-cudaError_t cudaEventSynchronize(cudaEvent_t event) { return cudaEventQuery(event); }
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (!emu::known_event(event)) return cudaErrorInvalidResourceHandle;
+  if (const cudaError_t refused = emu::detail::refuse_during_capture()) return refused;
+  emu::wait_for(emu::behind_event(event));
+  return cudaSuccess;
+}
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
-  if (ms == nullptr || emu::events().count(start) == 0 || emu::events().count(end) == 0)
+  if (ms == nullptr || !emu::known_event(start) || !emu::known_event(end))
     return cudaErrorInvalidResourceHandle;
   *ms = std::chrono::duration<float, std::milli>(end->recorded - start->recorded).count();
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t /*stream*/, cudaEvent_t event, unsigned int /*flags*/) {
-  // Work before the event has run already.
-  return emu::events().count(event) != 0 ? cudaSuccess : cudaErrorInvalidResourceHandle;
+  if (!emu::known_event(event)) return cudaErrorInvalidResourceHandle;
+  // Synchronous streams cannot defer their next work behind the event's, so the host waits
+  // here for what the event is behind; other work before it has run already.
+  emu::wait_for(emu::behind_event(event));
+  return cudaSuccess;
 }
 
 }  // extern "C"

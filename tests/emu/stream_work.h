@@ -6,12 +6,29 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 
 namespace emu {
 
 // Runs `work` now (streams are synchronous here), or records it into the graph being captured
 // on `stream`. `work` must hold copies of everything it reads at call time but device memory.
 void enqueue(cudaStream_t stream, std::function<void()> work);
+
+// Work that other processes complete: an emulated NCCL collective, in flight until every rank
+// has joined it. test() says without blocking whether it has completed (or was aborted, which
+// ends it too); any thread may call it.
+class AsyncWork {
+ public:
+  virtual ~AsyncWork() = default;
+  virtual bool test() = 0;
+};
+
+// Starts `start`'s work on `stream` once the stream's earlier work is complete, and keeps it in
+// flight there: an event recorded on the stream afterwards is not complete, and waiting on the
+// stream or on such an event blocks, until the work's test() says so. Work enqueued on the
+// stream later waits for it first. Refused (cudaErrorStreamCaptureUnsupported) on a stream
+// being captured.
+cudaError_t enqueue_async(cudaStream_t stream, const std::function<std::shared_ptr<AsyncWork>()>& start);
 
 // Whether [p, p + bytes) lies inside one allocation of the emulated cudaMalloc.
 bool is_device_memory(const void* p, size_t bytes);

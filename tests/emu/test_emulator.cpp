@@ -7,12 +7,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "launch_fault.h"
 #include "probe_kernels.h"
+#include "stream_work.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/device_buffer.h"
 
@@ -207,4 +212,85 @@ TEST_CASE("a captured stream records its work, a graph replays it, and a wait sp
   REQUIRE(cudaMemsetAsync(values, 0, sizeof(int), stream) == cudaSuccess);
   CHECK(values[0] == 0);
   cudaStreamDestroy(stream);
+}
+
+namespace {
+
+// Asynchronous work that completes when the test says so.
+class Switch final : public emu::AsyncWork {
+ public:
+  bool test() override { return on; }
+  std::atomic<bool> on{false};
+};
+
+}  // namespace
+
+TEST_CASE("asynchronous work keeps its stream's later events and work behind it") {
+  cudaStream_t comm = nullptr, compute = nullptr;
+  REQUIRE(cudaStreamCreate(&comm) == cudaSuccess);
+  REQUIRE(cudaStreamCreate(&compute) == cudaSuccess);
+  cudaEvent_t before = nullptr, after = nullptr;
+  REQUIRE(cudaEventCreate(&before) == cudaSuccess);
+  REQUIRE(cudaEventCreate(&after) == cudaSuccess);
+  REQUIRE(cudaEventRecord(before, comm) == cudaSuccess);
+  auto work = std::make_shared<Switch>();
+  REQUIRE(emu::enqueue_async(comm, [&] { return work; }) == cudaSuccess);
+  REQUIRE(cudaEventRecord(after, comm) == cudaSuccess);
+  CHECK(cudaEventQuery(before) == cudaSuccess);
+  CHECK(cudaEventQuery(after) == cudaErrorNotReady);
+  // Other streams' work runs at once.
+  DeviceBuffer<int> device(1);
+  REQUIRE(cudaMemsetAsync(device.get(), 0, sizeof(int), compute) == cudaSuccess);
+  CHECK(device.get()[0] == 0);
+
+  // Waits on the host end when the work completes, from another thread here.
+  std::thread completer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    work->on = true;
+  });
+  CHECK(cudaStreamWaitEvent(compute, after, 0) == cudaSuccess);
+  CHECK(work->on);
+  completer.join();
+  CHECK(cudaEventQuery(after) == cudaSuccess);
+
+  // Work enqueued behind asynchronous work runs once it has completed.
+  auto second = std::make_shared<Switch>();
+  REQUIRE(emu::enqueue_async(comm, [&] { return second; }) == cudaSuccess);
+  std::thread second_completer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    second->on = true;
+  });
+  REQUIRE(cudaMemsetAsync(device.get(), 1, sizeof(int), comm) == cudaSuccess);
+  CHECK(second->on);
+  CHECK(device.get()[0] == 0x01010101);
+  second_completer.join();
+
+  // A stream being captured refuses it.
+  REQUIRE(cudaStreamBeginCapture(comm, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  CHECK(emu::enqueue_async(comm, [&] { return work; }) == cudaErrorStreamCaptureUnsupported);
+  cudaGraph_t graph = nullptr;
+  CHECK(cudaStreamEndCapture(comm, &graph) == cudaErrorStreamCaptureInvalidated);
+  (void)cudaGetLastError();
+  cudaEventDestroy(before);
+  cudaEventDestroy(after);
+  cudaStreamDestroy(compute);
+  cudaStreamDestroy(comm);
+}
+
+TEST_CASE("every emulated GPU has its own PCI bus id") {
+  int count = 0;
+  REQUIRE(cudaGetDeviceCount(&count) == cudaSuccess);
+  CHECK(count >= 1);
+  char first[32] = {}, last[32] = {};
+  REQUIRE(cudaDeviceGetPCIBusId(first, sizeof first, 0) == cudaSuccess);
+  REQUIRE(cudaDeviceGetPCIBusId(last, sizeof last, count - 1) == cudaSuccess);
+  CHECK(std::string(first) == "0000:01:00.0");
+  CHECK((count == 1) == (std::string(first) == last));
+  CHECK(cudaSetDevice(count) == cudaErrorInvalidDevice);
+  (void)cudaGetLastError();
+  int current = -1;
+  REQUIRE(cudaSetDevice(count - 1) == cudaSuccess);
+  REQUIRE(cudaGetDevice(&current) == cudaSuccess);
+  CHECK(current == count - 1);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
 }
