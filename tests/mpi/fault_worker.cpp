@@ -6,7 +6,10 @@
 //   kill   the rank dies by SIGKILL: the launcher ends the others (each says so on SIGTERM)
 //   exit   the rank exits with status 3 without a word: likewise
 //   error  the rank throws an Error: main() hands it to fatal_abort, which ends the job
-// Usage: fault_worker MODE TIMEOUT_MS
+// ENGINE is cpu (the default: the CPU engine, gradients over MPI) or cuda (the CUDA engine, one
+// GPU per rank, gradients over NCCL on the comm stream, whose unfinished collective the
+// watchdog sees through its event).
+// Usage: fault_worker MODE TIMEOUT_MS [ENGINE]
 #include <signal.h>
 #include <unistd.h>
 
@@ -14,13 +17,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <string>
 #include <thread>
 
 #include "mpi_test_support.h"
+#include "resnet_ddp/cuda/device.h"
 #include "resnet_ddp/dist/comm.h"
 #include "resnet_ddp/dist/context.h"
 #include "resnet_ddp/dist/fatal.h"
+#include "resnet_ddp/dist/gpu_assignment.h"
+#include "resnet_ddp/dist/launch_checks.h"
 #include "resnet_ddp/dist/reducer.h"
 #include "resnet_ddp/dist/watchdog.h"
 
@@ -66,13 +73,25 @@ class FailingHooks final : public StepHooks {
 int main(int argc, char** argv) {
   try {
     DistributedContext context(&argc, &argv);
-    if (argc != 3) fail("usage: fault_worker hang|kill|exit|error TIMEOUT_MS");
+    if (argc != 3 && argc != 4) fail("usage: fault_worker hang|kill|exit|error TIMEOUT_MS [cpu|cuda]");
     const std::string mode = argv[1];
     if (mode != "hang" && mode != "kill" && mode != "exit" && mode != "error") fail("unknown mode '", mode, "'");
+    const std::string engine_kind = argc == 4 ? argv[3] : "cpu";
+    if (engine_kind != "cpu" && engine_kind != "cuda") fail("unknown engine '", engine_kind, "'");
     Watchdog watchdog(std::chrono::milliseconds(std::atol(argv[2])));
-    auto comm = make_comm(DeviceKind::cpu, context, CommOptions{&watchdog});
     const EngineConfig config = narrow_config();
-    auto engine = make_cpu_engine(config, 5);
+    std::unique_ptr<Engine> engine;
+    std::unique_ptr<Comm> comm;
+    if (engine_kind == "cpu") {
+      engine = make_cpu_engine(config, 5);
+      comm = make_comm(DeviceKind::cpu, context, CommOptions{&watchdog});
+    } else {
+      std::string reason;
+      const int device = select_device(context.local_rank(), cuda::cuda_device_count_or_zero(&reason));
+      check_one_rank_per_gpu(context, device);
+      engine = make_cuda_engine(config, 5);
+      comm = make_comm(DeviceKind::cuda, context, CommOptions{&watchdog, device, engine->compute_stream()});
+    }
     ReducerOptions options;
     options.first_bucket_mb = 0.002;
     options.bucket_mb = 0.008;

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# The resnet_ddp program under mpirun on the CPU: two ranks train to bit-identical weights
+# The resnet_ddp program under mpirun: two ranks train to bit-identical weights
 # (with float32 and with bfloat16 gradient allreduce);
 # a preemption signal on one rank checkpoints and ends every rank with code 75, and the job
-# resumes; a rank killed mid-run ends the whole job promptly, with messages.
-#   test_trainer_mpi.sh MPIEXEC [MPIEXEC FLAGS...] -- RESNET_DDP
+# resumes; a rank killed mid-run ends the whole job promptly, with messages. DEVICE is the
+# --device the ranks train on: cpu (the default), or cuda, for the GPU path (NCCL) with one GPU
+# per rank.
+#   test_trainer_mpi.sh MPIEXEC [MPIEXEC FLAGS...] -- RESNET_DDP [DEVICE]
 set -u
 mpiexec=()
 while [[ $1 != "--" ]]; do mpiexec+=("$1"); shift; done
 bin=$2
+device=${3:-cpu}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 checks=0
@@ -25,14 +28,15 @@ signal_rank_1() {
   kill "-$1" "$pid"
 }
 
-train=("$bin" --dataset synthetic --device cpu --batch-size 8 --limit-train 64 --limit-val 16 --print-every 1)
+train=("$bin" --dataset synthetic --device "$device" --batch-size 8 --limit-train 64 --limit-val 16 --print-every 1)
 
 "${mpiexec[@]}" -n 2 "${train[@]}" --epochs 1 --save-weights "$work/w-{rank}.rddp" >"$work/out" 2>&1 ||
   fail "two ranks did not train"
 grep -q "world size       2 ranks" "$work/out" || fail "rank 0 does not report world size 2"
 [ "$(grep -c 'world size' "$work/out")" = 1 ] || fail "the settings table must come from rank 0 only"
 cmp -s "$work/w-0.rddp" "$work/w-1.rddp" || fail "the ranks end with different weights"
-ok "2 ranks: world size 2 reported once, bit-identical weights on both ranks"
+grep -q "device           $device" "$work/out" || fail "rank 0 does not report --device $device"
+ok "2 ranks on $device: world size 2 reported once, bit-identical weights on both ranks"
 
 # --grad-allreduce bf16: the same training with gradients sent as bfloat16. The weights still
 # agree to the bit across ranks, and differ from the float32 run's (the rounding is real).
