@@ -11,8 +11,8 @@
 # would take many minutes each on two cores; the ordinary build runs them. cli.test_bad_input
 # and cli.test_pack still run the whole program, training included, for a step. The emulated
 # CUDA engine's tests (cpu.emu_engine.*, tests/emu/README.md) train for minutes in the ordinary
-# build, and the multi-rank programs built on that engine (mpi.emu_*) with them; they are left
-# out here and their programs are not built.
+# build, and the programs built on that engine (mpi.emu_*, cli.test_cuda_trainer_emulated) with
+# them; they are left out here and their programs are not built.
 # Environment: RDDP_ASAN_BUILD_DIR (default build-asan), RDDP_CUDA_ARCHS (default 90).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -52,7 +52,7 @@ export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$supp/lsan.supp:print_suppressi
 
 cd "$build"
 [ $# -gt 0 ] || set -- -L "cpu|mpi" \
-  -E "^(cli[.]test_resume|cli[.]test_faults|cli[.]test_plot_precision_curves|mpi[.]trainer_np2|cpu[.]emu_engine[.].*|mpi[.]emu_.*)$"
+  -E "^(cli[.]test_resume|cli[.]test_faults|cli[.]test_plot_precision_curves|mpi[.]trainer_np2|cpu[.]emu_engine[.].*|mpi[.]emu_.*|cli[.]test_cuda_trainer_emulated)$"
 status=0
 ctest --output-on-failure -j "$jobs" "$@" || status=$?
 grep -h '^SKIPPED' Testing/Temporary/LastTest.log 2>/dev/null | sort -u || true

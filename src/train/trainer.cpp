@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "resnet_ddp/cuda/cuda_engine.h"
 #include "resnet_ddp/cuda/device.h"
 #include "resnet_ddp/cuda/graph_step_policy.h"
 #include "resnet_ddp/data/data_config.h"
@@ -133,6 +134,7 @@ class Trainer {
   void make_engine_and_state();
   void check_gpu_only_options() const;
   StepHooks* train_step_hooks();
+  void report_cuda_graphs() const;
   void show_settings() const;
   Metrics evaluate(int epoch);
   // This rank's metrics since the last call; a loss that is no longer finite stops training.
@@ -196,6 +198,19 @@ void Trainer::check_gpu_only_options() const {
 // With one rank the reducer's allreduces average over that rank alone, which changes no bit of
 // the gradients, and it broadcasts nothing before a step; graphed steps go without it, because
 // a step with hooks always runs eagerly (cuda/graph_step_policy.h).
+// What --cuda-graphs on did: a capture that fails falls back to eager steps with one warning,
+// which a long log can bury, so the end of training says how many steps the graph ran.
+void Trainer::report_cuda_graphs() const {
+  if (!options_.cuda_graphs || !console_.is_main()) return;
+  const CudaGraphStats stats = cuda_graph_stats(*engine_);
+  const int64_t steps = stats.replays + stats.eager_steps;
+  std::string line = "cuda graphs: " + std::to_string(stats.replays) + " of " + std::to_string(steps) +
+                     " training steps replayed from the graph";
+  if (stats.captures > 0) line += " (" + std::to_string(stats.graph_nodes) + " nodes)";
+  if (!stats.capture_failure.empty()) line += "; the capture failed: " + stats.capture_failure;
+  console_.info(line);
+}
+
 StepHooks* Trainer::train_step_hooks() {
   if (options_.cuda_graphs && group_.size() == 1) return nullptr;
   return group_.step_hooks();
@@ -488,6 +503,7 @@ int Trainer::run() {
     if (step < steps_per_epoch_) checkpoint(epoch, step);
     else checkpoint(epoch + 1, 0);
   }
+  report_cuda_graphs();
 
   if (!options_.save_weights.empty()) {
     // "{rank}" in the name makes every rank write its own copy, to check that they agree.

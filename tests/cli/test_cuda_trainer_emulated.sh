@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# resnet_ddp --device cuda as a user runs it, on the CPU: the program built against the CUDA
+# emulator (tests/emu/README.md), one rank. With --cuda-graphs on the training step is captured,
+# replayed, and gives the eager run's weights bit for bit while the learning rate changes every
+# step; a 16-bit NHWC run with our fused BatchNorm stops, resumes from its checkpoint and ends
+# with the weights of a run straight through.
+. "$(dirname "$0")/lib.sh"
+if [ ! -x "${RDDP_EMULATED_BIN:-}" ]; then
+  echo "SKIPPED: the emulated resnet_ddp was not built (its build needs mpiexec; the sanitizer build leaves it out)"
+  exit 77
+fi
+export RDDP_EMULATED_GPUS=1
+# 44 images in batches of 8: five full steps and a last one of 4, which runs eagerly.
+run=("$RDDP_EMULATED_BIN" --dataset synthetic --device cuda --batch-size 8 --limit-train 44 --limit-val 8
+     --epochs 1 --print-every 1 --lr-schedule cosine --conv-algorithms heuristic)
+
+expect 0 "cuda graphs: 2 of 6 training steps replayed from the graph \([0-9]+ nodes\)" -- \
+  "${run[@]}" --cuda-graphs on --save-weights "$work/graphs.rddp"
+expect 0 "weights written" -- "${run[@]}" --cuda-graphs off --save-weights "$work/eager.rddp"
+check "--cuda-graphs on gives the eager run's weights bit for bit" cmp "$work/graphs.rddp" "$work/eager.rddp"
+
+sixteen=("${run[@]}" --precision bf16 --memory-format nhwc --batchnorm fused)
+expect 0 "epoch 1/1: train loss [0-9.]+ " -- "${sixteen[@]}" --save-weights "$work/straight.rddp"
+expect 0 "checkpoint .*checkpoint-0000000003.rddp" -- "${sixteen[@]}" --max-steps 3 --checkpoint-dir "$work/ck"
+expect 0 "start .*checkpoint-0000000003.rddp" -- \
+  "${sixteen[@]}" --checkpoint-dir "$work/ck" --resume --save-weights "$work/resumed.rddp"
+check "bf16 NHWC fused BatchNorm: resumed weights are bit-identical to straight-through ones" \
+  cmp "$work/straight.rddp" "$work/resumed.rddp"
+finish
