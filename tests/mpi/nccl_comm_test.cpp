@@ -7,7 +7,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
@@ -152,8 +154,13 @@ void test_collectives(const DistributedContext& context, Comm& comm, cudaStream_
   checks.check(comm.async_error().empty(), "NCCL reports no asynchronous error");
 }
 
-void test_reducer(const DistributedContext& context, Comm& comm, cudaStream_t stream, RankChecks& checks) {
+// With --grad-allreduce bf16 each bucket travels as bfloat16, scaled by 1/W, and is summed in
+// bfloat16: the bound on its error is ddp_cpu_test's, W+1 roundings of relative 2^-8 each of the
+// mean of |g|, and every result is a bfloat16 value.
+void test_reducer(const DistributedContext& context, Comm& comm, cudaStream_t stream, GradAllreduce grad_allreduce,
+                  RankChecks& checks) {
   const int rank = context.rank(), world = context.world_size();
+  const bool bf16 = grad_allreduce == GradAllreduce::bf16;
   ScriptedCudaEngine engine(narrow_config().spec, rank, stream);
   // Every rank starts from its own parameters and statistics: construction must bring rank 0's.
   const size_t n = engine.layout().parameter_elements(), m = engine.layout().running_stat_elements();
@@ -162,6 +169,7 @@ void test_reducer(const DistributedContext& context, Comm& comm, cudaStream_t st
   ReducerOptions options;
   options.first_bucket_mb = 0.002;
   options.bucket_mb = 0.008;
+  options.grad_allreduce = grad_allreduce;
   Reducer reducer(comm, engine, options);
   checks.check(engine.param_buffer().download(stream) == std::vector<float>(n, 1.0f) &&
                    engine.running_buffer().download(stream) == std::vector<float>(m, -1.0f),
@@ -172,17 +180,29 @@ void test_reducer(const DistributedContext& context, Comm& comm, cudaStream_t st
   for (const TensorInfo& info : engine.layout().tensors())
     if (info.role == TensorRole::parameter)
       std::fill_n(in_tensor.begin() + static_cast<long>(info.offset), info.numel, true);
-  size_t bad = 0;
+  const double bf16_bound = std::pow(1 + std::ldexp(1.0, -8), world + 1) * (1 + std::ldexp(1.0, -24)) - 1;
+  size_t bad = 0, not_bf16 = 0;
   for (size_t i = 0; i < n; ++i) {
-    double mean = 0;
+    double mean = 0, magnitude = 0;
     if (in_tensor[i])
-      for (int r = 0; r < world; ++r) mean += gradient_value(r, i) / static_cast<double>(world);
+      for (int r = 0; r < world; ++r) {
+        mean += gradient_value(r, i) / static_cast<double>(world);
+        magnitude += std::fabs(gradient_value(r, i)) / world;
+      }
+    const double error = std::fabs(engine.reduced[i] - mean);
     // ncclAvg scales each rank's value by 1/W in float before summing.
-    if (std::fabs(engine.reduced[i] - mean) > 1e-6 * (1 + std::fabs(mean))) ++bad;
+    if (error > (bf16 ? bf16_bound * magnitude : 1e-6 * (1 + std::fabs(mean)))) ++bad;
+    uint32_t bits;
+    std::memcpy(&bits, &engine.reduced[i], sizeof bits);
+    not_bf16 += (bits & 0xFFFFu) != 0;
   }
-  checks.check(bad == 0, "gradients averaged over NCCL bucket by bucket equal the mean of the ranks' (" +
+  const std::string how = bf16 ? " as bfloat16" : "";
+  checks.check(bad == 0, "gradients averaged over NCCL" + how + " bucket by bucket equal the mean of the ranks' (" +
                              std::to_string(bad) + " of " + std::to_string(n) + " off; " +
                              std::to_string(reducer.plan().buckets.size()) + " buckets)");
+  if (bf16) checks.check(not_bf16 == 0, std::to_string(not_bf16) + " averaged gradients are not bfloat16 values");
+  checks.check(same_on_every_rank(context, engine.reduced),
+               "gradients averaged over NCCL" + how + " are bit-identical on every rank");
 }
 
 }  // namespace
@@ -220,7 +240,8 @@ int main(int argc, char** argv) {
     } else {
       auto comm = make_nccl_comm(context, device, stream, &watchdog);
       test_collectives(context, *comm, stream, checks);
-      test_reducer(context, *comm, stream, checks);
+      test_reducer(context, *comm, stream, GradAllreduce::fp32, checks);
+      test_reducer(context, *comm, stream, GradAllreduce::bf16, checks);
     }
     RDDP_CUDA_CHECK(cudaStreamDestroy(stream));
     return checks.finish();
