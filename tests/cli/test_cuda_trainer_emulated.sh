@@ -2,8 +2,8 @@
 # resnet_ddp --device cuda as a user runs it, on the CPU: the program built against the CUDA
 # emulator (tests/emu/README.md), one rank. With --cuda-graphs on the training step is captured,
 # replayed, and gives the eager run's weights bit for bit while the learning rate changes every
-# step; a 16-bit NHWC run with our fused BatchNorm stops, resumes from its checkpoint and ends
-# with the weights of a run straight through.
+# step; bf16 and fp16 NHWC runs with our fused BatchNorm stop, resume from their checkpoints and
+# end with the weights of runs straight through.
 . "$(dirname "$0")/lib.sh"
 if [ ! -x "${RDDP_EMULATED_BIN:-}" ]; then
   echo "SKIPPED: the emulated resnet_ddp was not built (its build needs mpiexec; the sanitizer build leaves it out)"
@@ -19,11 +19,17 @@ expect 0 "cuda graphs: 2 of 6 training steps replayed from the graph \([0-9]+ no
 expect 0 "weights written" -- "${run[@]}" --cuda-graphs off --save-weights "$work/eager.rddp"
 check "--cuda-graphs on gives the eager run's weights bit for bit" cmp "$work/graphs.rddp" "$work/eager.rddp"
 
-sixteen=("${run[@]}" --precision bf16 --memory-format nhwc --batchnorm fused)
-expect 0 "epoch 1/1: train loss [0-9.]+ " -- "${sixteen[@]}" --save-weights "$work/straight.rddp"
-expect 0 "checkpoint .*checkpoint-0000000003.rddp" -- "${sixteen[@]}" --max-steps 3 --checkpoint-dir "$work/ck"
-expect 0 "start .*checkpoint-0000000003.rddp" -- \
-  "${sixteen[@]}" --checkpoint-dir "$work/ck" --resume --save-weights "$work/resumed.rddp"
-check "bf16 NHWC fused BatchNorm: resumed weights are bit-identical to straight-through ones" \
-  cmp "$work/straight.rddp" "$work/resumed.rddp"
+# fp16 also carries its dynamic loss scale across the checkpoint.
+for precision in bf16 fp16; do
+  sixteen=("${run[@]}" --precision "$precision" --memory-format nhwc --batchnorm fused)
+  expect 0 "epoch 1/1: train loss [0-9.]+ " -- "${sixteen[@]}" --save-weights "$work/$precision-straight.rddp"
+  expect 0 "checkpoint .*checkpoint-0000000003.rddp" -- \
+    "${sixteen[@]}" --max-steps 3 --checkpoint-dir "$work/ck-$precision"
+  expect 0 "start .*checkpoint-0000000003.rddp" -- \
+    "${sixteen[@]}" --checkpoint-dir "$work/ck-$precision" --resume --save-weights "$work/$precision-resumed.rddp"
+  check "$precision NHWC fused BatchNorm: resumed weights are bit-identical to straight-through ones" \
+    cmp "$work/$precision-straight.rddp" "$work/$precision-resumed.rddp"
+done
+differ() { ! cmp -s "$1" "$2"; }
+check "bf16 and fp16 train to different weights" differ "$work/bf16-straight.rddp" "$work/fp16-straight.rddp"
 finish
