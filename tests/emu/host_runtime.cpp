@@ -20,6 +20,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "capture_state.h"
 #include "cuda_emu.h"
@@ -260,19 +261,39 @@ cudaError_t cudaFreeHost(void* pointer) {
 // Each device is described as a Hopper GPU so that code asking for tensor-core generations takes
 // its usual path; the memory it reports is what the emulated cudaMalloc has handed out. A node
 // has RDDP_EMULATED_GPUS of them (1 to 16, default 1), each with its own PCI bus id, so that
-// ranks on one node can be given distinct GPUs, or made to share one. Every process sees all of
-// them and its memory is its own, whichever it selects.
+// ranks on one node can be given distinct GPUs, or made to share one. A process sees those that
+// CUDA_VISIBLE_DEVICES lists by index, in its order, as CUDA does (the list ends at the first
+// entry that is not a GPU of the node), or all of them. Its memory is its own, whichever it
+// selects.
 constexpr size_t kDeviceMemory = size_t{16} << 30;
 constexpr const char* kDeviceName = "emulated CUDA device (CPU)";
 
-int device_count() {
-  static const int count = [] {
+// The node's index of each device this process sees.
+const std::vector<int>& visible_devices() {
+  static const std::vector<int> visible = [] {
     const char* set = std::getenv("RDDP_EMULATED_GPUS");
-    const int n = set == nullptr ? 1 : std::atoi(set);
-    return n >= 1 && n <= 16 ? n : 1;
+    int node_gpus = set == nullptr ? 1 : std::atoi(set);
+    if (node_gpus < 1 || node_gpus > 16) node_gpus = 1;
+    std::vector<int> devices;
+    const char* list = std::getenv("CUDA_VISIBLE_DEVICES");
+    if (list == nullptr) {
+      for (int d = 0; d < node_gpus; ++d) devices.push_back(d);
+      return devices;
+    }
+    std::stringstream entries(list);
+    std::string entry;
+    while (std::getline(entries, entry, ',')) {
+      char* end = nullptr;
+      const long d = std::strtol(entry.c_str(), &end, 10);
+      if (entry.empty() || *end != '\0' || d < 0 || d >= node_gpus) break;
+      devices.push_back(static_cast<int>(d));
+    }
+    return devices;
   }();
-  return count;
+  return visible;
 }
+
+int device_count() { return static_cast<int>(visible_devices().size()); }
 
 bool valid_device(int device) { return device >= 0 && device < device_count(); }
 
@@ -281,7 +302,7 @@ thread_local int current_device = 0;
 cudaError_t cudaGetDeviceCount(int* count) {
   if (count == nullptr) return cudaErrorInvalidValue;
   *count = device_count();
-  return cudaSuccess;
+  return *count > 0 ? cudaSuccess : cudaErrorNoDevice;
 }
 
 cudaError_t cudaSetDevice(int device) {
@@ -323,7 +344,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int dev
 
 cudaError_t cudaDeviceGetPCIBusId(char* bus_id, int length, int device) {
   if (bus_id == nullptr || length < 13 || !valid_device(device)) return cudaErrorInvalidValue;
-  std::snprintf(bus_id, static_cast<size_t>(length), "0000:%02x:00.0", device + 1);
+  std::snprintf(bus_id, static_cast<size_t>(length), "0000:%02x:00.0", visible_devices()[static_cast<size_t>(device)] + 1);
   return cudaSuccess;
 }
 
@@ -356,6 +377,7 @@ const char* cudaGetErrorName(cudaError_t error) {
     case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
     case cudaErrorStreamCaptureImplicit: return "cudaErrorStreamCaptureImplicit";
     case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
     default: return "cudaErrorUnknown";
   }
 }
@@ -378,6 +400,7 @@ const char* cudaGetErrorString(cudaError_t error) {
       return "operation would make the legacy stream depend on a capturing blocking stream "
              "(emulated runtime)";
     case cudaErrorNotReady: return "device not ready (emulated runtime)";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected (emulated runtime)";
     default: return "an error the emulated runtime does not name";
   }
 }

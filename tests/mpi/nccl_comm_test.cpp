@@ -1,7 +1,8 @@
 // The device-memory half on real GPUs: the NCCL communicator's collectives, and the reducer
 // over it driven by an engine whose "backward" writes known gradients on its compute stream,
 // so the events that order the comm stream after the compute stream (and back) are exercised.
-// With fewer GPUs than ranks on a node, every rank must refuse to share a GPU instead.
+// Where two ranks of a node get the same GPU (fewer GPUs than ranks, or every rank given the same
+// CUDA_VISIBLE_DEVICES), every rank must refuse to share it instead.
 // Prints SKIPPED and exits 77 where no CUDA device answers.
 #include <cuda_runtime_api.h>
 
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -205,6 +207,21 @@ void test_reducer(const DistributedContext& context, Comm& comm, cudaStream_t st
                "gradients averaged over NCCL" + how + " are bit-identical on every rank");
 }
 
+// Whether two ranks of some node selected the same GPU, by its PCI bus id: each rank may see
+// every GPU of its node or, under a per-task CUDA_VISIBLE_DEVICES, only its own as device 0.
+bool some_gpu_shared(const DistributedContext& context, int device) {
+  constexpr int kBusIdLength = 32;
+  char bus_id[kBusIdLength] = {};
+  RDDP_CUDA_CHECK(cudaDeviceGetPCIBusId(bus_id, kBusIdLength, device));
+  std::vector<char> all(static_cast<size_t>(kBusIdLength) * context.local_size());
+  RDDP_MPI_CHECK(MPI_Allgather(bus_id, kBusIdLength, MPI_CHAR, all.data(), kBusIdLength, MPI_CHAR, context.node()));
+  std::set<std::string> distinct;
+  for (int r = 0; r < context.local_size(); ++r) distinct.emplace(&all[static_cast<size_t>(r) * kBusIdLength]);
+  int shared = static_cast<int>(distinct.size()) < context.local_size() ? 1 : 0;
+  RDDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &shared, 1, MPI_INT, MPI_MAX, context.world()));
+  return shared != 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -224,9 +241,9 @@ int main(int argc, char** argv) {
     cudaStream_t stream = nullptr;
     RDDP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     Watchdog watchdog(std::chrono::seconds(60));
-    if (devices < context.local_size()) {
-      // More ranks than GPUs on this node: two of them would share one, which every rank must
-      // refuse together, with the message naming the ranks and the GPU.
+    if (some_gpu_shared(context, device)) {
+      // Two ranks would share a GPU, which every rank must refuse together, with the message
+      // naming the ranks and the GPU.
       std::string message;
       try {
         make_nccl_comm(context, device, stream, &watchdog);
