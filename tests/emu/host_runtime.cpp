@@ -338,6 +338,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int dev
     case cudaDevAttrMultiProcessorCount: *value = 1; return cudaSuccess;
     case cudaDevAttrWarpSize: *value = 32; return cudaSuccess;
     case cudaDevAttrMaxThreadsPerBlock: *value = 1024; return cudaSuccess;
+    case cudaDevAttrClockRate: *value = 1000000; return cudaSuccess;  // kHz
     default: return runtime().last_error = cudaErrorNotSupported;
   }
 }
@@ -347,6 +348,15 @@ cudaError_t cudaDeviceGetPCIBusId(char* bus_id, int length, int device) {
   std::snprintf(bus_id, static_cast<size_t>(length), "0000:%02x:00.0", visible_devices()[static_cast<size_t>(device)] + 1);
   return cudaSuccess;
 }
+
+// The toolkit's own version: the headers the emulated programs are built with.
+cudaError_t cudaRuntimeGetVersion(int* version) {
+  if (version == nullptr) return cudaErrorInvalidValue;
+  *version = CUDART_VERSION;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int* version) { return cudaRuntimeGetVersion(version); }
 
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   if (free_bytes == nullptr || total_bytes == nullptr) return cudaErrorInvalidValue;

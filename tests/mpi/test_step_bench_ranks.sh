@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The throughput benchmark on two ranks, one GPU each: both finish, and rank 0's JSON record
+# counts both ranks' images, reports the communication the step left exposed, and names the
+# gradient allreduce it measured (float32, then bfloat16).
+#   test_step_bench_ranks.sh MPIEXEC [MPIEXEC FLAGS...] -- CUDA_STEP_BENCH
+set -u
+mpiexec=()
+while [[ $1 != "--" ]]; do mpiexec+=("$1"); shift; done
+bench=$2
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+checks=0
+fail() { echo "FAILED: $1"; sed 's/^/  | /' "$out"; exit 1; }
+
+# field NAME: the value of "NAME": in the JSON record (numbers, strings without quotes, true).
+field() { grep '^{"record":"throughput"' "$out" | grep -o "\"$1\":[^,}]*" | head -1 | cut -d: -f2 | tr -d '"'; }
+
+for allreduce in fp32 bf16; do
+  "${mpiexec[@]}" -n 2 "$bench" --size 16 --batch 4 --classes 10 --warmup 1 --windows 2 --steps-per-window 1 \
+    --grad-allreduce "$allreduce" >"$out" 2>&1 || fail "the benchmark failed on two ranks ($allreduce)"
+  [ "$(grep -c '^{"record":"throughput"' "$out")" = 1 ] || fail "expected one JSON record, from rank 0"
+  [ "$(field status)" = ok ] && [ "$(field world_size)" = 2 ] && [ "$(field ddp)" = true ] ||
+    fail "the record does not say status ok, world_size 2, ddp true"
+  [ "$(field grad_allreduce)" = "$allreduce" ] || fail "the record names $(field grad_allreduce), not $allreduce"
+  per_gpu=$(field images_per_s_per_gpu)
+  total=$(field images_per_s_total)
+  awk -v g="$per_gpu" -v t="$total" 'BEGIN { exit !(g > 0 && t > 1.99 * g && t < 2.01 * g) }' ||
+    fail "the total ($total images/s) is not both ranks' images ($per_gpu per GPU)"
+  grep -q '"comm_exposed":[0-9.e+-]*' "$out" || fail "no exposed communication in the step's split"
+  grep -q "exposed communication" "$out" || fail "the table has no exposed communication"
+  checks=$((checks + 1))
+  echo "ok $checks: --grad-allreduce $allreduce: 2 ranks, $total images/s in total, $per_gpu per GPU"
+done
+echo "$checks passed, 0 failed"
