@@ -4,6 +4,10 @@
 // lane its mask names is at the same intrinsic (lanes in lockstep). When no thread can run and
 // no wait can end, the GPU would hang or read lanes that are not there: the launch fails with
 // what each thread waits for.
+//
+// Most kernels never wait. So a block starts on one fiber, the runner, which takes its threads
+// one after another while none waits; the first thread to wait keeps the runner, and the threads
+// after it get fibers of their own. The order in which threads run is the same either way.
 #include <algorithm>
 #include <cstring>
 #include <cstdio>
@@ -34,7 +38,8 @@ enum class State { ready, block_barrier, warp_collective, exited };
 
 struct EmuThread {
   ThreadPlace place;
-  Fiber fiber;
+  Fiber fiber;                // its own, once it needs one
+  Fiber* runs_on = nullptr;   // its own fiber or the block's runner; null until it starts
   int linear = 0;
   State state = State::ready;
   BlockBarrier barrier = BlockBarrier::sync;
@@ -55,6 +60,9 @@ struct Grid {
   int count = 0, live = 0;
   EmuThread* running = nullptr;
   Fiber scheduler;
+  Fiber runner;
+  int next_for_runner = 0;  // the first thread not yet started
+  bool runner_kept = false;  // a thread waited on the runner: it takes no more threads
   FiberStacks stacks;
   std::string fault;  // set by a thread that cannot go on
 };
@@ -128,13 +136,11 @@ std::string waiting_at(const EmuThread& t) {
 // A thread that cannot go on (a bad mask) stops here for good; the scheduler reports it.
 [[noreturn]] void fault_in_thread(Grid& g, EmuThread& t, const std::string& why) {
   g.fault = thread_name(t) + ": " + why;
-  for (;;) switch_fiber(t.fiber, g.scheduler);
+  for (;;) switch_fiber(*t.runs_on, g.scheduler);
 }
 
-void thread_entry() {
-  Grid& g = grid();
-  fiber_started(g.scheduler);
-  EmuThread& t = *g.running;
+// One thread's kernel body, on the fiber it runs on, until it exits.
+void run_thread(Grid& g, EmuThread& t) {
   try {
     g.body(g.context);
   } catch (const std::exception& e) {
@@ -142,11 +148,35 @@ void thread_entry() {
   }
   t.state = State::exited;
   --g.live;
+}
+
+void thread_entry() {
+  Grid& g = grid();
+  fiber_started(g.scheduler);
+  EmuThread& t = *g.running;
+  run_thread(g, t);
   switch_fiber(t.fiber, g.scheduler, /*finished=*/true);
   std::abort();  // an exited thread is never resumed
 }
 
-void wait(Grid& g, EmuThread& t) { switch_fiber(t.fiber, g.scheduler); }
+void runner_entry() {
+  Grid& g = grid();
+  fiber_started(g.scheduler);
+  while (!g.runner_kept && g.next_for_runner < g.count) {
+    EmuThread& t = g.threads[g.next_for_runner++];
+    t.runs_on = &g.runner;
+    g.running = &t;
+    current_place = &t.place;
+    run_thread(g, t);
+  }
+  switch_fiber(g.runner, g.scheduler, /*finished=*/true);
+  std::abort();
+}
+
+void wait(Grid& g, EmuThread& t) {
+  if (t.runs_on == &g.runner) g.runner_kept = true;
+  switch_fiber(*t.runs_on, g.scheduler);
+}
 
 // Releases the block barrier when every live thread waits at it.
 bool release_block_barrier(Grid& g) {
@@ -236,20 +266,33 @@ bool release_warp_collectives(Grid& g) {
 void run_block(Grid& g) {
   g.live = g.count;
   for (int i = 0; i < g.count; ++i) {
-    EmuThread& t = g.threads[i];
-    t.state = State::ready;
-    // Stacks lie a multiple of the page size apart; staggering their tops keeps the hot frames
-    // of the threads out of each other's cache sets.
-    const size_t stagger = static_cast<size_t>(i % 61) * 64;
-    prepare_fiber(t.fiber, g.stacks.stack(i), FiberStacks::stack_bytes() - stagger, &thread_entry);
+    g.threads[i].state = State::ready;
+    g.threads[i].runs_on = nullptr;
   }
+  g.next_for_runner = 0;
+  g.runner_kept = false;
+  // The runner's stack is the one past the threads'.
+  prepare_fiber(g.runner, g.stacks.stack(static_cast<size_t>(g.count)), FiberStacks::stack_bytes(),
+                &runner_entry);
   for (;;) {
     for (int i = 0; i < g.count; ++i) {
       EmuThread& t = g.threads[i];
       if (t.state != State::ready) continue;
-      g.running = &t;
-      current_place = &t.place;
-      switch_fiber(g.scheduler, t.fiber);
+      if (t.runs_on == nullptr && !g.runner_kept) {
+        // Not started: the runner starts it, and the threads after it while none waits.
+        switch_fiber(g.scheduler, g.runner);
+      } else {
+        if (t.runs_on == nullptr) {
+          // Stacks lie a multiple of the page size apart; staggering their tops keeps the hot
+          // frames of the threads out of each other's cache sets.
+          const size_t stagger = static_cast<size_t>(i % 61) * 64;
+          prepare_fiber(t.fiber, g.stacks.stack(i), FiberStacks::stack_bytes() - stagger, &thread_entry);
+          t.runs_on = &t.fiber;
+        }
+        g.running = &t;
+        current_place = &t.place;
+        switch_fiber(g.scheduler, *t.runs_on);
+      }
       if (!g.fault.empty()) fail_block(g, g.fault);
     }
     if (g.live == 0) return;
@@ -290,7 +333,7 @@ void run_grid(const Config& config, void (*body)(void*), void* context) {
   block_dim = config.block;
   g.count = static_cast<int>(config.block.x * config.block.y * config.block.z);
   if (g.threads.size() < static_cast<size_t>(g.count)) g.threads.resize(g.count);
-  g.stacks.reserve(static_cast<size_t>(g.count));
+  g.stacks.reserve(static_cast<size_t>(g.count) + 1);  // and the runner's
   for (int i = 0; i < g.count; ++i) {
     EmuThread& t = g.threads[i];
     t.linear = i;
