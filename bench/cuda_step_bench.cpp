@@ -488,8 +488,9 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
               m.peak_bytes / gib, m.end_bytes / gib);
   const CudaMemoryPlan plan = cuda_memory_plan(engine);
   std::printf("memory plan      %.2f GiB model and optimizer state, %.2f GiB activations and their "
-              "gradients, %.2f GiB convolution workspace; the timed search held %.2f GiB more "
-              "while the engine was built\n",
+              "gradients, %.2f GiB more for the convolutions' workspaces (one arena, laid out by "
+              "when each buffer is in use); the timed search held %.2f GiB more while the engine "
+              "was built\n",
               plan.model_bytes / gib, plan.activation_bytes / gib,
               plan.conv_workspace_bytes / gib, plan.search_workspace_bytes / gib);
   std::printf("last loss        %.4f\n", m.last_loss);

@@ -13,6 +13,7 @@
 #include "resnet_ddp/cuda/cudnn_conv.h"
 #include "resnet_ddp/cuda/device_buffer.h"
 #include "resnet_ddp/cuda/free_range.h"
+#include "resnet_ddp/cuda/lifetime_arena.h"
 #include "resnet_ddp/cuda/layer_kernels.h"
 #include "resnet_ddp/error.h"
 
@@ -23,21 +24,25 @@ namespace {
 // The most workspace a convolution algorithm may have. A timed search skips candidates that
 // need more, so that the workspace never crowds out the activations of a larger batch.
 constexpr size_t kMaxConvWorkspaceBytes = size_t{1} << 30;
-// The least workspace kept after the search. A batch size first seen during training (the last,
-// smaller batch of an epoch) gets heuristic algorithms that must fit the workspace already
-// there; this floor leaves them room even when every searched algorithm needed none.
-constexpr size_t kMinConvWorkspaceBytes = size_t{64} << 20;
+// The least workspace a convolution keeps after the search. A batch size first seen during
+// training (the last, smaller batch of an epoch) gets heuristic algorithms that must fit the
+// workspace already there; this floor leaves them room even where the searched algorithm needed
+// none. It costs memory only where a workspace is in use at the step's peak, which it raises by
+// up to this much: 16 MiB admits the heuristics' usual choices for a batch smaller than the
+// largest, and is 3 % of the arena at 32x32, batch 128, bfloat16 (64 MiB was 12 %).
+constexpr size_t kMinConvWorkspaceBytes = size_t{16} << 20;
 
 // An activation and its gradient, [batch, channels, height, width], sized for max_batch, stored
 // as T (float, or bfloat16 under mixed precision) in the plan's memory format (NCHW or NHWC).
+// Both are slices of the plan's arena, which gives each the bytes of buffers dead or not yet
+// written while it is in use (record_uses says when that is).
 template <typename T>
 struct Activation {
   int channels = 0, height = 0, width = 0;
   T* value = nullptr;
-  // Null where no layer needs it; most point into SharedGradients' buffers.
-  T* grad = nullptr;
+  T* grad = nullptr;  // null where no layer needs it
 
-  void plan(DeviceArena& arena, int max_batch, int c, int h, int w, bool needs_grad) {
+  void plan(LifetimeArena& arena, int max_batch, int c, int h, int w, bool needs_grad) {
     channels = c;
     height = h;
     width = w;
@@ -45,50 +50,6 @@ struct Activation {
     if (needs_grad) arena.request(&grad, count(max_batch));
   }
   size_t count(int batch) const { return static_cast<size_t>(batch) * channels * height * width; }
-};
-
-// Activation gradients live only while backward passes through their layers, so instead of one
-// buffer each they share four (PyTorch's autograd likewise frees each as soon as it is used).
-// Which one a gradient uses follows the order backward_of visits them:
-//  - boundary_even / boundary_odd: the gradients at block boundaries (the first block's input,
-//    then every block's output) alternate, since a block's backward reads the gradient of its
-//    output while it writes that of its input;
-//  - inner_p / inner_q: inside a block, conv2's output gradient (P, written by bn2), hidden's
-//    (Q, written by conv2 while it reads P), conv1's output gradient (P again: conv2 has read
-//    it; written by bn1 while it reads Q) and the downsample conv's output gradient (Q again:
-//    bn1 has read it). No gradient is written while another of its buffer is still to be read.
-// The stem's gradients that backward writes once every block is done (its convolution's output
-// gradient, and with a max-pool its own output's) do not take a slot: they reuse the blocks'
-// activations, dead by then (plan_stem_gradients). At 224x224 they are the network's largest, four
-// times any block's, so the slots shrink to the blocks' size.
-enum class GradSlot { boundary_even, boundary_odd, inner_p, inner_q, count };
-
-GradSlot boundary_slot(size_t index) {
-  return index % 2 == 0 ? GradSlot::boundary_even : GradSlot::boundary_odd;
-}
-
-template <typename T>
-struct SharedGradients {
-  static constexpr size_t kSlots = static_cast<size_t>(GradSlot::count);
-  std::array<size_t, kSlots> largest{};  // elements, at max_batch
-  std::array<T*, kSlots> buffers{};
-  std::vector<std::pair<Activation<T>*, GradSlot>> users;
-
-  void assign(Activation<T>& activation, GradSlot slot, int max_batch) {
-    RDDP_ASSERT(activation.grad == nullptr);
-    const auto k = static_cast<size_t>(slot);
-    largest[k] = std::max(largest[k], activation.count(max_batch));
-    users.emplace_back(&activation, slot);
-  }
-  // After every assign(); the pointers are set by bind(), once the arena is allocated.
-  void request(DeviceArena& arena) {
-    for (size_t k = 0; k < kSlots; ++k)
-      if (largest[k] > 0) arena.request(&buffers[k], largest[k]);
-  }
-  void bind() const {
-    for (const auto& [activation, slot] : users)
-      activation->grad = buffers[static_cast<size_t>(slot)];
-  }
 };
 
 template <typename T>
@@ -100,6 +61,11 @@ struct Conv {
   Activation<T>* input = nullptr;  // null: the network's input
   Activation<T> output;
   std::unique_ptr<ConvLayer> layer;
+  // Its own workspaces, one for the forward call and one for the two backward calls: slices of
+  // the arena, free for other buffers at every other time. Both workspace_bytes long.
+  std::byte* forward_workspace = nullptr;
+  std::byte* backward_workspace = nullptr;
+  size_t workspace_bytes = 0;
 };
 
 template <typename T>
@@ -148,9 +114,11 @@ struct Plan {
   ComputeContext& context;
   ConvAlgorithmCache algorithms;
   TensorDescriptorCache descriptors;
-  DeviceArena arena;
-  SharedGradients<T> shared_grads;
-  DeviceBuffer<std::byte> workspace;
+  LifetimeArena arena;
+  // The arena without the convolutions' workspaces, as the timed search ran on it; what the
+  // workspaces add to it.
+  size_t arena_bytes_without_workspaces = 0;
+  size_t workspace_bytes_added = 0;
   // The workspace the timed algorithm search held while it ran (0 for heuristic choices).
   size_t search_workspace_bytes = 0;
   // Every activation's layout; the parameters and gradients stay OIHW in the flat buffers.
@@ -215,7 +183,12 @@ struct Plan {
   }
 
   cudaStream_t stream() const { return context.stream(); }
-  CudnnCall cudnn_call() const { return {context.cudnn(), workspace.get(), workspace.bytes()}; }
+  CudnnCall forward_call(const Conv<T>& conv) const {
+    return {context.cudnn(), conv.forward_workspace, conv.workspace_bytes};
+  }
+  CudnnCall backward_call(const Conv<T>& conv) const {
+    return {context.cudnn(), conv.backward_workspace, conv.workspace_bytes};
+  }
   const float* param(const TensorInfo* info) const { return model.params + info->offset; }
   // What convolutions and the fc multiply by: the float parameter, or its bfloat16 copy.
   const T* weight(const TensorInfo* info) const {
@@ -250,8 +223,6 @@ struct Plan {
   }
 };
 
-// The output's gradient is not planned here: a SharedGradients slot gives it, or for the stem
-// plan_stem_gradients.
 template <typename T>
 void plan_conv(Plan<T>& plan, Conv<T>& conv, const ConvDesc& desc, Activation<T>* input, int in_h,
                int in_w, int max_batch) {
@@ -263,7 +234,7 @@ void plan_conv(Plan<T>& plan, Conv<T>& conv, const ConvDesc& desc, Activation<T>
   conv.layer = std::make_unique<ConvLayer>(geometry, /*needs_input_grad=*/input != nullptr,
                                            data_type_of<T>(), plan.cudnn_format());
   conv.output.plan(plan.arena, max_batch, desc.out_channels, geometry.out_h(), geometry.out_w(),
-                   /*needs_grad=*/false);
+                   /*needs_grad=*/true);
 }
 
 template <typename T>
@@ -279,33 +250,6 @@ void plan_batchnorm(Plan<T>& plan, BatchNorm<T>& bn, const BatchNormDesc& desc,
                                               data_type_of<T>(), plan.cudnn_format());
   plan.arena.request(&bn.save_mean, static_cast<size_t>(desc.channels));
   plan.arena.request(&bn.save_invstd, static_cast<size_t>(desc.channels));
-}
-
-// The stem's gradients that backward writes after every block's: its convolution's output
-// gradient (by the stem BatchNorm's backward) and, with a max-pool, its own output's (by the
-// max-pool's backward; without one the stem's output is the first block's input, whose gradient
-// that block writes). From then until the next forward rewrites them, nothing reads the blocks'
-// activations or their BatchNorms' saved statistics, all requested between `blocks_begin` and
-// `blocks_end`: the two gradients overlay that memory, side by side, since the BatchNorm's
-// backward reads one while it writes the other. Where they do not fit there, they take the
-// slots free by then: P, and boundary 1 (the first block's input being boundary 0).
-template <typename T>
-void plan_stem_gradients(Plan<T>& plan, bool stem_maxpool, size_t blocks_begin,
-                         size_t blocks_end, int max_batch) {
-  std::vector<Activation<T>*> late{&plan.stem_conv.output};
-  if (stem_maxpool) late.push_back(&plan.stem_out);
-  size_t needed = 0;
-  for (const Activation<T>* a : late) needed += DeviceArena::aligned_bytes<T>(a->count(max_batch));
-  if (needed <= blocks_end - blocks_begin) {
-    size_t offset = blocks_begin;
-    for (Activation<T>* a : late) {
-      plan.arena.request_at(&a->grad, a->count(max_batch), offset);
-      offset += DeviceArena::aligned_bytes<T>(a->count(max_batch));
-    }
-    return;
-  }
-  plan.shared_grads.assign(plan.stem_conv.output, GradSlot::inner_p, max_batch);
-  if (stem_maxpool) plan.shared_grads.assign(plan.stem_out, boundary_slot(1), max_batch);
 }
 
 // The buffers a timed search of `conv` runs on: the layer's own activations and the model's
@@ -372,7 +316,7 @@ std::vector<SearchWorkspace> place_search_workspaces(const Plan<T>& plan, const 
     add(buffers.y, output_bytes);
     add(buffers.dy, output_bytes);
     add(buffers.dw, weight_bytes);
-    const ByteRange free = largest_free_range(arena_bytes, used, DeviceArena::kAlignBytes);
+    const ByteRange free = largest_free_range(arena_bytes, used, LifetimeArena::kAlignBytes);
     if (place.bytes > 0 && free.size() >= place.bytes) {
       place.in_arena = true;
       place.begin = free.begin;
@@ -390,8 +334,8 @@ size_t search_workspace_limit() {
 
 template <typename T>
 void conv_forward(const Plan<T>& plan, const Conv<T>& conv, int batch) {
-  conv.layer->forward(plan.cudnn_call(), batch, plan.conv_input(conv), plan.conv_weight(conv),
-                      conv.output.value);
+  conv.layer->forward(plan.forward_call(conv), batch, plan.conv_input(conv),
+                      plan.conv_weight(conv), conv.output.value);
 }
 
 // The weight's gradient, reported, then (unless `input_grad` is null) the input's gradient,
@@ -399,7 +343,7 @@ void conv_forward(const Plan<T>& plan, const Conv<T>& conv, int batch) {
 template <typename T>
 void conv_backward(const Plan<T>& plan, const Conv<T>& conv, int batch, T* input_grad,
                    bool accumulate, const GradReadyFn& ready) {
-  const CudnnCall call = plan.cudnn_call();
+  const CudnnCall call = plan.backward_call(conv);
   if (plan.nhwc) {
     // cuDNN writes dw as the NHWC filter is laid out, OHWI, in the filter's type; the pass that
     // widens it under NCHW (below) also permutes it here, into the OIHW float gradient.
@@ -496,6 +440,134 @@ void batchnorm_backward(const Plan<T>& plan, const BatchNorm<T>& bn, int batch, 
   }
 }
 
+// Numbers the operations of a training step in the order forward_of and backward_of run them
+// and tells the arena which buffers each reads or writes: a buffer's lifetime runs from the
+// first to the last, and the arena lets buffers whose lifetimes do not meet share bytes. So a
+// gradient lies where dead activations were, and a convolution's workspace where activations
+// are dead or not yet written. Every buffer forward_of or backward_of touches must be named here
+// at every operation that touches it: what is left out may be overwritten while still in use
+// (the emulated engine tests compare every gradient with the CPU executor's, and the emulated
+// cuDNN fills each workspace with NaN, so such a slip shows there). An evaluation forward runs a
+// prefix of the same operations.
+template <typename T>
+void record_uses(Plan<T>& plan) {
+  LifetimeArena& arena = plan.arena;
+  arena.clear_uses();
+  int op = 0;
+  // Forward reads the input and writes the output; backward reads the input and the output's
+  // gradient and writes the weight's gradient (through the scratch copy) and the input's.
+  const auto conv_op = [&](Conv<T>& conv, bool forward) {
+    ++op;
+    if (conv.input != nullptr) {
+      arena.use(&conv.input->value, op);
+      if (!forward) arena.use(&conv.input->grad, op);
+    } else {
+      arena.use(&plan.input_copy, op);
+    }
+    if (forward) {
+      arena.use(&conv.output.value, op);
+      arena.use(&conv.forward_workspace, op);
+    } else {
+      arena.use(&conv.output.grad, op);
+      arena.use(&plan.weight_grad_copy, op);
+      arena.use(&conv.backward_workspace, op);
+    }
+  };
+  // A BatchNorm with its ReLU and residual add folded in (whoever's kernels run them). Backward
+  // reads the input and the output's gradient, and with a ReLU the output (its mask); it writes
+  // the input's gradient. Its output's gradient is `output_grad`: the output's own, or for the
+  // downsample branch the block output's.
+  const auto batchnorm_op = [&](BatchNorm<T>& bn, bool forward, bool relu,
+                                Activation<T>* residual, T* const* output_grad) {
+    ++op;
+    arena.use(&bn.input->value, op);
+    arena.use(&bn.save_mean, op);
+    arena.use(&bn.save_invstd, op);
+    arena.use(&plan.bn_scratch, op);
+    if (forward) {
+      arena.use(&bn.output->value, op);
+      if (residual != nullptr) arena.use(&residual->value, op);
+    } else {
+      if (relu) arena.use(&bn.output->value, op);
+      arena.use(output_grad, op);
+      arena.use(&bn.input->grad, op);
+    }
+  };
+
+  // Kept from one step to the next: the logits until the next forward, the fc bias's ones and
+  // the NHWC weight copies (rewritten by each forward, read by backward) for good.
+  const int first = 0;
+  arena.use(&plan.logits, first);
+  arena.use(&plan.ones, first);
+  arena.use(&plan.conv_weights, first);
+  arena.use(&plan.input_copy, first);
+
+  conv_op(plan.stem_conv, true);
+  batchnorm_op(plan.stem_bn, true, true, nullptr, nullptr);
+  if (plan.stem_maxpool) {
+    ++op;
+    arena.use(&plan.stem_out.value, op);
+    arena.use(&plan.pooled.value, op);
+    arena.use(&plan.pool_argmax, op);
+  }
+  for (Block<T>& block : plan.blocks) {
+    conv_op(block.conv1, true);
+    batchnorm_op(block.bn1, true, true, nullptr, nullptr);
+    conv_op(block.conv2, true);
+    if (block.has_downsample) {
+      conv_op(block.downsample_conv, true);
+      batchnorm_op(block.downsample_bn, true, false, nullptr, nullptr);
+    }
+    batchnorm_op(block.bn2, true, true, block.has_downsample ? &block.identity : block.input,
+                 nullptr);
+  }
+  Activation<T>& last = plan.blocks.back().output;
+  ++op;  // global average pooling
+  arena.use(&last.value, op);
+  arena.use(&plan.features.value, op);
+  ++op;  // fc
+  arena.use(&plan.features.value, op);
+  arena.use(&plan.logits, op);
+
+  ++op;  // the fc's backward, dlogits in T first
+  arena.use(&plan.dlogits_copy, op);
+  arena.use(&plan.features.value, op);
+  arena.use(&plan.features.grad, op);
+  arena.use(&plan.ones, op);
+  ++op;  // global average pooling's backward
+  arena.use(&plan.features.grad, op);
+  arena.use(&last.grad, op);
+  for (auto it = plan.blocks.rbegin(); it != plan.blocks.rend(); ++it) {
+    Block<T>& block = *it;
+    batchnorm_op(block.bn2, false, true, nullptr, &block.output.grad);
+    conv_op(block.conv2, false);
+    batchnorm_op(block.bn1, false, true, nullptr, &block.hidden.grad);
+    conv_op(block.conv1, false);
+    if (block.has_downsample) {
+      // From the block output's gradient, as bn2's backward masked it.
+      batchnorm_op(block.downsample_bn, false, false, nullptr, &block.output.grad);
+      conv_op(block.downsample_conv, false);
+    } else {
+      ++op;  // the identity branch's share of the input's gradient
+      arena.use(&block.input->grad, op);
+      arena.use(&block.output.grad, op);
+    }
+  }
+  if (plan.stem_maxpool) {
+    ++op;
+    arena.use(&plan.pooled.grad, op);
+    arena.use(&plan.pool_argmax, op);
+    arena.use(&plan.stem_out.grad, op);
+  }
+  batchnorm_op(plan.stem_bn, false, true, nullptr, &plan.stem_out.grad);
+  conv_op(plan.stem_conv, false);
+
+  const int last_op = op;
+  arena.use(&plan.logits, last_op);
+  arena.use(&plan.ones, last_op);
+  arena.use(&plan.conv_weights, last_op);
+}
+
 // Plans the network into `plan`, allocates every buffer and chooses every algorithm for
 // max_batch (see Executor's constructor).
 template <typename T>
@@ -509,58 +581,47 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
   const size_t input_elements = static_cast<size_t>(max_batch) * plan.in_channels * height * width;
   if (Plan<T>::kMixed || plan.nhwc) plan.arena.request(&plan.input_copy, input_elements);
 
-  // The first block's input takes boundary 0: the stem's output, or with a max-pool the pooled
-  // output. The stem's other gradients come after the blocks (plan_stem_gradients).
   plan_conv<T>(plan, plan.stem_conv, net.stem_conv, nullptr, height, width, max_batch);
   const Activation<T>& stem_conv_out = plan.stem_conv.output;
   plan.stem_out.plan(plan.arena, max_batch, stem_conv_out.channels, stem_conv_out.height,
-                     stem_conv_out.width, false);
-  if (!net.stem_maxpool) plan.shared_grads.assign(plan.stem_out, boundary_slot(0), max_batch);
+                     stem_conv_out.width, true);
   plan_batchnorm(plan, plan.stem_bn, net.stem_bn, &plan.stem_conv.output, &plan.stem_out);
   Activation<T>* current = &plan.stem_out;
   plan.stem_maxpool = net.stem_maxpool;
   if (net.stem_maxpool) {
     plan.pool_shape = {max_batch, current->channels, current->height, current->width, 3, 2, 1};
     plan.pooled.plan(plan.arena, max_batch, current->channels, plan.pool_shape.out_h(),
-                     plan.pool_shape.out_w(), false);
-    plan.shared_grads.assign(plan.pooled, boundary_slot(0), max_batch);
+                     plan.pool_shape.out_w(), true);
     plan.arena.request(&plan.pool_argmax, plan.pooled.count(max_batch));
     current = &plan.pooled;
   }
 
   // Blocks hold pointers into each other, so the vector must never reallocate.
-  const size_t blocks_begin = plan.arena.mark();
   plan.blocks.resize(net.blocks.size());
   for (size_t i = 0; i < net.blocks.size(); ++i) {
     const BasicBlockDesc& desc = net.blocks[i];
     Block<T>& block = plan.blocks[i];
     block.input = current;
     plan_conv(plan, block.conv1, desc.conv1, current, current->height, current->width, max_batch);
-    plan.shared_grads.assign(block.conv1.output, GradSlot::inner_p, max_batch);
     const Activation<T>& c1 = block.conv1.output;
-    block.hidden.plan(plan.arena, max_batch, c1.channels, c1.height, c1.width, false);
-    plan.shared_grads.assign(block.hidden, GradSlot::inner_q, max_batch);
+    block.hidden.plan(plan.arena, max_batch, c1.channels, c1.height, c1.width, true);
     plan_batchnorm(plan, block.bn1, desc.bn1, &block.conv1.output, &block.hidden);
     plan_conv(plan, block.conv2, desc.conv2, &block.hidden, c1.height, c1.width, max_batch);
-    plan.shared_grads.assign(block.conv2.output, GradSlot::inner_p, max_batch);
     const Activation<T>& c2 = block.conv2.output;
-    block.output.plan(plan.arena, max_batch, c2.channels, c2.height, c2.width, false);
-    plan.shared_grads.assign(block.output, boundary_slot(i + 1), max_batch);
+    block.output.plan(plan.arena, max_batch, c2.channels, c2.height, c2.width, true);
     plan_batchnorm(plan, block.bn2, desc.bn2, &block.conv2.output, &block.output);
     block.has_downsample = desc.has_downsample;
     if (desc.has_downsample) {
       plan_conv(plan, block.downsample_conv, desc.downsample_conv, current, current->height,
                 current->width, max_batch);
-      plan.shared_grads.assign(block.downsample_conv.output, GradSlot::inner_q, max_batch);
       const Activation<T>& d = block.downsample_conv.output;
-      // Its backward reads the block output's gradient directly: no gradient buffer of its own.
+      // Read by bn2's forward only: no gradient, and its bytes are free once bn2 has run.
       block.identity.plan(plan.arena, max_batch, d.channels, d.height, d.width, false);
       plan_batchnorm(plan, block.downsample_bn, desc.downsample_bn, &block.downsample_conv.output,
                      &block.identity);
     }
     current = &block.output;
   }
-  plan_stem_gradients(plan, net.stem_maxpool, blocks_begin, plan.arena.mark(), max_batch);
 
   plan.features.plan(plan.arena, max_batch, current->channels, 1, 1, true);
   plan.fc_weight = &layout.at("fc.weight");
@@ -594,13 +655,19 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
                                        batchnorm_scratch_bytes(batchnorm_shape(plan, *bn, max_batch)));
     plan.arena.request(&plan.bn_scratch, plan.bn_scratch_bytes);
   }
-  plan.shared_grads.request(plan.arena);
+  // Everything but the convolutions' workspaces, whose sizes the algorithms chosen below decide.
+  record_uses(plan);
   plan.arena.allocate(context.stream());
-  plan.shared_grads.bind();
-  if (plan.nhwc) {
+  plan.arena_bytes_without_workspaces = plan.arena.bytes();
+  // The NHWC weight copies are pointers into conv_weights, wherever the arena has put it.
+  const auto point_at_weight_copies = [&] {
+    if (!plan.nhwc) return;
     for (size_t i = 0; i < plan.convs.size(); ++i)
       plan.convs[i]->weight_ohwi =
           plan.conv_weights + static_cast<size_t>(permutations[i].copy_offset);
+  };
+  point_at_weight_copies();
+  if (plan.nhwc) {
     plan.weight_table = DeviceBuffer<WeightPermutation>(permutations.size());
     copy_to_device(plan.weight_table.get(), permutations.data(), permutations.size(),
                    context.stream());
@@ -617,11 +684,10 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
   RDDP_CUBLAS_CHECK(cublasSetMathMode(
       context.cublas(), tf32_gemm ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
 
-  // Choose every algorithm for max_batch now, on the real buffers; the workspace then gets the
-  // size the choices need.
+  // Choose every algorithm for max_batch now, on the real buffers; each convolution's workspace
+  // then gets the size its choices need.
   for (const BatchNorm<T>* bn : plan.batchnorms) bn->layer->prepare(max_batch, plan.descriptors);
   const size_t limit = search_workspace_limit();
-  size_t needed = 0;
   {
     const bool timed = policy.search == ConvAlgorithmSearch::timed;
     // The network's input is not ours, so a stand-in holds its place: the input's copy in T
@@ -645,14 +711,24 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
                                                 : search_workspace.get();
       const ConvSearchBuffers buffers =
           search_buffers(plan, conv, stand_in, workspace, places[i].bytes);
-      needed = std::max(needed, conv.layer->prepare(max_batch, context.cudnn(), plan.algorithms,
-                                                    plan.descriptors, timed ? &buffers : nullptr,
-                                                    limit));
+      const size_t needed = conv.layer->prepare(max_batch, context.cudnn(), plan.algorithms,
+                                                plan.descriptors, timed ? &buffers : nullptr,
+                                                limit);
+      conv.workspace_bytes = std::max(needed, kMinConvWorkspaceBytes);
     }
     context.synchronize();
   }
-  plan.workspace = DeviceBuffer<std::byte>(std::max(needed, kMinConvWorkspaceBytes));
-  // After the search, which may have used this memory as its workspace.
+
+  // Now the plan again, with the workspaces: the arena is laid out anew and every pointer into
+  // it moves. Nothing in it needs keeping yet.
+  for (Conv<T>* conv : plan.convs) {
+    plan.arena.request(&conv->forward_workspace, conv->workspace_bytes);
+    plan.arena.request(&conv->backward_workspace, conv->workspace_bytes);
+  }
+  record_uses(plan);
+  plan.arena.allocate(context.stream());
+  plan.workspace_bytes_added = plan.arena.bytes() - plan.arena_bytes_without_workspaces;
+  point_at_weight_copies();
   const std::vector<float> ones(static_cast<size_t>(max_batch), 1.0f);
   copy_to_device(plan.ones, ones.data(), ones.size(), context.stream());
 }
@@ -668,11 +744,10 @@ void check_batch_of(const Plan<T>& plan, int max_batch, int batch, bool training
 template <typename T>
 const float* forward_of(Plan<T>& plan, const float* input, int batch, bool training) {
   if (!plan.stem_conv.layer->prepared(batch)) {
-    const size_t workspace = plan.workspace.bytes();
     for (Conv<T>* conv : plan.convs) {
       const size_t needed = conv->layer->prepare(batch, plan.context.cudnn(), plan.algorithms,
-                                                 plan.descriptors, nullptr, workspace);
-      RDDP_ASSERT(needed <= workspace);
+                                                 plan.descriptors, nullptr, conv->workspace_bytes);
+      RDDP_ASSERT(needed <= conv->workspace_bytes);
     }
     for (const BatchNorm<T>* bn : plan.batchnorms) {
       bn->layer->prepare(batch, plan.descriptors);
@@ -840,8 +915,8 @@ class TypedExecutor final : public detail::ExecutorImpl {
   void backward(const float* dlogits, const GradReadyFn& ready) override {
     backward_of(plan_, dlogits, ready);
   }
-  size_t workspace_bytes() const override { return plan_.workspace.bytes(); }
-  size_t activation_bytes() const override { return plan_.arena.bytes(); }
+  size_t workspace_bytes() const override { return plan_.workspace_bytes_added; }
+  size_t activation_bytes() const override { return plan_.arena_bytes_without_workspaces; }
   size_t search_workspace_bytes() const override { return plan_.search_workspace_bytes; }
   const ConvAlgorithmCache& algorithms() const override { return plan_.algorithms; }
 

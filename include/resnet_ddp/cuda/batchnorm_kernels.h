@@ -42,7 +42,7 @@ struct BatchNormShape {
 // Bytes of scratch that forward_train and backward of `shape` need for their per-block partial
 // results (at most 768 KiB at ResNet-18's shapes: 12 bytes per channel and block). Scratch holds nothing between calls, so one
 // buffer sized for the largest shape serves every BatchNorm of a network that runs them one at
-// a time on one stream. It must be 4-byte aligned (cudaMalloc and DeviceArena give 256).
+// a time on one stream. It must be 4-byte aligned (cudaMalloc and LifetimeArena give 256).
 size_t batchnorm_scratch_bytes(const BatchNormShape& shape);
 
 // Throws Error when training would leave a channel a single value (batch * height * width == 1),

@@ -39,8 +39,8 @@ CudaGraphStats cuda_graph_stats(const Engine& engine);
 // measured peak. Libraries' own allocations (cuDNN, cuBLAS, NCCL, loaded kernels) are not here.
 struct CudaMemoryPlan {
   size_t model_bytes = 0;             // parameters, gradients, running stats, optimizer state, 16-bit copies
-  size_t activation_bytes = 0;        // activations, their shared gradients, layers' scratch
-  size_t conv_workspace_bytes = 0;    // kept for the steps
+  size_t activation_bytes = 0;        // activations, their gradients, layers' scratch (one arena)
+  size_t conv_workspace_bytes = 0;    // what the convolutions' workspaces add to that arena
   size_t search_workspace_bytes = 0;  // held beside the rest only while the timed algorithm search ran
 };
 // Throws Error unless `engine` was made by make_cuda_engine.

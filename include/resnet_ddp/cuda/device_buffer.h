@@ -4,7 +4,6 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
-#include <functional>
 #include <utility>
 #include <vector>
 
@@ -68,73 +67,6 @@ class PinnedBuffer {
  private:
   T* data_ = nullptr;
   size_t count_ = 0;
-};
-
-// Many device arrays in one allocation: each request names the pointer to set and the number of
-// elements; allocate() makes one cudaMalloc and points every requested pointer at its slice.
-// Slices start on 256-byte boundaries, the alignment cudaMalloc itself gives, which cuDNN,
-// cuBLAS and vectorised kernels expect.
-class DeviceArena {
- public:
-  static constexpr size_t kAlignBytes = 256;
-
-  template <typename T>
-  void request(T** pointer, size_t count) {
-    RDDP_ASSERT(buffer_.size() == 0);  // requests come before allocate()
-    const size_t offset = bytes_;
-    bytes_ += aligned_bytes<T>(count);
-    bind_at(pointer, offset);
-  }
-
-  // Where the next request() will start: with request_at(), what lies between two marks can be
-  // given a second use.
-  size_t mark() const { return bytes_; }
-
-  // `count` elements at byte `offset` of what has been requested already, sharing that memory:
-  // the caller answers for nothing else there being read while this slice is in use (a
-  // gradient that backward writes only once every activation stored there is dead). `offset`
-  // comes from mark() or from an earlier slice's end, so it is aligned.
-  template <typename T>
-  void request_at(T** pointer, size_t count, size_t offset) {
-    RDDP_ASSERT(buffer_.size() == 0);
-    RDDP_ASSERT(offset % kAlignBytes == 0 && offset + aligned_bytes<T>(count) <= bytes_);
-    bind_at(pointer, offset);
-  }
-
-  // What a request of `count` elements takes, padding included.
-  template <typename T>
-  static size_t aligned_bytes(size_t count) {
-    return (count * sizeof(T) + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
-  }
-
-  // Allocates every requested slice, zero-filled on `stream` (and waited for), and sets the
-  // requested pointers.
-  void allocate(cudaStream_t stream) {
-    RDDP_ASSERT(buffer_.size() == 0);
-    buffer_ = DeviceBuffer<std::byte>(bytes_);
-    if (bytes_ > 0) {
-      RDDP_CUDA_CHECK(cudaMemsetAsync(buffer_.get(), 0, bytes_, stream));
-      RDDP_CUDA_CHECK(cudaStreamSynchronize(stream));
-    }
-    for (const auto& bind : bindings_) bind(buffer_.get());
-    bindings_.clear();
-  }
-
-  size_t bytes() const { return bytes_; }
-  // The allocation's start, after allocate().
-  std::byte* data() const { return buffer_.get(); }
-
- private:
-  template <typename T>
-  void bind_at(T** pointer, size_t offset) {
-    bindings_.push_back([pointer, offset](std::byte* base) {
-      *pointer = reinterpret_cast<T*>(base + offset);
-    });
-  }
-
-  size_t bytes_ = 0;
-  std::vector<std::function<void(std::byte*)>> bindings_;
-  DeviceBuffer<std::byte> buffer_;
 };
 
 // Blocking copies on `stream`, for set-up, checkpoints and tests (never inside a step).

@@ -86,10 +86,12 @@ class Executor {
   void backward(const float* dlogits, const GradReadyFn& ready = {});
 
   int max_batch() const { return max_batch_; }
-  // Device memory by purpose: the convolutions' workspace kept for the steps; activations,
-  // their shared gradients and the layers' other buffers (one arena); the workspace the timed
-  // algorithm search held beside the arena while the executor was built, freed since (0 without
-  // a search, or where every convolution's search workspace fitted inside the arena).
+  // Device memory by purpose. Activations, their gradients, the layers' other buffers and each
+  // convolution's workspaces lie in one arena, laid out by when each is in use
+  // (lifetime_arena.h): activation_bytes is the arena without the workspaces, workspace_bytes
+  // what they add to it. search_workspace_bytes: the workspace the timed algorithm search held
+  // beside the arena while the executor was built, freed since (0 without a search, or where
+  // every convolution's search workspace fitted inside the arena).
   size_t workspace_bytes() const;
   size_t activation_bytes() const;
   size_t search_workspace_bytes() const;
