@@ -273,14 +273,18 @@ ConvSearchBuffers search_buffers(const Plan<T>& plan, const Conv<T>& conv, const
   return buffers;
 }
 
-// Where a convolution's timed search finds its workspace: as many bytes as the hungriest
-// candidate the limit admits needs (not the limit itself, which under bfloat16 is far more than
-// any candidate asks), inside the arena at `begin` where a stretch of it that none of the
-// convolution's own buffers touches is long enough. Before the first step the activations hold
-// nothing worth keeping, so the search's workspace need not add to the engine's peak memory
-// (the search runs once, before any step; build() writes what must survive it, the fc bias's
-// ones, afterwards, and the NHWC weight copies are rewritten by every forward).
+// How much workspace a convolution's algorithms may have, and where its timed search finds its
+// workspace. Before the first step the activations hold nothing worth keeping, so the search's
+// workspace can lie in the longest stretch of the arena that none of the convolution's own
+// buffers touches (the search runs once, before any step; build() writes what must survive it,
+// the fc bias's ones, afterwards, and the NHWC weight copies are rewritten by every forward).
+// The algorithms may then have as much workspace as that stretch holds, or the floor where it
+// is shorter (within the device's `limit`): so the search never adds more than the floor to
+// the engine's peak memory, and each step finds the workspace its algorithms need in memory
+// that is idle at the time. The search's workspace is as many bytes as the hungriest candidate
+// within that limit needs, not the limit itself.
 struct SearchWorkspace {
+  size_t limit = 0;
   size_t bytes = 0;
   bool in_arena = false;
   size_t begin = 0;  // byte offset in the arena, if in_arena
@@ -294,8 +298,6 @@ std::vector<SearchWorkspace> place_search_workspaces(const Plan<T>& plan, const 
   std::vector<SearchWorkspace> places;
   for (const Conv<T>* conv : plan.convs) {
     SearchWorkspace place;
-    place.bytes = conv->layer->search_workspace_bytes(max_batch, plan.context.cudnn(),
-                                                      plan.algorithms, limit);
     // What the search reads and writes (search_buffers): the ranges of them in the arena.
     std::vector<ByteRange> used;
     const auto add = [&](const void* pointer, size_t bytes) {
@@ -317,6 +319,9 @@ std::vector<SearchWorkspace> place_search_workspaces(const Plan<T>& plan, const 
     add(buffers.dy, output_bytes);
     add(buffers.dw, weight_bytes);
     const ByteRange free = largest_free_range(arena_bytes, used, LifetimeArena::kAlignBytes);
+    place.limit = std::min(limit, std::max(free.size(), kMinConvWorkspaceBytes));
+    place.bytes = conv->layer->search_workspace_bytes(max_batch, plan.context.cudnn(),
+                                                      plan.algorithms, place.limit);
     if (place.bytes > 0 && free.size() >= place.bytes) {
       place.in_arena = true;
       place.begin = free.begin;
@@ -697,12 +702,12 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
     if (timed)
       RDDP_CUDA_CHECK(
           cudaMemsetAsync(stand_in, 0, input_elements * sizeof(T), context.stream()));
-    std::vector<SearchWorkspace> places(plan.convs.size());
-    if (timed) places = place_search_workspaces(plan, stand_in, max_batch, limit);
+    const std::vector<SearchWorkspace> places =
+        place_search_workspaces(plan, stand_in, max_batch, limit);
     // Only what fits nowhere in the arena is allocated beside it, for as long as the search runs.
     size_t outside = 0;
     for (const SearchWorkspace& place : places)
-      if (!place.in_arena) outside = std::max(outside, place.bytes);
+      if (timed && !place.in_arena) outside = std::max(outside, place.bytes);
     DeviceBuffer<std::byte> search_workspace(outside);
     plan.search_workspace_bytes = outside;
     for (size_t i = 0; i < plan.convs.size(); ++i) {
@@ -713,7 +718,7 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
           search_buffers(plan, conv, stand_in, workspace, places[i].bytes);
       const size_t needed = conv.layer->prepare(max_batch, context.cudnn(), plan.algorithms,
                                                 plan.descriptors, timed ? &buffers : nullptr,
-                                                limit);
+                                                places[i].limit);
       conv.workspace_bytes = std::max(needed, kMinConvWorkspaceBytes);
     }
     context.synchronize();
