@@ -67,14 +67,9 @@ class LifetimeArena {
       RDDP_CUDA_CHECK(cudaStreamSynchronize(stream));
     }
     for (size_t i = 0; i < requests_.size(); ++i) requests_[i].bind(buffer_.get() + plan.offsets[i]);
-    sum_bytes_ = 0;
-    for (const BufferLife& life : lives)
-      sum_bytes_ += (life.bytes + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
   }
 
   size_t bytes() const { return buffer_.bytes(); }
-  // What the buffers would take without sharing, for reports.
-  size_t unshared_bytes() const { return sum_bytes_; }
   // The allocation's start, after allocate().
   std::byte* data() const { return buffer_.get(); }
 
@@ -87,7 +82,6 @@ class LifetimeArena {
   std::map<const void*, size_t> index_;  // the requested pointer's address -> its request
   std::map<size_t, Lifetime> lifetimes_;  // request -> the operations that use it
   DeviceBuffer<std::byte> buffer_;
-  size_t sum_bytes_ = 0;
 };
 
 }  // namespace rddp::cuda
