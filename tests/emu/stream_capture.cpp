@@ -74,6 +74,25 @@ std::map<cudaStream_t, AsyncList>& in_flight() {
   return works;
 }
 
+// What a wait on `stream` covers: the work in flight on it, or on every stream for the legacy
+// default stream, which synchronises with all of them. `take` removes it from in_flight(), for a
+// wait that completes it. The caller holds async_mutex().
+AsyncList in_flight_behind(cudaStream_t stream, bool take) {
+  auto& all = in_flight();
+  AsyncList works;
+  for (auto it = all.begin(); it != all.end();) {
+    if (legacy(stream) || it->first == stream) {
+      works.insert(works.end(), it->second.begin(), it->second.end());
+      if (take) {
+        it = all.erase(it);
+        continue;
+      }
+    }
+    ++it;
+  }
+  return works;
+}
+
 bool all_complete(const AsyncList& works) {
   for (const auto& work : works)
     if (!work->test()) return false;
@@ -110,14 +129,7 @@ void finish_stream(cudaStream_t stream) {
   AsyncList works;
   {
     std::lock_guard<std::mutex> lock(async_mutex());
-    auto& all = in_flight();
-    if (legacy(stream)) {
-      for (auto& [handle, list] : all) works.insert(works.end(), list.begin(), list.end());
-      all.clear();
-    } else if (auto it = all.find(stream); it != all.end()) {
-      works = std::move(it->second);
-      all.erase(it);
-    }
+    works = in_flight_behind(stream, /*take=*/true);
   }
   wait_for(works);
 }
@@ -255,13 +267,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   // on from the host (that would be refused below).
   if (emu::detail::is_capturing(stream)) return cudaSuccess;
   event->recorded = std::chrono::steady_clock::now();
-  event->behind.clear();
-  auto& all = emu::in_flight();
-  if (emu::legacy(stream)) {
-    for (const auto& [handle, list] : all) event->behind.insert(event->behind.end(), list.begin(), list.end());
-  } else if (auto it = all.find(stream); it != all.end()) {
-    event->behind = it->second;
-  }
+  event->behind = emu::in_flight_behind(stream, /*take=*/false);
   return cudaSuccess;
 }
 
