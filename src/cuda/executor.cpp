@@ -55,9 +55,9 @@ struct Activation {
 template <typename T>
 struct Conv {
   const TensorInfo* weight = nullptr;
-  // NHWC only: the weight in OHWI, as the NHWC filter descriptor reads it, in T: a slice of
-  // Plan::conv_weights, rewritten from the float masters at every forward.
-  T* weight_ohwi = nullptr;
+  // NHWC only: where its weight in OHWI, as the NHWC filter descriptor reads it, in T, starts
+  // in Plan::conv_weights (elements), which is rewritten from the float masters at every forward.
+  size_t weight_copy_offset = 0;
   Activation<T>* input = nullptr;  // null: the network's input
   Activation<T> output;
   std::unique_ptr<ConvLayer> layer;
@@ -155,7 +155,7 @@ struct Plan {
   // OIHW gradient (sized for the largest convolution).
   T* dlogits_copy = nullptr;
   T* weight_grad_copy = nullptr;
-  // NHWC only: every convolution's OHWI weight (Conv::weight_ohwi) in one buffer, and the table
+  // NHWC only: every convolution's OHWI weight (Conv::weight_copy_offset) in one buffer, and the table
   // by which one launch per forward writes them all from the float masters.
   T* conv_weights = nullptr;
   DeviceBuffer<WeightPermutation> weight_table;
@@ -206,7 +206,7 @@ struct Plan {
   }
   // What a convolution multiplies by, in its filter descriptor's layout.
   const T* conv_weight(const Conv<T>& conv) const {
-    return nhwc ? conv.weight_ohwi : weight(conv.weight);
+    return nhwc ? conv_weights + conv.weight_copy_offset : weight(conv.weight);
   }
   cudnnTensorFormat_t cudnn_format() const {
     return nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
@@ -640,12 +640,13 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
     plan.arena.request(&plan.dlogits_copy, static_cast<size_t>(max_batch) * plan.fc_out);
   size_t largest_weight = 0, all_weights = 0;
   std::vector<WeightPermutation> permutations;
-  for (const Conv<T>* conv : plan.convs) {
+  for (Conv<T>* conv : plan.convs) {
     largest_weight = std::max(largest_weight, conv->weight->numel);
     const ConvShape s = conv->layer->shape(1);
     WeightPermutation p;
     p.param_offset = static_cast<int64_t>(conv->weight->offset);
     p.copy_offset = static_cast<int64_t>(all_weights);
+    conv->weight_copy_offset = all_weights;
     p.out_channels = s.out_channels;
     p.in_channels = s.in_channels;
     p.kernel = s.kernel;
@@ -664,14 +665,6 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
   record_uses(plan);
   plan.arena.allocate(context.stream());
   plan.arena_bytes_without_workspaces = plan.arena.bytes();
-  // The NHWC weight copies are pointers into conv_weights, wherever the arena has put it.
-  const auto point_at_weight_copies = [&] {
-    if (!plan.nhwc) return;
-    for (size_t i = 0; i < plan.convs.size(); ++i)
-      plan.convs[i]->weight_ohwi =
-          plan.conv_weights + static_cast<size_t>(permutations[i].copy_offset);
-  };
-  point_at_weight_copies();
   if (plan.nhwc) {
     plan.weight_table = DeviceBuffer<WeightPermutation>(permutations.size());
     copy_to_device(plan.weight_table.get(), permutations.data(), permutations.size(),
@@ -733,7 +726,6 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
   record_uses(plan);
   plan.arena.allocate(context.stream());
   plan.workspace_bytes_added = plan.arena.bytes() - plan.arena_bytes_without_workspaces;
-  point_at_weight_copies();
   const std::vector<float> ones(static_cast<size_t>(max_batch), 1.0f);
   copy_to_device(plan.ones, ones.data(), ones.size(), context.stream());
 }
