@@ -6,7 +6,8 @@
 // cuDNN wrote in OHWI is widened (bfloat16) or copied (float) into the OIHW float gradient in
 // the pass that widens it under NCHW. The index maths is kernels/layout_math.h, tested on the
 // CPU; values go through float, which is exact for float and bfloat16 and rounds to nearest
-// even when narrowing, like convert() (elementwise.cu).
+// even when narrowing, like convert() (elementwise.cu). The uint8 HWC pixels a batch is uploaded
+// as become the network's input the same way, normalised on the way (pixel_math.h).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -14,6 +15,7 @@
 #include <cstdint>
 
 #include "layout_math.h"
+#include "pixel_math.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/layer_kernels.h"
 #include "resnet_ddp/error.h"
@@ -37,6 +39,20 @@ __global__ void nchw_to_nhwc_kernel(int64_t count, int C, int H, int W, const Fr
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += stride)
     y[i] = static_cast<To>(static_cast<float>(x[layout::nhwc_to_nchw(i, C, H, W)]));
+}
+
+// The same walk over the destination; a pixel's channels are adjacent in the source, whose
+// (N, H, W, C) layout is NHWC's, so under NHWC the two indices are one.
+template <bool ToNhwc, typename To>
+__global__ void pixels_to_input_kernel(int64_t count, int C, int H, int W, const uint8_t* hwc,
+                                       const float* mean_stddev, To* y) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride) {
+    const int64_t from = ToNhwc ? i : layout::nchw_to_nhwc(i, C, H, W);
+    const int c = static_cast<int>(from % C);
+    y[i] = static_cast<To>(pixel::normalized(hwc[from], mean_stddev[c], mean_stddev[C + c]));
+  }
 }
 
 // Output channel o's weights are I*K*K contiguous elements in both layouts: [I][KK] in OIHW
@@ -126,6 +142,22 @@ void nchw_to_nhwc(int batch, int channels, int height, int width, const From* x,
 }
 
 template <typename To>
+void pixels_to_input(int batch, int channels, int height, int width, const uint8_t* hwc,
+                     const float* mean_stddev, To* y, MemoryFormat format, cudaStream_t stream) {
+  if (batch < 1 || channels < 1 || height < 1 || width < 1)
+    fail("pixels_to_input: every dimension must be >= 1, got ", batch, "x", height, "x", width,
+         "x", channels);
+  const int64_t count = static_cast<int64_t>(batch) * channels * height * width;
+  if (format == MemoryFormat::nhwc)
+    pixels_to_input_kernel<true, To><<<blocks_for(count), kThreads, 0, stream>>>(
+        count, channels, height, width, hwc, mean_stddev, y);
+  else
+    pixels_to_input_kernel<false, To><<<blocks_for(count), kThreads, 0, stream>>>(
+        count, channels, height, width, hwc, mean_stddev, y);
+  RDDP_CUDA_CHECK_LAUNCH("pixels_to_input_kernel");
+}
+
+template <typename To>
 void weights_to_ohwi(const WeightPermutation* table, int convolutions, int max_out_channels,
                      const float* params, To* copy, cudaStream_t stream) {
   if (convolutions < 1) return;
@@ -158,6 +190,13 @@ template void weights_to_ohwi<bf16>(const WeightPermutation*, int, int, const fl
                                     cudaStream_t);
 template void ohwi_to_oihw<float>(int, int, int, const float*, float*, cudaStream_t);
 template void ohwi_to_oihw<bf16>(int, int, int, const bf16*, float*, cudaStream_t);
+#define RDDP_INSTANTIATE_PIXELS_TO_INPUT(T)                                                  \
+  template void pixels_to_input<T>(int, int, int, int, const uint8_t*, const float*, T*,     \
+                                   MemoryFormat, cudaStream_t);
+RDDP_INSTANTIATE_PIXELS_TO_INPUT(float)
+RDDP_INSTANTIATE_PIXELS_TO_INPUT(bf16)
+RDDP_INSTANTIATE_PIXELS_TO_INPUT(__half)
+#undef RDDP_INSTANTIATE_PIXELS_TO_INPUT
 template void nchw_to_nhwc<float, __half>(int, int, int, int, const float*, __half*, cudaStream_t);
 template void weights_to_ohwi<__half>(const WeightPermutation*, int, int, const float*, __half*,
                                       cudaStream_t);

@@ -1,5 +1,6 @@
 #include "resnet_ddp/data/normalize.h"
 
+#include "pixel_math.h"
 #include "resnet_ddp/error.h"
 
 namespace rddp::data {
@@ -52,10 +53,8 @@ void normalize_to_nchw(const uint8_t* hwc, size_t count, int height, int width, 
     for (int c = 0; c < channels; ++c) {
       const float mean = normalization.mean[size_t(c)], stddev = normalization.stddev[size_t(c)];
       float* out_plane = out + size_t(c) * plane;
-      // ToTensor divides by 255, Normalize subtracts then divides: each rounded in float32,
-      // in this order, so the values are bit for bit torchvision's.
       for (size_t p = 0; p < plane; ++p)
-        out_plane[p] = (float(image[p * channels + c]) / 255.0f - mean) / stddev;
+        out_plane[p] = pixel::normalized(image[p * channels + c], mean, stddev);
     }
   }
 }

@@ -26,6 +26,14 @@ TEST_CASE("emulated NCHW -> NHWC input conversion: float exact, 16-bit rounded l
   testing::check_input_to_nhwc<__half>(2, 1, 33, 17, nullptr);
 }
 
+TEST_CASE("emulated uint8 pixels -> normalised input: the loader's values, rounded like convert") {
+  for (const MemoryFormat format : {MemoryFormat::nchw, MemoryFormat::nhwc}) {
+    testing::check_pixels_to_input<float>(3, 3, 7, 5, format, nullptr);
+    testing::check_pixels_to_input<__nv_bfloat16>(2, 3, 9, 4, format, nullptr);
+    testing::check_pixels_to_input<__half>(2, 1, 33, 17, format, nullptr);
+  }
+}
+
 TEST_CASE("emulated conv weights go OIHW -> OHWI -> OIHW bit for bit, in one launch") {
   testing::check_weight_permutations<float>(kShapes, nullptr);
   testing::check_weight_permutations<__nv_bfloat16>(kShapes, nullptr);

@@ -424,6 +424,15 @@ TEST_CASE("the input's NCHW -> NHWC conversion: float exact, 16-bit rounded like
   testing::check_input_to_nhwc<__half>(2, 3, 224, 224, context.stream());
 }
 
+TEST_CASE("uint8 pixels -> normalised input: the loader's values, rounded like convert") {
+  cuda::ComputeContext context;
+  for (const MemoryFormat format : {MemoryFormat::nchw, MemoryFormat::nhwc}) {
+    testing::check_pixels_to_input<float>(3, 3, 7, 5, format, context.stream());
+    testing::check_pixels_to_input<__nv_bfloat16>(4, 3, 224, 224, format, context.stream());
+    testing::check_pixels_to_input<__half>(2, 1, 33, 17, format, context.stream());
+  }
+}
+
 TEST_CASE("conv weights go OIHW -> OHWI -> OIHW bit for bit, in one launch for all of them") {
   cuda::ComputeContext context;
   // ResNet-18's convolution weights (the 7x7 stem, 3x3 with 64 to 512 channels, the 1x1

@@ -1,6 +1,7 @@
 #pragma once
 // The layout kernels (kernels/layout.cu) against nested loops (support/layout_copies.h), bit for
-// bit, in float, bfloat16 and float16: the input's NCHW -> NHWC conversion, the convolutions'
+// bit, in float, bfloat16 and float16: the input's NCHW -> NHWC conversion, a batch's uint8 pixels
+// into the normalised input in either layout, the convolutions'
 // OIHW -> OHWI copies (all in one launch) and the weight gradients' way back. Shared by the GPU
 // test (tests/gpu/test_cuda_nhwc.cpp, at ResNet-18's weight shapes) and the emulated one
 // (tests/emu/test_emulated_layout.cpp, which runs the same kernel source on the CPU at shapes
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "resnet_ddp/cuda/device_buffer.h"
+#include "resnet_ddp/data/normalize.h"
 #include "resnet_ddp/cuda/layer_kernels.h"
 #include "resnet_ddp/rng.h"
 #include "support/device_buffers.h"
@@ -54,6 +56,45 @@ void check_input_to_nhwc(int n, int c, int h, int w, cudaStream_t stream) {
   auto d_y = poisoned<T>(count, stream);
   cuda::nchw_to_nhwc(n, c, h, w, d_x.get(), d_y.get(), stream);
   CHECK(bitwise_equal(to_host(d_y, stream), nchw_to_nhwc(rounded_like_convert<T>(d_x, stream), n, c, h, w)));
+}
+
+// A batch as uploaded, uint8 [n, h, w, c], into the network's input: the loader's float
+// normalisation (data/normalize.h), then rounded like convert, in either layout.
+template <typename T>
+void check_pixels_to_input(int n, int c, int h, int w, MemoryFormat format, cudaStream_t stream) {
+  CAPTURE(n);
+  CAPTURE(c);
+  CAPTURE(h);
+  CAPTURE(w);
+  const bool nhwc = format == MemoryFormat::nhwc;
+  CAPTURE(nhwc);
+  const size_t count = static_cast<size_t>(n) * c * h * w;
+  Rng rng(derive_seed(count, "pixels"));
+  std::vector<uint8_t> pixels(count);
+  for (uint8_t& v : pixels) v = static_cast<uint8_t>(rng.below(256));
+  pixels[0] = 0;  // both ends of the range
+  pixels[count - 1] = 255;
+  // Means and deviations that round in every operation, not ones that happen to be exact.
+  data::Normalization normalization{"test", {}, {}};
+  for (int k = 0; k < c; ++k) {
+    normalization.mean.push_back(0.3f + 0.07f * static_cast<float>(k));
+    normalization.stddev.push_back(0.21f + 0.013f * static_cast<float>(k));
+  }
+  std::vector<float> expected_nchw(count);
+  data::normalize_to_nchw(pixels.data(), static_cast<size_t>(n), h, w, c, normalization,
+                          expected_nchw.data());
+  std::vector<T> expected =
+      rounded_like_convert<T>(to_device(expected_nchw, stream), stream);
+  if (nhwc) expected = nchw_to_nhwc(expected, n, c, h, w);
+
+  std::vector<float> mean_stddev = normalization.mean;
+  mean_stddev.insert(mean_stddev.end(), normalization.stddev.begin(), normalization.stddev.end());
+  const auto d_pixels = to_device(pixels, stream);
+  const auto d_mean_stddev = to_device(mean_stddev, stream);
+  auto d_y = poisoned<T>(count, stream);
+  cuda::pixels_to_input(n, c, h, w, d_pixels.get(), d_mean_stddev.get(), d_y.get(), format,
+                        stream);
+  CHECK(bitwise_equal(to_host(d_y, stream), expected));
 }
 
 struct WeightShape {

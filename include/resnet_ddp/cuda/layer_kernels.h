@@ -72,6 +72,14 @@ template <typename From, typename To>
 void nchw_to_nhwc(int batch, int channels, int height, int width, const From* x, To* y,
                   cudaStream_t stream);
 
+// y = the network's input from a batch as it is uploaded: uint8 pixels [batch, height, width,
+// channels], normalised as ToTensor + Normalize do, (x / 255 - mean[c]) / stddev[c] in float
+// (pixel_math.h, the loader's formula), then converted to To like convert(), in `format`.
+// mean_stddev (device memory): the channels' means, then their standard deviations.
+template <typename To>
+void pixels_to_input(int batch, int channels, int height, int width, const uint8_t* hwc,
+                     const float* mean_stddev, To* y, MemoryFormat format, cudaStream_t stream);
+
 // One convolution weight: where it is in the flat float parameters (OIHW) and where its OHWI
 // copy goes.
 struct WeightPermutation {
