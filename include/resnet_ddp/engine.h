@@ -35,12 +35,23 @@ const char* to_string(DeviceKind kind);
 enum class Precision { tf32, fp32, bf16, fp16 };
 const char* to_string(Precision precision);
 
+// How batches reach an engine (EngineConfig::input):
+//   normalized_float: float [size, channels, height, width] images, normalised by the loader;
+//   pixels: the loader's uint8 [size, height, width, channels] pixels, which the engine
+//           normalises itself, (x / 255 - mean[c]) / stddev[c] in float as ToTensor + Normalize
+//           (the same bits). The CUDA engine does it on the device in the pass that converts
+//           the input anyway: a quarter of the bytes cross the bus, and the loader's threads
+//           skip a pass over every image.
+enum class BatchInput { normalized_float, pixels };
+const char* to_string(BatchInput input);
+
 // One batch as the loader delivers it, in host memory (pinned when a GPU is used).
 struct HostBatch {
   int size = 0;  // images in this batch; the last batch of an epoch may be smaller
   int channels = 0, height = 0, width = 0;
-  const float* images = nullptr;    // [size, channels, height, width], normalised
+  const float* images = nullptr;    // normalized_float: [size, channels, height, width]
   const int32_t* labels = nullptr;  // [size], each in [0, num_classes)
+  const uint8_t* pixels = nullptr;  // pixels: [size, height, width, channels]
 };
 
 // Sums over batches (and, once reduced, over ranks): loss_sum / count is the mean loss.
@@ -93,6 +104,10 @@ struct EngineConfig {
   int height = 0, width = 0;
   OptimizerConfig optimizer;
   double label_smoothing = 0.0;
+  // What each HostBatch carries; with pixels, the per-channel normalisation (one mean and one
+  // standard deviation per input channel, on the 0..1 scale).
+  BatchInput input = BatchInput::normalized_float;
+  std::vector<float> pixel_mean, pixel_stddev;
   // CUDA: see Precision.
   Precision precision = Precision::tf32;
   // CUDA: how activations are laid out on the device (memory_format.h); parameters, gradients,
@@ -147,7 +162,9 @@ class Engine {
   virtual void load_state(const ModelState<float>& model, const OptimizerState* optimizer) = 0;
 };
 
-// Throws Error when `batch` is not a batch of the engine's image shape and size.
+// Throws Error when the pixel normalisation does not fit the model's input channels.
+void check_batch_input(const EngineConfig& config);
+// Throws Error when `batch` is not a batch of the engine's image shape, size and input.
 void check_batch_fits(const EngineConfig& config, const HostBatch& batch);
 
 std::unique_ptr<Engine> make_cpu_engine(const EngineConfig& config, uint64_t init_seed);

@@ -5,6 +5,7 @@
 
 #include "resnet_ddp/cpu/executor.h"
 #include "resnet_ddp/cpu/softmax_xent.h"
+#include "resnet_ddp/data/normalize.h"
 #include "resnet_ddp/engine.h"
 #include "resnet_ddp/error.h"
 
@@ -22,6 +23,7 @@ const EngineConfig& checked_precision(const EngineConfig& config) {
   if (config.memory_format == MemoryFormat::nhwc)
     fail("--memory-format nhwc needs the CUDA engine: the CPU engine lays activations out NCHW; ",
          "use --device cuda on a GPU, or --memory-format nchw on the CPU");
+  check_batch_input(config);
   return config;
 }
 
@@ -32,7 +34,11 @@ class CpuEngine final : public Engine {
         state_(config.spec),
         executor_(state_, config.max_batch, config.height, config.width),
         optimizer_(config.optimizer, state_.layout.parameter_elements()),
-        dlogits_(static_cast<size_t>(config.max_batch) * config.spec.num_classes) {
+        dlogits_(static_cast<size_t>(config.max_batch) * config.spec.num_classes),
+        normalized_(config.input == BatchInput::pixels
+                        ? static_cast<size_t>(config.max_batch) * config.spec.in_channels *
+                              config.height * config.width
+                        : 0) {
     init_torchvision(state_, init_seed);
   }
 
@@ -47,7 +53,7 @@ class CpuEngine final : public Engine {
   void train_step(const HostBatch& batch, double lr, StepHooks* hooks) override {
     check_batch_fits(config_, batch);
     if (hooks) hooks->before_forward();
-    const float* logits = executor_.forward(batch.images, batch.size, true);
+    const float* logits = executor_.forward(input_of(batch), batch.size, true);
     const cpu::XentResult result =
         cpu::softmax_cross_entropy(logits, batch.labels, batch.size, config_.spec.num_classes,
                                    static_cast<float>(config_.label_smoothing), dlogits_.data());
@@ -63,7 +69,7 @@ class CpuEngine final : public Engine {
 
   void eval_step(const HostBatch& batch) override {
     check_batch_fits(config_, batch);
-    const float* logits = executor_.forward(batch.images, batch.size, false);
+    const float* logits = executor_.forward(input_of(batch), batch.size, false);
     // Evaluation reports the plain cross-entropy, as PyTorch's validation loops usually do
     // with the training criterion; label smoothing is part of that criterion.
     record(cpu::softmax_cross_entropy(logits, batch.labels, batch.size, config_.spec.num_classes,
@@ -100,6 +106,17 @@ class CpuEngine final : public Engine {
   }
 
  private:
+  // The batch's float NCHW images: its own, or its pixels normalised into normalized_, which
+  // backward reads too.
+  const float* input_of(const HostBatch& batch) {
+    if (config_.input != BatchInput::pixels) return batch.images;
+    const data::Normalization normalization{"configured", config_.pixel_mean,
+                                            config_.pixel_stddev};
+    data::normalize_to_nchw(batch.pixels, static_cast<size_t>(batch.size), batch.height,
+                            batch.width, batch.channels, normalization, normalized_.data());
+    return normalized_.data();
+  }
+
   void record(const cpu::XentResult& result, int batch_size) {
     metrics_ += Metrics{result.loss * batch_size, result.correct, batch_size};
   }
@@ -109,6 +126,7 @@ class CpuEngine final : public Engine {
   cpu::Executor<float> executor_;
   CpuOptimizer<float> optimizer_;
   std::vector<float> dlogits_;
+  std::vector<float> normalized_;  // pixels input only
   Metrics metrics_;
 };
 

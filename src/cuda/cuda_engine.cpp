@@ -64,6 +64,7 @@ const EngineConfig& validated(const EngineConfig& config) {
     fail("input images must be at least 1x1, got ", config.height, "x", config.width);
   if (!(config.label_smoothing >= 0.0 && config.label_smoothing <= 1.0))
     fail("--label-smoothing must be in [0, 1], got ", config.label_smoothing);
+  check_batch_input(config);
   return config;
 }
 
@@ -151,13 +152,22 @@ class CudaEngine final : public Engine {
         xent_rows_(static_cast<size_t>(config.max_batch)),
         step_metrics_(1),
         metric_sums_(1),
-        upload_(config.max_batch, config.spec.in_channels, config.height, config.width),
+        pixel_mean_stddev_(pixel_input() ? 2 * static_cast<size_t>(config.spec.in_channels) : 0),
+        upload_(config.max_batch, config.spec.in_channels, config.height, config.width,
+                config.input),
         graph_policy_(config.cuda_graphs, config.max_batch),
-        graph_images_(config.cuda_graphs ? image_elements(config) * config.max_batch : 0),
+        graph_input_(config.cuda_graphs ? uploaded_bytes(config) * config.max_batch : 0),
         graph_labels_(config.cuda_graphs ? static_cast<size_t>(config.max_batch) : 0),
         executor_(net_, layout_, device_model(), config.max_batch, config.height, config.width,
                   context_, math_policy(config.precision, config.memory_format, options),
-                  config.batchnorm) {
+                  config.batchnorm, pixel_input()) {
+    if (pixel_input()) {
+      std::vector<float> mean_stddev = config_.pixel_mean;
+      mean_stddev.insert(mean_stddev.end(), config_.pixel_stddev.begin(),
+                         config_.pixel_stddev.end());
+      cuda::copy_to_device(pixel_mean_stddev_.get(), mean_stddev.data(), mean_stddev.size(),
+                           context_.stream());
+    }
     if (config_.optimizer.kind == OptimizerKind::sgd)
       sgd_scalars_.emplace();
     else if (loss_scaling())
@@ -203,7 +213,8 @@ class CudaEngine final : public Engine {
     const cuda::GraphStepMode mode = graph_policy_.next(batch.size, hooks != nullptr);
     if (mode == cuda::GraphStepMode::eager) {
       ++graph_stats_.eager_steps;
-      enqueue_step(slot.images, slot.labels, batch.size, hooks, &slot);
+      enqueue_step(network_input(slot.images, slot.pixels), slot.labels, batch.size, hooks,
+                   &slot);
     } else {
       copy_into_graph_input(slot, batch.size);
       upload_.release(slot, stream);
@@ -236,7 +247,8 @@ class CudaEngine final : public Engine {
     cudaStream_t stream = context_.stream();
     const cuda::BatchUpload::Slot slot = upload_.upload(batch, stream);
     refresh_params_copy();
-    const float* logits = executor_.forward(slot.images, batch.size, /*training=*/false);
+    const float* logits =
+        executor_.forward(network_input(slot.images, slot.pixels), batch.size, /*training=*/false);
     // The training criterion, label smoothing included, as the CPU engine reports it.
     loss(logits, slot.labels, batch.size, nullptr);
     upload_.release(slot, stream);
@@ -350,18 +362,30 @@ class CudaEngine final : public Engine {
            "; resume with the optimizer settings the checkpoint was saved with");
   }
 
-  static size_t image_elements(const EngineConfig& config) {
-    return static_cast<size_t>(config.spec.in_channels) * config.height * config.width;
+  bool pixel_input() const { return config_.input == BatchInput::pixels; }
+
+  // One image's bytes as the batch carries it (and BatchUpload copies it).
+  static size_t uploaded_bytes(const EngineConfig& config) {
+    const size_t elements =
+        static_cast<size_t>(config.spec.in_channels) * config.height * config.width;
+    return elements * (config.input == BatchInput::pixels ? sizeof(uint8_t) : sizeof(float));
+  }
+
+  // The executor's view of a batch on the device: its images, or its pixels with the
+  // normalisation they need.
+  cuda::NetworkInput network_input(const float* images, const uint8_t* pixels) const {
+    if (pixels != nullptr) return {nullptr, pixels, pixel_mean_stddev_.get()};
+    return {images, nullptr, nullptr};
   }
 
   // The device work of one training step, from the batch on the device to the updated
   // parameters; the optimizer's scalars are staged already. This is what a CUDA graph captures
   // (with no hooks and no slot: see the comment at the top of the file). `slot`, when given, is
   // released once backward has read the last of it.
-  void enqueue_step(const float* images, const int32_t* labels, int batch, StepHooks* hooks,
-                    const cuda::BatchUpload::Slot* slot) {
+  void enqueue_step(const cuda::NetworkInput& input, const int32_t* labels, int batch,
+                    StepHooks* hooks, const cuda::BatchUpload::Slot* slot) {
     cudaStream_t stream = context_.stream();
-    const float* logits = executor_.forward(images, batch, /*training=*/true);
+    const float* logits = executor_.forward(input, batch, /*training=*/true);
     loss(logits, labels, batch, dlogits_.get());
     if (loss_scaling())
       cuda::scale_loss_gradient(dlogits_.get(),
@@ -380,12 +404,19 @@ class CudaEngine final : public Engine {
   // The graph reads its batch from one fixed buffer; the slot the batch landed in alternates.
   void copy_into_graph_input(const cuda::BatchUpload::Slot& slot, int batch) {
     cudaStream_t stream = context_.stream();
-    RDDP_CUDA_CHECK(cudaMemcpyAsync(graph_images_.get(), slot.images,
-                                    image_elements(config_) * batch * sizeof(float),
+    const void* images =
+        slot.pixels != nullptr ? static_cast<const void*>(slot.pixels) : slot.images;
+    RDDP_CUDA_CHECK(cudaMemcpyAsync(graph_input_.get(), images, uploaded_bytes(config_) * batch,
                                     cudaMemcpyDeviceToDevice, stream));
     RDDP_CUDA_CHECK(cudaMemcpyAsync(graph_labels_.get(), slot.labels,
                                     static_cast<size_t>(batch) * sizeof(int32_t),
                                     cudaMemcpyDeviceToDevice, stream));
+  }
+
+  cuda::NetworkInput graph_network_input() const {
+    const std::byte* input = graph_input_.get();
+    return pixel_input() ? network_input(nullptr, reinterpret_cast<const uint8_t*>(input))
+                         : network_input(reinterpret_cast<const float*>(input), nullptr);
   }
 
   // Captures the step (capturing runs nothing) and runs it by its first replay. A capture that
@@ -395,7 +426,7 @@ class CudaEngine final : public Engine {
   void capture_and_run_step(int batch) {
     cudaStream_t stream = context_.stream();
     const std::string failure = graph_.capture(stream, [&] {
-      enqueue_step(graph_images_.get(), graph_labels_.get(), batch, nullptr, nullptr);
+      enqueue_step(graph_network_input(), graph_labels_.get(), batch, nullptr, nullptr);
     });
     if (failure.empty()) {
       graph_policy_.captured();
@@ -412,7 +443,7 @@ class CudaEngine final : public Engine {
                  "resnet_ddp: warning: capturing the training step as a CUDA graph failed; "
                  "every step runs eagerly from now on, as with --cuda-graphs off. Cause: %s\n",
                  failure.c_str());
-    enqueue_step(graph_images_.get(), graph_labels_.get(), batch, nullptr, nullptr);
+    enqueue_step(graph_network_input(), graph_labels_.get(), batch, nullptr, nullptr);
   }
 
   // Loss, d(loss)/d(logits) when `dlogits` is not null, and the step's metrics added to the
@@ -539,12 +570,13 @@ class CudaEngine final : public Engine {
   std::optional<cuda::StagedValue<adamw::Scalars<float>>> adamw_scalars_;
   std::optional<cuda::StagedValue<sgd::Scalars<float>>> sgd_scalars_;
   std::optional<cuda::StagedValue<adamw::Hyperparameters>> adamw_hyperparameters_;  // fp16
+  DeviceBuffer<float> pixel_mean_stddev_;  // pixel input: the channels' means, then stddevs
   cuda::BatchUpload upload_;
   // --cuda-graphs: which steps replay, the graph, and its fixed input (empty when off).
   cuda::GraphStepPolicy graph_policy_;
   cuda::CapturedGraph graph_;
   CudaGraphStats graph_stats_;
-  DeviceBuffer<float> graph_images_;
+  DeviceBuffer<std::byte> graph_input_;  // a batch as uploaded
   DeviceBuffer<int32_t> graph_labels_;
   cuda::Executor executor_;
 };

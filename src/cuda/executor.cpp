@@ -133,9 +133,10 @@ struct Plan {
 
   int in_channels = 0, height = 0, width = 0;
   // The input of the current step: the caller's float NCHW batch, or its copy in input_copy
-  // converted to T and the plan's format.
+  // converted to T and the plan's format (from the caller's pixels, normalised, when given).
   const T* input = nullptr;
-  T* input_copy = nullptr;  // mixed precision or NHWC only: [max_batch, in_channels, h, w]
+  bool pixel_input = false;
+  T* input_copy = nullptr;  // pixel input, mixed precision or NHWC: [max_batch, in_channels, h, w]
   Conv<T> stem_conv;
   BatchNorm<T> stem_bn;
   Activation<T> stem_out;  // ReLU in place
@@ -584,7 +585,8 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
   plan.height = height;
   plan.width = width;
   const size_t input_elements = static_cast<size_t>(max_batch) * plan.in_channels * height * width;
-  if (Plan<T>::kMixed || plan.nhwc) plan.arena.request(&plan.input_copy, input_elements);
+  if (Plan<T>::kMixed || plan.nhwc || plan.pixel_input)
+    plan.arena.request(&plan.input_copy, input_elements);
 
   plan_conv<T>(plan, plan.stem_conv, net.stem_conv, nullptr, height, width, max_batch);
   const Activation<T>& stem_conv_out = plan.stem_conv.output;
@@ -739,7 +741,7 @@ void check_batch_of(const Plan<T>& plan, int max_batch, int batch, bool training
 }
 
 template <typename T>
-const float* forward_of(Plan<T>& plan, const float* input, int batch, bool training) {
+const float* forward_of(Plan<T>& plan, const NetworkInput& input, int batch, bool training) {
   if (!plan.stem_conv.layer->prepared(batch)) {
     for (Conv<T>* conv : plan.convs) {
       const size_t needed = conv->layer->prepare(batch, plan.context.cudnn(), plan.algorithms,
@@ -755,19 +757,27 @@ const float* forward_of(Plan<T>& plan, const float* input, int batch, bool train
     }
   }
   cudaStream_t stream = plan.stream();
-  if (plan.nhwc) {
+  if (input.pixels != nullptr) {
+    // ToTensor + Normalize, then what the two branches below do, in one launch.
+    if (!plan.pixel_input)
+      fail("internal error: an executor built for float input was given pixels; please report ",
+           "this");
+    pixels_to_input(batch, plan.in_channels, plan.height, plan.width, input.pixels,
+                    input.mean_stddev, plan.input_copy, plan.format, stream);
+    plan.input = plan.input_copy;
+  } else if (plan.nhwc) {
     // model.to(memory_format=torch.channels_last) with the input moved likewise (and, under
     // autocast, cast to bfloat16 by the first convolution): one launch does both.
-    nchw_to_nhwc(batch, plan.in_channels, plan.height, plan.width, input, plan.input_copy,
+    nchw_to_nhwc(batch, plan.in_channels, plan.height, plan.width, input.images, plan.input_copy,
                  stream);
     plan.input = plan.input_copy;
   } else if constexpr (Plan<T>::kMixed) {
     // autocast casts the float input of the first convolution to bfloat16: one launch here.
-    convert(static_cast<int64_t>(batch) * plan.in_channels * plan.height * plan.width, input,
-            plan.input_copy, stream);
+    convert(static_cast<int64_t>(batch) * plan.in_channels * plan.height * plan.width,
+            input.images, plan.input_copy, stream);
     plan.input = plan.input_copy;
   } else {
-    plan.input = input;
+    plan.input = input.images;
   }
   plan.refresh_conv_weights();
   plan.batch = batch;
@@ -881,7 +891,7 @@ class ExecutorImpl {
  public:
   virtual ~ExecutorImpl() = default;
   virtual void check_batch(int batch, bool training) const = 0;
-  virtual const float* forward(const float* input, int batch, bool training) = 0;
+  virtual const float* forward(const NetworkInput& input, int batch, bool training) = 0;
   virtual void backward(const float* dlogits, const GradReadyFn& ready) = 0;
   virtual size_t workspace_bytes() const = 0;
   virtual size_t activation_bytes() const = 0;
@@ -898,14 +908,15 @@ class TypedExecutor final : public detail::ExecutorImpl {
  public:
   TypedExecutor(const NetDesc& net, const ParamLayout& layout, const DeviceModel& model,
                 int max_batch, int height, int width, ComputeContext& context,
-                const MathPolicy& policy, BatchNormImpl batchnorm)
+                const MathPolicy& policy, BatchNormImpl batchnorm, bool pixel_input)
       : max_batch_(max_batch), plan_(layout, model, context, policy, batchnorm) {
+    plan_.pixel_input = pixel_input;
     build(plan_, net, max_batch, height, width, policy);
   }
   void check_batch(int batch, bool training) const override {
     check_batch_of(plan_, max_batch_, batch, training);
   }
-  const float* forward(const float* input, int batch, bool training) override {
+  const float* forward(const NetworkInput& input, int batch, bool training) override {
     check_batch(batch, training);
     return forward_of(plan_, input, batch, training);
   }
@@ -926,23 +937,23 @@ std::unique_ptr<detail::ExecutorImpl> make_impl(const NetDesc& net, const ParamL
                                                 const DeviceModel& model, int max_batch,
                                                 int height, int width, ComputeContext& context,
                                                 const MathPolicy& policy,
-                                                BatchNormImpl batchnorm) {
+                                                BatchNormImpl batchnorm, bool pixel_input) {
   switch (policy.data_type) {
     case CUDNN_DATA_FLOAT:
       return std::make_unique<TypedExecutor<float>>(net, layout, model, max_batch, height, width,
-                                                    context, policy, batchnorm);
+                                                    context, policy, batchnorm, pixel_input);
     case CUDNN_DATA_BFLOAT16:
       if (model.params_bf16 == nullptr)
         fail("internal error: a bfloat16 executor needs the bfloat16 copy of the parameters; ",
              "please report this");
       return std::make_unique<TypedExecutor<__nv_bfloat16>>(
-          net, layout, model, max_batch, height, width, context, policy, batchnorm);
+          net, layout, model, max_batch, height, width, context, policy, batchnorm, pixel_input);
     case CUDNN_DATA_HALF:
       if (model.params_fp16 == nullptr)
         fail("internal error: a float16 executor needs the float16 copy of the parameters; ",
              "please report this");
       return std::make_unique<TypedExecutor<__half>>(net, layout, model, max_batch, height, width,
-                                                     context, policy, batchnorm);
+                                                     context, policy, batchnorm, pixel_input);
     default:
       fail("the CUDA executor stores activations in float32, bfloat16 or float16, not ",
            to_string(policy.data_type));
@@ -953,11 +964,12 @@ std::unique_ptr<detail::ExecutorImpl> make_impl(const NetDesc& net, const ParamL
 
 Executor::Executor(const NetDesc& net, const ParamLayout& layout, const DeviceModel& model,
                    int max_batch, int height, int width, ComputeContext& context,
-                   const MathPolicy& policy, BatchNormImpl batchnorm)
+                   const MathPolicy& policy, BatchNormImpl batchnorm, bool pixel_input)
     : max_batch_(max_batch) {
   if (max_batch < 1) fail("batch size must be >= 1, got ", max_batch);
   if (height < 1 || width < 1) fail("input images must be at least 1x1, got ", height, "x", width);
-  impl_ = make_impl(net, layout, model, max_batch, height, width, context, policy, batchnorm);
+  impl_ = make_impl(net, layout, model, max_batch, height, width, context, policy, batchnorm,
+                    pixel_input);
 }
 
 Executor::~Executor() = default;
@@ -969,7 +981,7 @@ const ConvAlgorithmCache& Executor::algorithms() const { return impl_->algorithm
 
 void Executor::check_batch(int batch, bool training) const { impl_->check_batch(batch, training); }
 
-const float* Executor::forward(const float* input, int batch, bool training) {
+const float* Executor::forward(const NetworkInput& input, int batch, bool training) {
   return impl_->forward(input, batch, training);
 }
 

@@ -2,7 +2,7 @@
 # resnet_ddp --device cuda as a user runs it, on the CPU: the program built against the CUDA
 # emulator (tests/emu/README.md), one rank. With --cuda-graphs on the training step is captured,
 # replayed, and gives the eager run's weights bit for bit while the learning rate changes every
-# step; bf16 and fp16 NHWC runs with our fused BatchNorm stop, resume from their checkpoints and
+# step (the batches travel as uint8 pixels, normalised on the device); bf16 and fp16 NHWC runs with our fused BatchNorm stop, resume from their checkpoints and
 # end with the weights of runs straight through.
 . "$(dirname "$0")/lib.sh"
 if [ ! -x "${RDDP_EMULATED_BIN:-}" ]; then
@@ -15,6 +15,8 @@ export RDDP_EMULATED_GPUS=1
 run=("$RDDP_EMULATED_BIN" --dataset synthetic --device cuda --batch-size 8 --limit-train 44 --limit-val 8
      --image-size 16 --epochs 1 --print-every 1 --lr-schedule cosine --conv-algorithms heuristic)
 
+# A GPU takes the loader's uint8 pixels and normalises them itself.
+expect 0 "normalisation +none \(on the GPU, from the batch's uint8 pixels\)" -- "${run[@]}" --max-steps 1
 expect 0 "cuda graphs: 2 of 6 training steps replayed from the graph \([0-9]+ nodes\)" -- \
   "${run[@]}" --cuda-graphs on --save-weights "$work/graphs.rddp"
 expect 0 "weights written" -- "${run[@]}" --cuda-graphs off --save-weights "$work/eager.rddp"

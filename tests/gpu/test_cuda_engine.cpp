@@ -376,7 +376,7 @@ TEST_CASE("the CUDA engine learns: the loss on a learnable synthetic task falls"
   config.spec.num_classes = 4;
   config.precision = Precision::tf32;
   config.label_smoothing = 0.0;  // so that the loss can fall towards 0
-  Batch data{16, 3, 32, 32, std::vector<float>(16 * 3 * 32 * 32), std::vector<int32_t>(16)};
+  Batch data{16, 3, 32, 32, std::vector<float>(16 * 3 * 32 * 32), std::vector<int32_t>(16), {}};
   Rng rng(77);
   for (int n = 0; n < 16; ++n) {
     const int label = n % 4;

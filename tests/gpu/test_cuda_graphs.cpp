@@ -45,7 +45,9 @@ struct Batch {
   std::vector<float> images;
   std::vector<int32_t> labels;
   int size = 0;
-  HostBatch view() const { return HostBatch{size, 3, 32, 32, images.data(), labels.data()}; }
+  HostBatch view() const {
+    return HostBatch{size, 3, 32, 32, images.data(), labels.data(), nullptr};
+  }
 };
 
 Batch random_batch(int size, uint64_t seed) {

@@ -9,8 +9,12 @@
 // copy through its own pinned buffers, and cudaMemcpyAsync returns when most of it is staged;
 // from pinned memory the copy is a DMA that also overlaps the host's work up to the wait.
 // Either way the batch is read exactly once.
+//
+// A slot holds what the engine's batches carry (EngineConfig::input): float images, or uint8
+// pixels, a quarter of the bytes, which the executor normalises on the device.
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "resnet_ddp/cuda/device_buffer.h"
@@ -21,12 +25,13 @@ namespace rddp::cuda {
 
 class BatchUpload {
  public:
-  BatchUpload(int max_batch, int channels, int height, int width);
+  BatchUpload(int max_batch, int channels, int height, int width, BatchInput input);
 
   struct Slot {
     int index = 0;
-    const float* images = nullptr;    // [size, channels, height, width] on the device
-    const int32_t* labels = nullptr;  // [size] on the device
+    const float* images = nullptr;    // normalized_float: [size, channels, height, width]
+    const uint8_t* pixels = nullptr;  // pixels: [size, height, width, channels]
+    const int32_t* labels = nullptr;  // [size]
   };
 
   // Enqueues the copy of `batch` into the next slot, once the work that last read that slot has
@@ -40,8 +45,10 @@ class BatchUpload {
  private:
   size_t image_elements_;  // per image
   int max_batch_;
+  BatchInput input_;
+  size_t image_bytes_;     // per image, as uploaded
   Stream copy_stream_;
-  DeviceBuffer<float> images_[2];
+  DeviceBuffer<std::byte> images_[2];
   DeviceBuffer<int32_t> labels_[2];
   Event copied_[2], released_[2];
   int next_ = 0;

@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -25,6 +26,16 @@ using GradReadyFn = std::function<void(const TensorInfo&)>;
 namespace detail {
 class ExecutorImpl;
 }
+
+// The network's input for one forward, on the device: float images [batch, in_channels, height,
+// width], normalised; or a batch as uploaded, uint8 pixels [batch, height, width, in_channels],
+// with the channels' means then standard deviations (2 * in_channels floats), which forward
+// normalises in the pass that converts the input to the activations' type and layout.
+struct NetworkInput {
+  const float* images = nullptr;
+  const uint8_t* pixels = nullptr;
+  const float* mean_stddev = nullptr;
+};
 
 // The model's flat buffers on the device, laid out by the ParamLayout.
 struct DeviceModel {
@@ -59,9 +70,12 @@ class Executor {
   //
   // `batchnorm` chooses whose kernels compute BatchNorm (batchnorm_impl.h): cuDNN's, with the
   // ReLU and the residual add as passes of their own, or ours, with both folded in.
+  //
+  // `pixel_input`: forward will be given pixels (NetworkInput); the executor keeps the
+  // normalised input in its own buffer, as it does under mixed precision or NHWC anyway.
   Executor(const NetDesc& net, const ParamLayout& layout, const DeviceModel& model, int max_batch,
            int height, int width, ComputeContext& context, const MathPolicy& policy,
-           BatchNormImpl batchnorm = BatchNormImpl::cudnn);
+           BatchNormImpl batchnorm = BatchNormImpl::cudnn, bool pixel_input = false);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -70,15 +84,19 @@ class Executor {
   // BatchNorm channel must see more than one value). Enqueues nothing.
   void check_batch(int batch, bool training) const;
 
-  // input: [batch, in_channels, height, width] on the device, normalised, float; it must stay
-  // unchanged until forward's work has run (bfloat16 copies it first) or backward's (float).
+  // input: see NetworkInput; pixels only from an executor built with pixel_input. It must stay
+  // unchanged until forward's work has run where the executor copies it (pixels, mixed
+  // precision, NHWC), else until backward's.
   // Returns the logits, float, [batch, num_classes] on the device, valid until the next forward. Training mode uses and updates the BatchNorm batch statistics (the
   // caller counts num_batches_tracked); evaluation mode uses the running ones.
   //
   // A batch size other than max_batch is prepared the first time it is seen: its descriptors are
   // made and cuDNN's heuristics choose its algorithms within the existing workspace (no timed
   // search, no allocation, no synchronisation).
-  const float* forward(const float* input, int batch, bool training);
+  const float* forward(const NetworkInput& input, int batch, bool training);
+  const float* forward(const float* images, int batch, bool training) {
+    return forward(NetworkInput{images, nullptr, nullptr}, batch, training);
+  }
 
   // Gradients of every parameter into the model's grads, given d(loss)/d(logits) of the last
   // training forward (on the device, [batch, num_classes]); reports each through `ready`. Once

@@ -27,8 +27,8 @@ struct LoaderOptions {
   int batches_per_worker = 2;   // ring size = workers * batches_per_worker (prefetch depth)
   Transform transform;
   uint64_t seed = 0;            // augmentation seed
-  // Fill Batch::input with normalised float NCHW as well as the uint8 HWC pixels. The CUDA
-  // path turns this off and normalises on the device, copying a quarter of the bytes.
+  // Fill Batch::input with normalised float NCHW as well as the uint8 HWC pixels. Training on
+  // a GPU turns this off: the engine takes the pixels (BatchInput::pixels, engine.h).
   bool make_float = true;
   Normalization normalization;  // needed when make_float is set
 };
