@@ -7,14 +7,16 @@
 //                   [--memory-format auto|nchw|nhwc] [--batchnorm cudnn|fused]
 //                   [--warmup 15] [--windows 5] [--steps-per-window 30]
 //                   [--conv-algorithms timed|heuristic] [--deterministic] [--ddp] [--bucket-mb 25]
-//                   [--grad-allreduce fp32|bf16] [--cuda-graphs on|off]
+//                   [--grad-allreduce fp32|bf16] [--cuda-graphs on|off] [--input pixels|float]
 //   cuda_step_bench --describe [same flags]   the model, its FLOPs and parameters (no GPU needed)
 //   cuda_step_bench --device-info             the GPU, its known peak FLOP/s, library versions
 //   mpirun -np 8 cuda_step_bench [flags]      one rank per GPU of the node, as resnet_ddp runs
 //
-// One batch of normally distributed images and uniform labels in pinned host memory is trained
-// on over and over: no loader, so the GPU is measured, but each step copies its batch to the
-// device as training does (on a copy stream, overlapping the previous step). `--stem auto` is
+// One batch of uniformly random uint8 pixels (ImageNet's normalisation) and uniform labels in
+// pinned host memory is trained on over and over: no loader, so the GPU is measured, but each
+// step copies its batch to the device and normalises it there, as training does (on a copy
+// stream, overlapping the previous step). `--input float` uploads normally distributed float
+// images instead, as resnet_ddp did before its batches travelled as pixels: four times the bytes. `--stem auto` is
 // the cifar stem (3x3/1 convolution, no max pooling) for images up to 64 px, else torchvision's
 // imagenet stem, as resnet_ddp chooses. The optimizer has resnet_ddp's defaults (AdamW lr 1e-3,
 // weight decay 1e-2; SGD lr 0.1, momentum 0.9, weight decay 1e-4). The warm-up steps are not
@@ -90,6 +92,7 @@ struct Settings {
   bool timed_search = true, deterministic = false, ddp = false, cuda_graphs = false;
   double bucket_mb = 25.0;
   dist::GradAllreduce grad_allreduce = dist::GradAllreduce::fp32;
+  BatchInput input = BatchInput::pixels;
 };
 
 int parse_int(const std::string& flag, const char* text, int low, int high) {
@@ -148,6 +151,12 @@ Settings parse(int argc, char** argv) {
         fail("--bucket-mb needs a positive number of MiB, got '", text, "'");
     } else if (flag == "--grad-allreduce") {
       s.grad_allreduce = dist::parse_grad_allreduce(flag, value());
+    } else if (flag == "--input") {
+      const std::string how = value();
+      if (how != "pixels" && how != "float")
+        fail("--input must be 'pixels' (uint8, normalised on the GPU, as resnet_ddp trains) or ",
+             "'float' (normalised float images), got '", how, "'");
+      s.input = how == "pixels" ? BatchInput::pixels : BatchInput::normalized_float;
     } else {
       fail("unknown flag '", flag, "'; the flags are listed at the top of bench/", kProgram,
            ".cpp");
@@ -191,6 +200,10 @@ EngineConfig engine_config(const Settings& s) {
   config.deterministic = s.deterministic;
   config.conv_timed_search = s.timed_search;
   config.cuda_graphs = s.cuda_graphs;
+  config.input = s.input;
+  // torchvision's ImageNet normalisation (any would do: the values do not change the speed).
+  config.pixel_mean = {0.485f, 0.456f, 0.406f};
+  config.pixel_stddev = {0.229f, 0.224f, 0.225f};
   return config;
 }
 
@@ -210,6 +223,7 @@ std::string impl_name(const Settings& s) {
   std::string name = "resnet_ddp";
   if (s.batchnorm == BatchNormImpl::fused) name += "-fusedbn";
   if (s.cuda_graphs) name += "-graphs";
+  if (s.input == BatchInput::normalized_float) name += "-floatinput";
   return name;
 }
 
@@ -229,6 +243,7 @@ JsonLine config_json(const char* record, const Settings& s, const EngineConfig& 
       .string("memory_format", to_string(config.memory_format))
       .boolean("cuda_graphs", s.cuda_graphs)
       .string("batchnorm", to_string(s.batchnorm))
+      .string("input", s.input == BatchInput::pixels ? "uint8 pixels" : "float")
       .integer("params", static_cast<long long>(layout.parameter_count()))
       .number("flops_per_image", bench::training_flops_per_image(describe(config.spec), s.size))
       .string("flops_formula", bench::kTrainingFlopsFormula);
@@ -375,14 +390,17 @@ struct Measurement {
 Measurement train_and_time(const Settings& s, Engine& engine, StepHooks* reducer,
                            bench::DeviceMemoryPeak& memory) {
   const EngineConfig config = engine_config(s);
-  const size_t pixels = static_cast<size_t>(s.batch) * config.spec.in_channels * s.size * s.size;
-  cuda::PinnedBuffer<float> images(pixels);
+  const size_t values = static_cast<size_t>(s.batch) * config.spec.in_channels * s.size * s.size;
+  const bool as_pixels = config.input == BatchInput::pixels;
+  cuda::PinnedBuffer<float> images(as_pixels ? 0 : values);
+  cuda::PinnedBuffer<uint8_t> pixels(as_pixels ? values : 0);
   cuda::PinnedBuffer<int32_t> labels(static_cast<size_t>(s.batch));
   Rng rng(1);
-  for (size_t i = 0; i < pixels; ++i) images[i] = static_cast<float>(rng.normal());
+  for (size_t i = 0; i < images.size(); ++i) images[i] = static_cast<float>(rng.normal());
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>(rng.below(256));
   for (int i = 0; i < s.batch; ++i) labels[i] = static_cast<int32_t>(rng.below(s.classes));
-  const HostBatch batch{s.batch, config.spec.in_channels, s.size, s.size, images.get(),
-                        labels.get()};
+  const HostBatch batch{s.batch,      config.spec.in_channels, s.size,      s.size,
+                        images.get(), labels.get(),            pixels.get()};
   const double lr = config.optimizer.lr;
   bench::StepEvents events(s.steps_per_window,
                            static_cast<cudaStream_t>(engine.compute_stream()), reducer);
@@ -463,7 +481,10 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
                   : " (one process, no gradient reducer)");
   std::printf("model            resnet18 (torchvision), %s stem, %d classes, %zu parameters\n",
               to_string(config.spec.stem), s.classes, engine.layout().parameter_count());
-  std::printf("batch            %d images of 3x%dx%d per GPU\n", s.batch, s.size, s.size);
+  std::printf("batch            %d images of 3x%dx%d per GPU, uploaded as %s\n", s.batch,
+              s.size, s.size,
+              s.input == BatchInput::pixels ? "uint8 pixels and normalised on the GPU"
+                                            : "normalised float images");
   std::printf("maths            %s, %s activations, %s BatchNorm, %s convolution algorithms%s\n",
               s.precision.c_str(), to_string(config.memory_format), to_string(s.batchnorm),
               s.timed_search ? "timed-search" : "heuristic",

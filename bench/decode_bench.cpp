@@ -5,7 +5,8 @@
 // Then the same images packed as resnet_ddp_pack packs them (shorter side 256): reading one
 // from the memory-mapped pack (copy + CRC check), and that plus the same transform. The pack
 // is written to the system's temporary directory and read back while the page cache holds
-// it, so these figures too leave the disk out.
+// it, so these figures too leave the disk out. The last row adds the float normalisation that
+// the loader does only for the CPU engine (a GPU takes the uint8 batch and normalises it).
 //
 //   decode_bench DIR [SECONDS]      (DIR: *.jpg files, e.g. from bench/make_jpegs.py)
 #include <time.h>
@@ -20,6 +21,7 @@
 
 #include "resnet_ddp/data/file_io.h"
 #include "resnet_ddp/data/image_decode.h"
+#include "resnet_ddp/data/normalize.h"
 #include "resnet_ddp/data/pack.h"
 #include "resnet_ddp/data/transform.h"
 #include "resnet_ddp/error.h"
@@ -112,7 +114,7 @@ int main(int argc, char** argv) {
     const double pack_bytes = double(std::filesystem::file_size(pack_path));
     std::vector<size_t> indices(files.size());
     for (size_t i = 0; i < files.size(); ++i) indices[i] = i;
-    Result read{}, packed_augment{};
+    Result read{}, packed_augment{}, packed_float{};
     {
       const PackedDataset pack(pack_path, "benchmark pack");
       read = measure(indices, seconds, [&](size_t index, uint64_t) {
@@ -124,6 +126,16 @@ int main(int argc, char** argv) {
         const Image out = apply_transform(train, image, 0, round, index);
         return double(image.height) * image.width + (out.pixels.empty() ? 1 : 0);
       });
+      // What the loader adds for an engine that takes float batches (the CPU's): ToTensor +
+      // Normalize into float NCHW. On a GPU the batch stays uint8 and the device normalises it.
+      const Normalization imagenet = normalization_preset("imagenet", 3);
+      std::vector<float> input(size_t(3) * train.size * train.size);
+      packed_float = measure(indices, seconds, [&](size_t index, uint64_t round) {
+        const Image image = pack.get(index).image;
+        const Image out = apply_transform(train, image, 0, round, index);
+        normalize_to_nchw(out.pixels.data(), 1, out.height, out.width, 3, imagenet, input.data());
+        return double(image.height) * image.width + (input[index % input.size()] > 1e30f ? 1 : 0);
+      });
     }
     std::filesystem::remove(pack_path);
     std::printf("packed at shorter side %d, %.0f KiB per image, memory-mapped, one thread:\n",
@@ -132,6 +144,8 @@ int main(int argc, char** argv) {
                 read.images_per_second, read.megapixels_per_second);
     std::printf("  packed + RandomResizedCrop(224) + flip   %8.1f images/s\n",
                 packed_augment.images_per_second);
+    std::printf("  the same + normalise to float NCHW       %8.1f images/s\n",
+                packed_float.images_per_second);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "decode_bench: %s\n", e.what());

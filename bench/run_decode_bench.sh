@@ -29,7 +29,7 @@ for ((run = 0; run < runs; ++run)); do
   stb+=$("$build/bench/decode_bench" "$jpegs" "$seconds")$'\n'
   pillow+=$("$python" "$here/pillow_decode.py" "$jpegs" "$seconds")$'\n'
 done
-echo "$stb" | head -6
+echo "$stb" | head -7
 echo "$pillow" | head -3
 # The best images/s of the lines that contain $2.
 best() {
@@ -43,6 +43,6 @@ for row in "decode   " "decode + RandomResizedCrop(224) + flip"; do
   printf "%-40s %10s %10s\n" "$row" "$(best "$stb" "$row")" "$(best "$pillow" "$row")"
 done
 # Pillow has no packed rows: torchvision reads image files.
-for row in "packed read" "packed + RandomResizedCrop(224) + flip"; do
+for row in "packed read" "packed + RandomResizedCrop(224) + flip" "the same + normalise to float NCHW"; do
   printf "%-40s %10s %10s\n" "$row" "$(best "$stb" "$row")" "-"
 done
