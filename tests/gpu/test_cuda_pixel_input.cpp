@@ -5,23 +5,18 @@
 // evaluation. Plus the errors of a pixel normalisation that cannot work.
 #include <doctest/doctest.h>
 
-#include <cstring>
 #include <memory>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "resnet_ddp/cuda/cuda_engine.h"
 #include "resnet_ddp/cuda/graph_step_policy.h"
 #include "resnet_ddp/engine.h"
 #include "resnet_ddp/error.h"
-#include "resnet_ddp/model_state.h"
 #include "support/engine_batches.h"
-#include "support/test_tensors.h"
+#include "support/engine_outcome.h"
 
 using namespace rddp;
 using testing::Batch;
-using testing::bitwise_equal;
 using testing::random_pixel_batch;
 
 namespace {
@@ -54,11 +49,8 @@ EngineConfig config_for(const Setting& setting, BatchInput input) {
   return config;
 }
 
-struct Outcome {
-  explicit Outcome(const ModelSpec& spec) : model(spec) {}
-  ModelState<float> model;
-  OptimizerState optimizer;
-  Metrics train, eval;
+struct Outcome : testing::EngineOutcome {
+  using EngineOutcome::EngineOutcome;
   CudaGraphStats graphs;
 };
 
@@ -86,8 +78,6 @@ Outcome train(const Setting& setting, BatchInput input) {
   return outcome;
 }
 
-bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
-
 }  // namespace
 
 TEST_CASE("pixel batches normalised on the device train as float batches normalised on the host") {
@@ -108,17 +98,7 @@ TEST_CASE("pixel batches normalised on the device train as float batches normali
       REQUIRE(pixels.graphs.capture_failure.empty());
       CHECK(pixels.graphs.replays >= 1);
     }
-    CHECK(bitwise_equal(floats.model.params, pixels.model.params));
-    CHECK(bitwise_equal(floats.model.grads, pixels.model.grads));
-    CHECK(bitwise_equal(floats.model.running, pixels.model.running));
-    CHECK(bitwise_equal(floats.optimizer.first_moment, pixels.optimizer.first_moment));
-    CHECK(bitwise_equal(floats.optimizer.second_moment, pixels.optimizer.second_moment));
-    for (const auto& [a, b] : {std::pair{floats.train, pixels.train},
-                               std::pair{floats.eval, pixels.eval}}) {
-      CHECK(same_bits(a.loss_sum, b.loss_sum));
-      CHECK(a.correct == b.correct);
-      CHECK(a.count == b.count);
-    }
+    testing::check_same_bits(floats, pixels);
     CHECK(pixels.train.count == (cuda::GraphStepPolicy::kWarmupSteps + 2) * kBatch + kLastBatch);
   }
 }

@@ -13,6 +13,7 @@
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/rng.h"
 #include "support/engine_batches.h"
+#include "support/engine_outcome.h"
 
 using namespace rddp;
 using namespace rddp::dist;
@@ -79,15 +80,7 @@ class RecordingComm final : public Comm {
   const Timeline* timeline_;
 };
 
-EngineConfig narrow_config() {
-  EngineConfig config;
-  config.spec.stem = Stem::cifar;
-  config.spec.num_classes = 5;
-  config.spec.widths = {4, 8, 8, 8};
-  config.max_batch = 3;
-  config.height = config.width = 8;
-  return config;
-}
+EngineConfig narrow_config() { return testing::narrow_cpu_config(); }
 
 // The engine's largest batch, from `seed`.
 testing::Batch random_batch(const EngineConfig& config, uint64_t seed) {
