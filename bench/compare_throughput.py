@@ -159,8 +159,10 @@ def tables(records):
         elif r.get("activation_bytes") is not None:
             text += (f" (model {r['model_bytes'] / GIB:.2f}, activations "
                      f"{r['activation_bytes'] / GIB:.2f}, workspace "
-                     f"{r['conv_workspace_bytes'] / GIB:.2f}, search "
-                     f"{r['search_workspace_bytes'] / GIB:.2f})")
+                     f"{r['conv_workspace_bytes'] / GIB:.2f}, "
+                     + (f"input {r['input_bytes'] / GIB:.2f}, "
+                        if r.get("input_bytes") is not None else "")
+                     + f"search {r['search_workspace_bytes'] / GIB:.2f})")
         return text
 
     ratio_columns = [f"{OURS} / {other}" for other in others] if OURS in columns else []

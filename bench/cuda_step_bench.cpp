@@ -510,10 +510,11 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
   const CudaMemoryPlan plan = cuda_memory_plan(engine);
   std::printf("memory plan      %.2f GiB model and optimizer state, %.2f GiB activations and their "
               "gradients, %.2f GiB more for the convolutions' workspaces (one arena, laid out by "
-              "when each buffer is in use); the timed search held %.2f GiB more while the engine "
-              "was built\n",
+              "when each buffer is in use), %.2f GiB for the batch's upload slots; the timed "
+              "search held %.2f GiB more while the engine was built\n",
               plan.model_bytes / gib, plan.activation_bytes / gib,
-              plan.conv_workspace_bytes / gib, plan.search_workspace_bytes / gib);
+              plan.conv_workspace_bytes / gib, plan.input_bytes / gib,
+              plan.search_workspace_bytes / gib);
   std::printf("last loss        %.4f\n", m.last_loss);
   const CudaGraphStats graphs = cuda_graph_stats(engine);
   if (s.cuda_graphs)
@@ -552,6 +553,7 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
       .number("activation_bytes", static_cast<double>(plan.activation_bytes))
       .number("conv_workspace_bytes", static_cast<double>(plan.conv_workspace_bytes))
       .number("search_workspace_bytes", static_cast<double>(plan.search_workspace_bytes))
+      .number("input_bytes", static_cast<double>(plan.input_bytes))
       .number("setup_s", m.build_s)
       .number("warmup_s", m.warmup_s)
       .number("last_loss", m.last_loss)

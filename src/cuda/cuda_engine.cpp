@@ -238,6 +238,8 @@ class CudaEngine final : public Engine {
     plan.activation_bytes = executor_.activation_bytes();
     plan.conv_workspace_bytes = executor_.workspace_bytes();
     plan.search_workspace_bytes = executor_.search_workspace_bytes();
+    plan.input_bytes = upload_.bytes() + graph_input_.bytes() + graph_labels_.bytes() +
+                       pixel_mean_stddev_.bytes();
     return plan;
   }
 

@@ -41,6 +41,10 @@ class BatchUpload {
   void release(const Slot& slot, cudaStream_t compute);
   // Returns once the copy into `slot` has read all of the host memory it was given.
   void wait_until_read(const Slot& slot) const;
+  // Device memory of both slots, images and labels.
+  size_t bytes() const {
+    return images_[0].bytes() + images_[1].bytes() + labels_[0].bytes() + labels_[1].bytes();
+  }
 
  private:
   size_t image_elements_;  // per image

@@ -42,6 +42,7 @@ struct CudaMemoryPlan {
   size_t activation_bytes = 0;        // activations, their gradients, layers' scratch (one arena)
   size_t conv_workspace_bytes = 0;    // what the convolutions' workspaces add to that arena
   size_t search_workspace_bytes = 0;  // held beside the rest only while the timed algorithm search ran
+  size_t input_bytes = 0;             // the batch's two upload slots (and the graph's copy), as uploaded
 };
 // Throws Error unless `engine` was made by make_cuda_engine.
 CudaMemoryPlan cuda_memory_plan(const Engine& engine);
