@@ -36,7 +36,8 @@
 #
 # --impls LIST (comma-separated) measures only those columns: resnet_ddp, resnet_ddp-fusedbn,
 # resnet_ddp-graphs, resnet_ddp-fusedbn-graphs, pytorch-eager, pytorch-compile (all by default),
-# so that a machine lent for 10 minutes a command can measure them in two commands, each
+# and, only when named, resnet_ddp-floatinput (batches uploaded as normalised floats, as before
+# they travelled as uint8 pixels: the before of that change), so that a machine lent for 10 minutes a command can measure them in two commands, each
 # writing its own results file. --precisions LIST (tf32, bf16, fp32, fp16) and --sizes LIST (32,
 # 224) narrow the configurations the same way.
 #
@@ -58,6 +59,7 @@ root=$(cd "$here/.." && pwd)
 dry_run=0 skip_tests=0 prebuilt=0 with_nhwc=0 budget=480 grad_allreduce=""
 all_impls=resnet_ddp,resnet_ddp-fusedbn,resnet_ddp-graphs,resnet_ddp-fusedbn-graphs,pytorch-eager,pytorch-compile
 chosen_impls=$all_impls
+known_impls=$all_impls,resnet_ddp-floatinput
 all_precisions=tf32,bf16,fp32,fp16 chosen_precisions=tf32,bf16,fp32,fp16
 all_sizes=32,224 chosen_sizes=32,224
 results_dir=$here/results build=$root/build
@@ -81,8 +83,8 @@ while [ $# -gt 0 ]; do
 done
 [[ $budget =~ ^[0-9]+$ ]] || { echo "run_throughput.sh: --budget needs whole seconds, got '$budget'" >&2; exit 2; }
 for impl in ${chosen_impls//,/ }; do
-  [[ ,$all_impls, == *",$impl,"* ]] ||
-    { echo "run_throughput.sh: --impls: '$impl' is not one of $all_impls" >&2; exit 2; }
+  [[ ,$known_impls, == *",$impl,"* ]] ||
+    { echo "run_throughput.sh: --impls: '$impl' is not one of $known_impls" >&2; exit 2; }
 done
 for precision in ${chosen_precisions//,/ }; do
   [[ ,$all_precisions, == *",$precision,"* ]] ||
@@ -280,6 +282,7 @@ measure() {
   case $impl in
     resnet_ddp) command=("$bench_program" "${flags[@]}" --memory-format "$format") ;;
     resnet_ddp-graphs) command=("$bench_program" "${flags[@]}" --memory-format "$format" --cuda-graphs on) ;;
+    resnet_ddp-floatinput) command=("$bench_program" "${flags[@]}" --memory-format "$format" --input float) ;;
     resnet_ddp-fusedbn) command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused) ;;
     resnet_ddp-fusedbn-graphs)
       command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused --cuda-graphs on) ;;
@@ -347,7 +350,7 @@ for impls in "resnet_ddp pytorch-eager" "pytorch-compile"; do
         esac
         if [ "$impl" = resnet_ddp ]; then
           for format in $(formats_of "$precision"); do
-            variants=(resnet_ddp resnet_ddp-fusedbn)
+            variants=(resnet_ddp resnet_ddp-fusedbn resnet_ddp-floatinput)
             [ -n "$grad_allreduce" ] || variants+=(resnet_ddp-graphs resnet_ddp-fusedbn-graphs)
             for variant in "${variants[@]}"; do
               wanted "$variant" || continue
