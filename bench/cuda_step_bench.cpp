@@ -16,8 +16,8 @@
 // pinned host memory is trained on over and over: no loader, so the GPU is measured, but each
 // step copies its batch to the device and normalises it there, as training does (on a copy
 // stream, overlapping the previous step). `--input float` uploads normally distributed float
-// images instead, as resnet_ddp did before its batches travelled as pixels: four times the bytes. `--stem auto` is
-// the cifar stem (3x3/1 convolution, no max pooling) for images up to 64 px, else torchvision's
+// images instead, as resnet_ddp did before its batches travelled as pixels: four times the
+// bytes. `--stem auto` is the cifar stem (3x3/1 convolution, no max pooling) for images up to 64 px, else torchvision's
 // imagenet stem, as resnet_ddp chooses. The optimizer has resnet_ddp's defaults (AdamW lr 1e-3,
 // weight decay 1e-2; SGD lr 0.1, momentum 0.9, weight decay 1e-4). The warm-up steps are not
 // timed; then each window of steps is timed by CUDA events on the compute stream, and the
@@ -55,6 +55,7 @@
 #include "resnet_ddp/cuda/cuda_engine.h"
 #include "resnet_ddp/cuda/device.h"
 #include "resnet_ddp/cuda/device_buffer.h"
+#include "resnet_ddp/data/normalize.h"
 #include "resnet_ddp/dist/comm.h"
 #include "resnet_ddp/dist/context.h"
 #include "resnet_ddp/dist/fatal.h"
@@ -202,8 +203,9 @@ EngineConfig engine_config(const Settings& s) {
   config.cuda_graphs = s.cuda_graphs;
   config.input = s.input;
   // torchvision's ImageNet normalisation (any would do: the values do not change the speed).
-  config.pixel_mean = {0.485f, 0.456f, 0.406f};
-  config.pixel_stddev = {0.229f, 0.224f, 0.225f};
+  const data::Normalization imagenet = data::normalization_preset("imagenet", 3);
+  config.pixel_mean = imagenet.mean;
+  config.pixel_stddev = imagenet.stddev;
   return config;
 }
 

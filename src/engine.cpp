@@ -45,8 +45,9 @@ void check_batch_fits(const EngineConfig& config, const HostBatch& batch) {
     fail("batch of ", batch.size, " images does not fit an engine built for 1..", config.max_batch);
   RDDP_ASSERT(batch.labels != nullptr);
   const bool pixels = config.input == BatchInput::pixels;
-  if ((pixels ? batch.pixels : static_cast<const void*>(batch.images)) == nullptr ||
-      (pixels ? static_cast<const void*>(batch.images) : batch.pixels) != nullptr)
+  const void* carried = pixels ? static_cast<const void*>(batch.pixels) : batch.images;
+  const void* other = pixels ? static_cast<const void*>(batch.images) : batch.pixels;
+  if (carried == nullptr || other != nullptr)
     fail("internal error: an engine configured for ", to_string(config.input), " batches was ",
          "given a batch with", batch.images ? " float images" : "",
          batch.pixels ? " uint8 pixels" : "", batch.images || batch.pixels ? "" : " no images",

@@ -38,7 +38,8 @@ class CpuEngine final : public Engine {
         normalized_(config.input == BatchInput::pixels
                         ? static_cast<size_t>(config.max_batch) * config.spec.in_channels *
                               config.height * config.width
-                        : 0) {
+                        : 0),
+        normalization_{"configured", config.pixel_mean, config.pixel_stddev} {
     init_torchvision(state_, init_seed);
   }
 
@@ -110,10 +111,8 @@ class CpuEngine final : public Engine {
   // backward reads too.
   const float* input_of(const HostBatch& batch) {
     if (config_.input != BatchInput::pixels) return batch.images;
-    const data::Normalization normalization{"configured", config_.pixel_mean,
-                                            config_.pixel_stddev};
     data::normalize_to_nchw(batch.pixels, static_cast<size_t>(batch.size), batch.height,
-                            batch.width, batch.channels, normalization, normalized_.data());
+                            batch.width, batch.channels, normalization_, normalized_.data());
     return normalized_.data();
   }
 
@@ -127,6 +126,7 @@ class CpuEngine final : public Engine {
   CpuOptimizer<float> optimizer_;
   std::vector<float> dlogits_;
   std::vector<float> normalized_;  // pixels input only
+  data::Normalization normalization_;
   Metrics metrics_;
 };
 

@@ -20,7 +20,6 @@ BatchUpload::Slot BatchUpload::upload(const HostBatch& batch, cudaStream_t compu
   const int index = next_;
   next_ = 1 - next_;
   const bool pixels = input_ == BatchInput::pixels;
-  RDDP_ASSERT((pixels ? static_cast<const void*>(batch.pixels) : batch.images) != nullptr);
   std::byte* image_slot = images_[index].get();
   Slot slot{index, pixels ? nullptr : reinterpret_cast<const float*>(image_slot),
             pixels ? reinterpret_cast<const uint8_t*>(image_slot) : nullptr, labels_[index].get()};

@@ -70,7 +70,7 @@ uint8_t clip8(int32_t value) {
 }
 
 // Rows [row_begin, row_begin + out.height) of `in`, resampled along x. Channels is a template
-// argument for the common counts, so that a pixel's sums are kept side by side in registers
+// argument for grey and RGB images, so that a pixel's sums are kept side by side in registers
 // over one walk of its taps; the sums are the same integers as Pillow's in any order.
 template <int Channels>
 void resample_horizontal_pixels(const Image& in, int row_begin, const Coefficients& c,
@@ -103,7 +103,6 @@ void resample_horizontal(const Image& in, int row_begin, const Coefficients& c, 
   switch (in.channels) {
     case 1: return resample_horizontal_pixels<1>(in, row_begin, c, out);
     case 3: return resample_horizontal_pixels<3>(in, row_begin, c, out);
-    case 4: return resample_horizontal_pixels<4>(in, row_begin, c, out);
     default: return resample_horizontal_pixels<0>(in, row_begin, c, out);
   }
 }
