@@ -1,4 +1,4 @@
-// Single-thread JPEG decoding with stb_image, and decoding plus the ImageNet training
+// Single-thread JPEG decoding as the loader decodes (libjpeg-turbo, jpeg_decode.h), and decoding plus the ImageNet training
 // transform (RandomResizedCrop(224) + flip), in images per second of one core's time. The
 // files are read into memory first, so the figures leave the disk out; the time is the
 // thread's CPU time, so other work on a shared machine does not count against it.
@@ -90,8 +90,8 @@ int main(int argc, char** argv) {
       const Image out = apply_transform(train, image, 0, round, uint64_t(file.size()));
       return double(image.height) * image.width + (out.pixels.empty() ? 1 : 0);
     });
-    std::printf("stb_image, %zu files, %.0f KiB average, one thread:\n", files.size(),
-                bytes / double(files.size()) / 1024);
+    std::printf("%s, %zu files, %.0f KiB average, one thread:\n", jpeg_library_version().c_str(),
+                files.size(), bytes / double(files.size()) / 1024);
     std::printf("  decode                                   %8.1f images/s  %7.1f MP/s\n",
                 decode.images_per_second, decode.megapixels_per_second);
     std::printf("  decode + RandomResizedCrop(224) + flip   %8.1f images/s\n",

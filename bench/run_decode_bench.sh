@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# JPEG decoding per core, stb_image (resnet_ddp) against Pillow (torchvision), on the same
+# JPEG decoding per core, resnet_ddp (libjpeg-turbo) against Pillow (torchvision), on the same
 # ImageNet-like files, and reading the same images from a resnet_ddp_pack pack instead:
 #   bench/run_decode_bench.sh [BUILD_DIR] [SECONDS] [RUNS]
 # The JPEGs are made once, under BUILD_DIR/bench_jpegs. The two run in turn RUNS times (3)
@@ -24,12 +24,12 @@ if [ ! -x "$build/bench/decode_bench" ]; then
   echo "run_decode_bench.sh: $build/bench/decode_bench is missing: build the project first" >&2
   exit 1
 fi
-stb="" pillow=""
+ours="" pillow=""
 for ((run = 0; run < runs; ++run)); do
-  stb+=$("$build/bench/decode_bench" "$jpegs" "$seconds")$'\n'
+  ours+=$("$build/bench/decode_bench" "$jpegs" "$seconds")$'\n'
   pillow+=$("$python" "$here/pillow_decode.py" "$jpegs" "$seconds")$'\n'
 done
-echo "$stb" | head -7
+echo "$ours" | head -7
 echo "$pillow" | head -3
 # The best images/s of the lines that contain $2.
 best() {
@@ -38,11 +38,11 @@ best() {
   } END { print max }'
 }
 echo
-printf "%-40s %10s %10s\n" "images/s on one core, best of $runs" "stb_image" "Pillow"
+printf "%-40s %10s %10s\n" "images/s on one core, best of $runs" "resnet_ddp" "Pillow"
 for row in "decode   " "decode + RandomResizedCrop(224) + flip"; do
-  printf "%-40s %10s %10s\n" "$row" "$(best "$stb" "$row")" "$(best "$pillow" "$row")"
+  printf "%-40s %10s %10s\n" "$row" "$(best "$ours" "$row")" "$(best "$pillow" "$row")"
 done
 # Pillow has no packed rows: torchvision reads image files.
 for row in "packed read" "packed + RandomResizedCrop(224) + flip" "the same + normalise to float NCHW"; do
-  printf "%-40s %10s %10s\n" "$row" "$(best "$stb" "$row")" "-"
+  printf "%-40s %10s %10s\n" "$row" "$(best "$ours" "$row")" "-"
 done

@@ -54,6 +54,11 @@ find_path(STB_IMAGE_INCLUDE_DIR stb_image.h PATH_SUFFIXES stb HINTS ${STB_ROOT} 
 rddp_require(STB_IMAGE_INCLUDE_DIR "stb_image (stb_image.h)"
   "Debian/Ubuntu: libstb-dev; or -DSTB_ROOT=/dir/holding/stb_image.h")
 
+# JPEGs decode with libjpeg-turbo, Pillow's decoder, so that their pixels are torchvision's.
+find_package(JPEG QUIET)
+rddp_require(JPEG_FOUND "libjpeg-turbo (jpeglib.h, libjpeg)"
+  "Debian/Ubuntu: libjpeg62-turbo-dev (Ubuntu: libjpeg-turbo8-dev); RHEL: libjpeg-turbo-devel; or -DJPEG_ROOT=/path")
+
 if(RDDP_BUILD_TESTS)
   find_path(DOCTEST_INCLUDE_DIR doctest/doctest.h HINTS ${DOCTEST_ROOT} ENV DOCTEST_ROOT PATH_SUFFIXES include)
   rddp_require(DOCTEST_INCLUDE_DIR "doctest (doctest/doctest.h), for the tests"
@@ -73,11 +78,11 @@ if(_rddp_missing)
 endif()
 
 message(STATUS "resnet_ddp: CUDA ${CUDAToolkit_VERSION}, cuDNN ${CUDNN_LIBRARY}, NCCL ${NCCL_LIBRARY}, "
-               "MPI ${MPI_CXX_VERSION}, stb_image ${STB_IMAGE_INCLUDE_DIR}, CUDA archs ${CMAKE_CUDA_ARCHITECTURES}")
+               "MPI ${MPI_CXX_VERSION}, libjpeg ${JPEG_LIBRARIES}, stb_image ${STB_IMAGE_INCLUDE_DIR}, CUDA archs ${CMAKE_CUDA_ARCHITECTURES}")
 
 add_library(rddp_deps INTERFACE)
 add_library(rddp::deps ALIAS rddp_deps)
 target_include_directories(rddp_deps SYSTEM INTERFACE
   ${CUDNN_INCLUDE_DIR} ${NCCL_INCLUDE_DIR} ${STB_IMAGE_INCLUDE_DIR})
 target_link_libraries(rddp_deps INTERFACE
-  CUDA::cudart CUDA::cublas ${CUDNN_LIBRARY} ${NCCL_LIBRARY} MPI::MPI_CXX ZLIB::ZLIB OpenMP::OpenMP_CXX Threads::Threads)
+  CUDA::cudart CUDA::cublas ${CUDNN_LIBRARY} ${NCCL_LIBRARY} MPI::MPI_CXX ZLIB::ZLIB JPEG::JPEG OpenMP::OpenMP_CXX Threads::Threads)

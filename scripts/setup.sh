@@ -8,7 +8,8 @@
 #                                 (scripts/fuzz.sh)
 set -euo pipefail
 
-build_packages=(cmake make g++ zlib1g-dev libopenmpi-dev openmpi-bin doctest-dev libstb-dev)
+build_packages=(cmake make g++ zlib1g-dev libjpeg62-turbo-dev libopenmpi-dev openmpi-bin doctest-dev
+                libstb-dev)
 # PyTorch (CPU) is the outside oracle of the parity tests; Fashion-MNIST is the built-in data
 # set; Pillow and matplotlib serve the benchmark and plotting scripts.
 # A local one-node Slurm serves the slurm tests (scripts/local_slurm.sh); Slurm's PMIx plugin

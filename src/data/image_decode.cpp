@@ -4,12 +4,12 @@
 // Only the formats resnet_ddp reads (has_decodable_extension): stb_image would otherwise
 // decode any file whose bytes are a GIF, PSD, TGA, HDR or PIC image, whatever its name says,
 // through decoders that no test of ours covers.
-#define STBI_ONLY_JPEG
+// JPEGs go to libjpeg instead (jpeg_decode.h).
 #define STBI_ONLY_PNG
 #define STBI_ONLY_BMP
 #define STBI_ONLY_PNM
-// stb_image 2.27 decodes with the Huffman tables a damaged JPEG names but never defines, as
-// they lie in memory just allocated; zeroed, such a table decodes nothing out of bounds.
+// Zeroed allocations: should stb_image read memory it never wrote (as 2.27 did with the Huffman
+// tables a damaged JPEG names but never defines), it reads zeros, not the heap's leftovers.
 #define STBI_MALLOC(size) std::calloc(1, size)
 #define STBI_REALLOC(pointer, size) std::realloc(pointer, size)
 #define STBI_FREE(pointer) std::free(pointer)
@@ -23,8 +23,10 @@
 #include <climits>
 #include <memory>
 
+#include "jpeg_decode.h"
 #include "stb_image_guard.h"
 #include "resnet_ddp/data/file_io.h"
+#include "resnet_ddp/data/pillow_colour.h"
 #include "resnet_ddp/error.h"
 
 namespace rddp::data {
@@ -55,6 +57,7 @@ bool has_undecodable_image_extension(const std::string& path) {
 }
 
 ImageHeader read_image_header(const uint8_t* bytes, size_t size, const std::string& what) {
+  if (looks_like_jpeg(bytes, size)) return read_jpeg_header(bytes, size, what);
   if (size > size_t(INT_MAX)) fail(what, " is larger than 2 GiB, which stb_image cannot decode");
   if (const char* hazard = stb_image_hazard(bytes, size))
     fail("cannot decode image ", what, ": ", hazard, ". The file is damaged; replace or remove it");
@@ -77,12 +80,16 @@ ImageHeader read_image_header(const uint8_t* bytes, size_t size, const std::stri
 Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::string& what) {
   if (channels != 1 && channels != 3)
     fail("cannot decode ", what, " to ", channels, " channels: only 1 (greyscale) or 3 (RGB)");
+  if (looks_like_jpeg(bytes, size)) return decode_jpeg(bytes, size, channels, what);
   // The header first: a damaged one must not make stb_image corrupt memory or allocate
   // gigabytes.
   const ImageHeader header = read_image_header(bytes, size, what);
+  // Colour to grey is Pillow's conversion, not stb_image's (other weights): ask for RGB.
+  const bool to_grey = channels == 1 && header.channels >= 3;
+  const int requested = to_grey ? 3 : channels;
   int width = 0, height = 0, stored_channels = 0;
   std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
-      stbi_load_from_memory(bytes, int(size), &width, &height, &stored_channels, channels),
+      stbi_load_from_memory(bytes, int(size), &width, &height, &stored_channels, requested),
       &stbi_image_free);
   if (!pixels)
     fail("cannot decode image ", what, ": ", stbi_failure_reason(),
@@ -96,7 +103,13 @@ Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::s
   image.height = height;
   image.width = width;
   image.channels = channels;
-  image.pixels.assign(pixels.get(), pixels.get() + size_t(height) * width * channels);
+  const size_t count = size_t(height) * width;
+  if (to_grey) {
+    image.pixels.resize(count);
+    pillow_rgb_to_grey(pixels.get(), count, image.pixels.data());
+  } else {
+    image.pixels.assign(pixels.get(), pixels.get() + count * channels);
+  }
   return image;
 }
 

@@ -1,8 +1,7 @@
 #pragma once
 // Checks of image data before stb_image reads it, for bugs of stb_image 2.27, the version
-// Debian 12 ships; later versions refuse these inputs themselves:
-//  - a JPEG Huffman table (DHT segment) of more than 256 codes makes it write past the end of
-//    its tables, corrupting memory (JPEG allows 256);
+// Debian 12 ships; later versions refuse these inputs themselves (JPEGs never reach stb_image:
+// libjpeg decodes them, jpeg_decode.h):
 //  - a PGM/PPM header number beyond INT_MAX overflows a signed int (undefined behaviour);
 //  - PGM/PPM pixel data shorter than the header says leaves the image's memory as malloc
 //    returned it, so that a truncated file decodes to whatever the heap held;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -127,17 +128,62 @@ TEST_CASE("JPEG, PNG, BMP and PGM decode; greyscale and RGB convert either way")
   write_text(root + "/grey.pgm", pgm);
   CHECK(decode_image_file(root + "/grey.pgm", 1).pixels == grey.pixels);
 
-  // RGB to grey uses stb_image's integer weights (77 R + 150 G + 29 B) >> 8.
-  const Image colour = random_image(4, 4, 3, rng);
+  // RGB to grey is Pillow's "L": (19595 R + 38470 G + 7471 B + 2^15) >> 16. Pure red, green
+  // and blue give 76, 150 and 29 there (stb_image's own weights would give 76, 149 and 28).
+  Image colour = random_image(4, 4, 3, rng);
+  const uint8_t primaries[3][3] = {{255, 0, 0}, {0, 255, 0}, {0, 0, 255}};
+  for (int p = 0; p < 3; ++p) std::copy(primaries[p], primaries[p] + 3, colour.at(0, p));
   write_png(root + "/colour.png", colour);
   const Image to_grey = decode_image_file(root + "/colour.png", 1);
+  CHECK(to_grey.pixels[0] == 76);
+  CHECK(to_grey.pixels[1] == 150);
+  CHECK(to_grey.pixels[2] == 29);
   for (size_t p = 0; p < to_grey.pixels.size(); ++p) {
     const uint8_t* rgb = colour.pixels.data() + p * 3;
-    CHECK(to_grey.pixels[p] == ((rgb[0] * 77 + rgb[1] * 150 + rgb[2] * 29) >> 8));
+    CHECK(to_grey.pixels[p] == ((rgb[0] * 19595 + rgb[1] * 38470 + rgb[2] * 7471 + 32768) >> 16));
+  }
+  // The same through libjpeg: the JPEG decoded to RGB, then converted the same way.
+  const Image jpeg_grey = decode_image_file(root + "/photo.JPG", 1);
+  for (size_t p = 0; p < jpeg_grey.pixels.size(); ++p) {
+    const uint8_t* rgb = jpeg.pixels.data() + p * 3;
+    CHECK(jpeg_grey.pixels[p] == ((rgb[0] * 19595 + rgb[1] * 38470 + rgb[2] * 7471 + 32768) >> 16));
   }
   CHECK(has_decodable_extension("a/b.JpEg"));
   CHECK_FALSE(has_decodable_extension("a.jpg/b"));
   CHECK(has_undecodable_image_extension("x.TIFF"));
+}
+
+TEST_CASE("a cut-off JPEG is refused with its path; stray bytes before its end decode on") {
+  const std::string root = fresh_dir("damaged_jpeg");
+  write_jpeg(root + "/whole.jpg", gradient_image(48, 64));
+  std::ifstream in(root + "/whole.jpg", std::ios::binary);
+  const std::string whole((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  REQUIRE(whole.size() > 100);
+  const Image clean = decode_image_file(root + "/whole.jpg", 3);
+
+  // libjpeg pads a cut-off scan with grey and only warns; Pillow refuses the file, and so do we.
+  write_text(root + "/cut.jpg", whole.substr(0, whole.size() * 2 / 3));
+  CHECK_THROWS_WITH_AS(decode_image_file(root + "/cut.jpg", 3),
+                       doctest::Contains((root + "/cut.jpg: the file ends before").c_str()),
+                       Error);
+  // A header cut short: libjpeg's own error, with the path.
+  write_text(root + "/header.jpg", whole.substr(0, 40));
+  CHECK_THROWS_WITH_AS(decode_image_file(root + "/header.jpg", 1),
+                       doctest::Contains(("cannot decode image " + root + "/header.jpg").c_str()),
+                       Error);
+  const auto* bytes = reinterpret_cast<const uint8_t*>(whole.data());
+  CHECK_THROWS_WITH_AS(read_image_header(bytes, 40, "x.jpg"),
+                       doctest::Contains("cannot decode image x.jpg"), Error);
+
+  // Bytes between the scan and the end marker: a warning only, the same pixels.
+  REQUIRE(whole.substr(whole.size() - 2) == "\xFF\xD9");
+  write_text(root + "/junk.jpg", whole.substr(0, whole.size() - 2) + "\x12\x34" + "\xFF\xD9");
+  CHECK(decode_image_file(root + "/junk.jpg", 3).pixels == clean.pixels);
+  const ImageHeader header = read_image_header(bytes, whole.size(), "whole.jpg");
+  CHECK(header.width == 64);
+  CHECK(header.height == 48);
+  CHECK(header.channels == 3);
+  CHECK(jpeg_library_version().find("libjpeg") == 0);
 }
 
 TEST_CASE("bad image folders are refused with the path that is wrong") {

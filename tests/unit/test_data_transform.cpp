@@ -255,9 +255,11 @@ TEST_CASE("ToTensor + Normalize: NCHW floats (x / 255 - mean) / std") {
   CHECK_THROWS_WITH_AS(normalization_preset("svhn", 3), doctest::Contains("imagenet, cifar10"), Error);
 }
 
-// Not a test of its own: tests/parity/test_augment_parity.py runs it with a request file and
-// compares the images it writes with torchvision's. Request lines (images are PNGs, outputs
-// raw HWC bytes, or float32 NCHW for normalize):
+// Not a test of its own: tests/parity/test_augment_parity.py and test_decode_parity.py run it
+// with a request file and compare the images it writes with torchvision's. Request lines
+// (outputs are raw HWC bytes, or float32 NCHW for normalize; decode writes the error message
+// instead when the file is refused):
+//   decode IN OUT CHANNELS
 //   eval IN OUT CHANNELS SIZE RESIZE
 //   resized_crop IN OUT CHANNELS TOP LEFT HEIGHT WIDTH SIZE
 //   crop_flip IN OUT CHANNELS TOP LEFT SIZE FLIP
@@ -273,11 +275,19 @@ TEST_CASE("parity export: image transforms" * doctest::skip()) {
     std::string what, in, out_path;
     int channels = 0;
     fields >> what >> in >> out_path >> channels;
-    const Image image = decode_image_file(in, channels);
     std::ofstream out(out_path, std::ios::binary);
     auto write_image = [&](const Image& result) {
       out.write(reinterpret_cast<const char*>(result.pixels.data()), std::streamsize(result.pixels.size()));
     };
+    if (what == "decode") {
+      try {
+        write_image(decode_image_file(in, channels));
+      } catch (const Error& error) {
+        std::ofstream(out_path + ".error") << error.what();
+      }
+      continue;
+    }
+    const Image image = decode_image_file(in, channels);
     if (what == "eval") {
       Transform eval;
       fields >> eval.size >> eval.resize;

@@ -1,5 +1,6 @@
 #pragma once
-// Decoding image files (JPEG, PNG, BMP, PGM, PPM) with stb_image.
+// Decoding image files as torchvision's loader does: JPEGs with libjpeg-turbo (Pillow's own
+// decoder), PNG, BMP, PGM and PPM with stb_image; colour conversions as Pillow's.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -19,18 +20,22 @@ struct ImageHeader {
 };
 
 // An image's size, read from its header without decoding it. Throws Error naming `what` when
-// the data is no image stb_image reads, or has no pixels or more than kMaxImagePixels.
+// the data is no image we read, or has no pixels or more than kMaxImagePixels.
 ImageHeader read_image_header(const uint8_t* bytes, size_t size, const std::string& what);
 
-// Decodes to `channels` channels (3: RGB, greyscale repeated; 1: greyscale, RGB converted
-// with stb_image's weights (77 R + 150 G + 29 B) / 256, which differ from PIL's "L" mode by
-// at most a level or so). `what` names the data in error messages.
+// Decodes to `channels` channels, to the bytes of Pillow's Image.open(...).convert("RGB")
+// (channels 3) or .convert("L") (channels 1): alpha dropped, grey repeated, colour to grey and
+// CMYK to RGB with Pillow's integer formulas (pillow_colour.h). `what` names the data in error
+// messages.
 Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::string& what);
 Image decode_image_file(const std::string& path, int channels);
 
-// True for the extensions torchvision's ImageFolder accepts and stb_image decodes.
+// The libjpeg JPEGs decode with, e.g. "libjpeg-turbo 2.1.5 (libjpeg API 62)".
+std::string jpeg_library_version();
+
+// True for the extensions torchvision's ImageFolder accepts and we decode.
 bool has_decodable_extension(const std::string& path);
-// True for the extensions torchvision's ImageFolder accepts that stb_image cannot decode.
+// True for the extensions torchvision's ImageFolder accepts that we cannot decode.
 bool has_undecodable_image_extension(const std::string& path);
 
 }  // namespace rddp::data
