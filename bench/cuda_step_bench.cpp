@@ -65,6 +65,7 @@
 #include "resnet_ddp/dist/watchdog.h"
 #include "resnet_ddp/engine_factory.h"
 #include "resnet_ddp/error.h"
+#include "resnet_ddp/library_versions.h"
 #include "resnet_ddp/model_spec.h"
 #include "resnet_ddp/param_layout.h"
 #include "resnet_ddp/rng.h"
@@ -288,15 +289,6 @@ DeviceFacts query_device(int device) {
   facts.memory_bytes = p.totalGlobalMem;
   facts.known = bench::recognise_gpu(facts.name, facts.major, facts.minor, facts.sms);
   return facts;
-}
-
-// Versions packed as major*1000+minor*10 (CUDA) or major*10000+minor*100+patch (cuDNN 9, NCCL).
-std::string cuda_version_text(int v) {
-  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
-}
-std::string triple_version_text(int v) {
-  return std::to_string(v / 10000) + "." + std::to_string(v % 10000 / 100) + "." +
-         std::to_string(v % 100);
 }
 
 JsonLine versions_json() {

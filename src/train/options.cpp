@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "resnet_ddp/error.h"
+#include "resnet_ddp/library_versions.h"
 #include "resnet_ddp/version.h"
 
 namespace rddp {
@@ -292,7 +293,8 @@ std::string usage() {
     std::string left = std::string("  ") + flag.name + (flag.value ? std::string(" ") + flag.value : "");
     out << left << std::string(left.size() < 28 ? 28 - left.size() : 1, ' ') << flag.help << "\n";
   }
-  out << "  --help                    this text\n  --version                 the version\n";
+  out << "  --help                    this text\n"
+         "  --version                 the version, and those of the libraries it runs with\n";
   return out.str();
 }
 
@@ -305,6 +307,8 @@ bool parse_options(int argc, const char* const* argv, TrainOptions& options) {
     }
     if (arg == "--version") {
       std::printf("resnet_ddp %s\n", kVersion);
+      for (const auto& [library, version] : library_versions())
+        std::printf("  %-13s %s\n", library.c_str(), version.c_str());
       return false;
     }
     std::string value;
