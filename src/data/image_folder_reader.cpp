@@ -24,11 +24,13 @@ Splits open_image_folder(const std::string& dir, int channels) {
          "<images> and, for validation, val/<class>/<images> (data/README.md)");
   FolderListing train = list_image_folder(train_dir);
   const int num_classes = int(train.classes.size());
+  // Described before the files move into the data set: arguments are evaluated in no set order.
+  std::string train_description = "image folder train (" + train_dir + ", " +
+                                  std::to_string(train.files.size()) + " images, " +
+                                  std::to_string(num_classes) + " classes)";
   Splits splits;
-  splits.train = make_file_dataset(
-      "image folder train (" + train_dir + ", " + std::to_string(train.files.size()) +
-          " images, " + std::to_string(num_classes) + " classes)",
-      std::move(train.files), num_classes, channels);
+  splits.train = make_file_dataset(std::move(train_description), std::move(train.files),
+                                   num_classes, channels);
 
   const std::string val_dir = join_path(dir, "val");
   if (!is_directory(val_dir)) return splits;
@@ -45,9 +47,10 @@ Splits open_image_folder(const std::string& dir, int channels) {
              : std::string(),
          "; both splits need the same class folders");
   }
-  splits.val = make_file_dataset("image folder val (" + val_dir + ", " +
-                                     std::to_string(val.files.size()) + " images)",
-                                 std::move(val.files), num_classes, channels);
+  std::string val_description =
+      "image folder val (" + val_dir + ", " + std::to_string(val.files.size()) + " images)";
+  splits.val = make_file_dataset(std::move(val_description), std::move(val.files), num_classes,
+                                 channels);
   return splits;
 }
 

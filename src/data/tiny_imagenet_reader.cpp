@@ -50,10 +50,12 @@ Splits open_tiny_imagenet(const std::string& dir, int channels) {
   std::map<std::string, int32_t> label_of;
   for (size_t i = 0; i < train.classes.size(); ++i) label_of[train.classes[i]] = int32_t(i);
 
+  // Described before the files move into the data set: arguments are evaluated in no set order.
+  std::string train_description =
+      "Tiny-ImageNet train (" + dir + ", " + std::to_string(train.files.size()) + " images)";
   Splits splits;
-  splits.train = make_file_dataset(
-      "Tiny-ImageNet train (" + dir + ", " + std::to_string(train.files.size()) + " images)",
-      std::move(train.files), num_classes, channels, kSide, kSide);
+  splits.train = make_file_dataset(std::move(train_description), std::move(train.files),
+                                   num_classes, channels, kSide, kSide);
 
   const std::string annotations = join_path(dir, "val/val_annotations.txt");
   std::ifstream in(annotations);
@@ -73,9 +75,10 @@ Splits open_tiny_imagenet(const std::string& dir, int channels) {
     val.push_back({join_path(dir, "val/images/" + file), found->second});
   }
   if (val.empty()) fail(annotations, " lists no images");
-  splits.val = make_file_dataset(
-      "Tiny-ImageNet val (" + dir + ", " + std::to_string(val.size()) + " images)",
-      std::move(val), num_classes, channels, kSide, kSide);
+  std::string val_description =
+      "Tiny-ImageNet val (" + dir + ", " + std::to_string(val.size()) + " images)";
+  splits.val = make_file_dataset(std::move(val_description), std::move(val), num_classes,
+                                 channels, kSide, kSide);
   return splits;
 }
 

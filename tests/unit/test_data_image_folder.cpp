@@ -96,6 +96,8 @@ TEST_CASE("an image folder lists classes and files as torchvision's ImageFolder 
   const Splits splits = open_image_folder(root, 3);
   CHECK(splits.val == nullptr);  // no val/ folder
   CHECK(splits.train->num_classes() == 3);
+  CHECK(splits.train->description() ==
+        "image folder train (" + root + "/train, 6 images, 3 classes)");
   const Sample sample = splits.train->get(5);  // bee/b.PNG
   CHECK(sample.label == 2);
   CHECK(sample.image.height == 9);
@@ -255,6 +257,8 @@ TEST_CASE("Tiny-ImageNet is read in its distributed layout") {
   const Splits splits = open_tiny_imagenet(root, 3);
   REQUIRE(splits.train->size() == 3);
   REQUIRE(splits.val->size() == 2);
+  CHECK(splits.train->description() == "Tiny-ImageNet train (" + root + ", 3 images)");
+  CHECK(splits.val->description() == "Tiny-ImageNet val (" + root + ", 2 images)");
   CHECK(splits.train->num_classes() == 2);
   CHECK(splits.train->height() == 64);
   CHECK(splits.train->get(0).label == 0);
