@@ -21,6 +21,7 @@
 
 #include "resnet_ddp/data/file_io.h"
 #include "resnet_ddp/data/image_decode.h"
+#include "resnet_ddp/data/malloc_tuning.h"
 #include "resnet_ddp/data/normalize.h"
 #include "resnet_ddp/data/pack.h"
 #include "resnet_ddp/data/transform.h"
@@ -65,6 +66,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const double seconds = argc == 3 ? std::atof(argv[2]) : 5.0;
+  keep_freed_image_memory();  // as the loader does
   try {
     std::vector<std::string> paths;
     for (const auto& entry : std::filesystem::directory_iterator(argv[1]))

@@ -9,7 +9,8 @@ set -euo pipefail
 # image. With glibc's defaults each decoded image may cost fresh pages, which on some kernels
 # is a quarter of the decode time, and how often depends on what the process did before
 # (importing torch changes it), so the comparison would measure the allocator's history.
-# Training runs can set the same variable.
+# resnet_ddp's loader (and decode_bench on its own) sets the same thresholds itself
+# (src/data/malloc_tuning.cpp); Pillow's process gets them from here.
 export GLIBC_TUNABLES=glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=268435456
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build}

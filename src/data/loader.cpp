@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "resnet_ddp/data/malloc_tuning.h"
 #include "resnet_ddp/error.h"
 
 namespace rddp::data {
@@ -45,6 +46,7 @@ Loader::Loader(DatasetPtr dataset, DistributedSampler sampler, LoaderOptions opt
   RDDP_ASSERT(dataset_ && allocator_);
   RDDP_ASSERT(sampler_.dataset_size() == dataset_->size());
   options_.transform.validate();
+  keep_freed_image_memory();  // before the workers allocate their first images
   if (options_.workers < 1) fail("the loader needs at least one worker, not ", options_.workers);
   if (options_.batches_per_worker < 1)
     fail("each loader worker needs at least one batch buffer, not ", options_.batches_per_worker);

@@ -12,6 +12,7 @@
 #include "resnet_ddp/cuda/device.h"
 #include "resnet_ddp/cuda/graph_step_policy.h"
 #include "resnet_ddp/data/data_config.h"
+#include "resnet_ddp/data/malloc_tuning.h"
 #include "resnet_ddp/engine_factory.h"
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/train/checkpoint.h"
@@ -351,7 +352,8 @@ void Trainer::show_settings() const {
                                 " eager steps and replayed; smaller batches and evaluation eager"
                           : std::string("off")},
       {"loader", std::to_string(train_loader_->workers()) + " worker thread(s) per rank, " +
-                     allocator_->description() + " batch buffers"},
+                     allocator_->description() + " batch buffers, " +
+                     data::keep_freed_image_memory()},
       {"communication", group_.describe()},
       {"grad allreduce", options_.grad_allreduce == dist::GradAllreduce::bf16
                                  ? std::string("bf16: sent and summed as bfloat16, half the bytes of fp32 "
