@@ -69,47 +69,19 @@ uint8_t clip8(int32_t value) {
   return uint8_t(shifted < 0 ? 0 : shifted > 255 ? 255 : shifted);
 }
 
-// Rows [row_begin, row_begin + out.height) of `in`, resampled along x. Channels is a template
-// argument for grey and RGB images, so that a pixel's sums are kept side by side in registers
-// over one walk of its taps; the sums are the same integers as Pillow's in any order.
-template <int Channels>
-void resample_horizontal_pixels(const Image& in, int row_begin, const Coefficients& c,
-                                Image& out) {
-  const int channels = Channels > 0 ? Channels : in.channels;
-  for (int y = 0; y < out.height; ++y) {
-    for (int xx = 0; xx < out.width; ++xx) {
-      const int32_t* k = c.weights.data() + size_t(xx) * c.ksize;
-      const uint8_t* source = in.at(row_begin + y, c.first[size_t(xx)]);
-      uint8_t* target = out.at(y, xx);
-      const int count = c.count[size_t(xx)];
-      if constexpr (Channels > 0) {
-        int32_t sum[Channels];
-        for (int ch = 0; ch < Channels; ++ch) sum[ch] = 1 << (kPrecisionBits - 1);
-        for (int x = 0; x < count; ++x)
-          for (int ch = 0; ch < Channels; ++ch) sum[ch] += source[x * Channels + ch] * k[x];
-        for (int ch = 0; ch < Channels; ++ch) target[ch] = clip8(sum[ch]);
-      } else {
-        for (int ch = 0; ch < channels; ++ch) {
-          int32_t sum = 1 << (kPrecisionBits - 1);
-          for (int x = 0; x < count; ++x) sum += source[x * channels + ch] * k[x];
-          target[ch] = clip8(sum);
-        }
-      }
-    }
-  }
-}
-
-void resample_horizontal(const Image& in, int row_begin, const Coefficients& c, Image& out) {
-  switch (in.channels) {
-    case 1: return resample_horizontal_pixels<1>(in, row_begin, c, out);
-    case 3: return resample_horizontal_pixels<3>(in, row_begin, c, out);
-    default: return resample_horizontal_pixels<0>(in, row_begin, c, out);
-  }
-}
+// Both passes run through this one, whose every loop is contiguous, so that it is the only
+// place that must be fast; with AVX2 it is three times as fast as with x86-64's baseline SSE2,
+// so it is compiled for both and the CPU picks at load time.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define RDDP_WITH_AVX2_CLONE __attribute__((target_clones("avx2", "default")))
+#else
+#define RDDP_WITH_AVX2_CLONE
+#endif
 
 // Along y; `row_shift` is subtracted from the rows the coefficients name. Each output row adds
 // its input rows one whole row at a time into a row of sums (contiguous, so the compiler's
 // vector instructions do it), the same integers as Pillow's per-byte loop.
+RDDP_WITH_AVX2_CLONE
 void resample_vertical(const Image& in, int row_shift, const Coefficients& c, Image& out) {
   const int channels = in.channels;
   const size_t row_stride = size_t(in.width) * channels;
@@ -127,6 +99,47 @@ void resample_vertical(const Image& in, int row_shift, const Coefficients& c, Im
     uint8_t* target = out.at(yy, 0);
     for (size_t i = 0; i < row_stride; ++i) target[i] = clip8(sum[i]);
   }
+}
+
+// out(x, y) = in(row_begin + y, x) for y < rows: the pixels of those rows, transposed whole
+// (channels stay together). A block of rows at a time, so that each x writes one contiguous run.
+template <int Channels>
+void transpose_pixels(const Image& in, int row_begin, int rows, Image& out) {
+  const int channels = Channels > 0 ? Channels : in.channels;
+  constexpr int kBlock = 16;
+  for (int y0 = 0; y0 < rows; y0 += kBlock) {
+    const int block = std::min(kBlock, rows - y0);
+    const uint8_t* source[kBlock];
+    for (int b = 0; b < block; ++b) source[b] = in.at(row_begin + y0 + b, 0);
+    for (int x = 0; x < in.width; ++x) {
+      uint8_t* target = out.pixels.data() + (size_t(x) * rows + y0) * channels;
+      const size_t column = size_t(x) * channels;
+      for (int b = 0; b < block; ++b)
+        for (int ch = 0; ch < channels; ++ch) target[b * channels + ch] = source[b][column + ch];
+    }
+  }
+}
+
+void transpose(const Image& in, int row_begin, int rows, Image& out) {
+  switch (in.channels) {
+    case 1: return transpose_pixels<1>(in, row_begin, rows, out);
+    case 3: return transpose_pixels<3>(in, row_begin, rows, out);
+    default: return transpose_pixels<0>(in, row_begin, rows, out);
+  }
+}
+
+// Rows [row_begin, row_begin + out.height) of `in`, resampled along x: transposed, resampled
+// along what are then rows by the vertical pass, and transposed back. Along x a pixel's taps
+// are a few bytes apart and differ from pixel to pixel, which no vector instruction handles
+// well; the two transposes cost less than the scalar loop they replace (3.5 times as fast in
+// all, measured in bench/decode_bench). The sums are the same integers.
+void resample_horizontal(const Image& in, int row_begin, const Coefficients& c, Image& out) {
+  const int rows = out.height;
+  Image columns(in.width, rows, in.channels);
+  transpose(in, row_begin, rows, columns);
+  Image resampled(out.width, rows, in.channels);
+  resample_vertical(columns, 0, c, resampled);
+  transpose(resampled, 0, out.width, out);
 }
 
 }  // namespace
