@@ -3,38 +3,21 @@ resize of RandomResizedCrop for given boxes, RandomCrop's zero padding and the f
 ToTensor + Normalize. Every byte and every float must be equal. The C++ side is the unit test
 program's exported case "parity export: image transforms"."""
 import os
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
-import torch
 import torchvision.transforms as T
 import torchvision.transforms.functional as F
-from PIL import Image
+
+from image_export import make_image, mismatch, run_export
 
 MEANS = {"imagenet": ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
          "cifar10": ([0.4914, 0.4822, 0.4465], [0.2470, 0.2435, 0.2616]),
          "fashion-mnist": ([0.2860], [0.3530])}
 
 
-def make_image(rng, height, width, mode):
-    """Smooth shapes plus noise: both the low and the high frequencies a resize must handle."""
-    y, x = np.mgrid[0:height, 0:width]
-    channels = 3 if mode == "RGB" else 1
-    planes = []
-    for c in range(channels):
-        fx, fy = rng.uniform(0.01, 0.3, size=2)
-        smooth = 127 + 100 * np.sin(fx * x + c) * np.cos(fy * y)
-        planes.append(smooth + rng.normal(0, 25, size=(height, width)))
-    array = np.clip(np.stack(planes, axis=-1), 0, 255).astype(np.uint8)
-    return Image.fromarray(array[..., 0] if channels == 1 else array, mode)
-
-
 def main():
-    program = os.path.join(os.environ["RDDP_BUILD_DIR"], "tests", "unit_tests")
-    if not os.access(program, os.X_OK):
-        sys.exit(f"FAILED: {program} is missing: build the unit tests first")
     rng = np.random.default_rng(0)
     checks = []  # (description, expected array, output path, dtype)
     with tempfile.TemporaryDirectory() as tmp:
@@ -79,27 +62,13 @@ def main():
             expected = T.Compose([T.ToTensor(), T.Normalize(mean, std)])(image).numpy()
             add("normalize", image, len(mean), [preset], expected, np.float32)
 
-        request = os.path.join(tmp, "request")
-        with open(request, "w") as f:
-            f.write("\n".join(lines) + "\n")
-        run = subprocess.run([program, "--no-skip", "--test-case=parity export: image transforms"],
-                             env=dict(os.environ, RDDP_PARITY_REQUEST=request),
-                             capture_output=True, text=True)
-        if run.returncode != 0:
-            sys.exit(f"FAILED: {program} exited {run.returncode}:\n{run.stdout}{run.stderr}")
+        run_export(lines, tmp)
         failures = 0
         for description, expected, out, dtype in checks:
-            ours = np.fromfile(out, dtype=dtype)
-            if ours.size != expected.size:
+            why = mismatch(out, expected, dtype, "torchvision")
+            if why:
                 failures += 1
-                print(f"MISMATCH {description}: {ours.size} values, torchvision has {expected.size}")
-                continue
-            ours = ours.reshape(expected.shape)
-            if not np.array_equal(ours, expected):
-                failures += 1
-                diff = np.abs(ours.astype(np.float64) - expected.astype(np.float64))
-                print(f"MISMATCH {description}: {np.count_nonzero(diff)} values differ, "
-                      f"by up to {diff.max()}")
+                print(f"MISMATCH {description}: {why}")
     print(f"{len(checks) - failures} passed, {failures} failed")
     sys.exit(1 if failures else 0)
 

@@ -5,14 +5,13 @@ Every byte must be equal, and a file Pillow refuses (a cut-off JPEG) must be ref
 C++ side is the unit test program's exported case "parity export: image transforms"."""
 import io
 import os
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 from PIL import Image, features
 
-from test_augment_parity import make_image
+from image_export import make_image, mismatch, run_export
 
 
 def jpeg_bytes(image, **options):
@@ -72,9 +71,6 @@ def pillow_decode(path, mode):
 
 
 def main():
-    program = os.path.join(os.environ["RDDP_BUILD_DIR"], "tests", "unit_tests")
-    if not os.access(program, os.X_OK):
-        sys.exit(f"FAILED: {program} is missing: build the unit tests first")
     corpus = os.path.join(os.environ["RDDP_SOURCE_DIR"], "tests", "fuzz", "corpus", "image")
     print(f"Pillow {Image.__version__}, its libjpeg {features.version('jpg')}")
     rng = np.random.default_rng(1)
@@ -91,14 +87,7 @@ def main():
                 out = os.path.join(tmp, f"out{n}-{channels}")
                 lines.append(f"decode {path} {out} {channels}")
                 checks.append((f"{name}, {channels} channel(s)", path, out, channels))
-        request = os.path.join(tmp, "request")
-        with open(request, "w") as f:
-            f.write("\n".join(lines) + "\n")
-        run = subprocess.run([program, "--no-skip", "--test-case=parity export: image transforms"],
-                             env=dict(os.environ, RDDP_PARITY_REQUEST=request),
-                             capture_output=True, text=True)
-        if run.returncode != 0:
-            sys.exit(f"FAILED: {program} exited {run.returncode}:\n{run.stdout}{run.stderr}")
+        run_export(lines, tmp)
         failures = refused = 0
         for description, path, out, channels in checks:
             expected, pillow_error = pillow_decode(path, "RGB" if channels == 3 else "L")
@@ -118,17 +107,10 @@ def main():
                 else:
                     refused += 1
                 continue
-            ours = np.fromfile(out, dtype=np.uint8)
-            if ours.size != expected.size:
+            why = mismatch(out, expected, np.uint8, "Pillow")
+            if why:
                 failures += 1
-                print(f"MISMATCH {description}: {ours.size} values, Pillow has {expected.size}")
-                continue
-            ours = ours.reshape(expected.shape)
-            if not np.array_equal(ours, expected):
-                failures += 1
-                diff = np.abs(ours.astype(np.int64) - expected.astype(np.int64))
-                print(f"MISMATCH {description}: {np.count_nonzero(diff)} values differ, "
-                      f"by up to {diff.max()}")
+                print(f"MISMATCH {description}: {why}")
     print(f"{len(checks) - failures} passed ({refused} refused by both), {failures} failed")
     sys.exit(1 if failures or not refused else 0)
 
