@@ -18,12 +18,13 @@ constexpr int kFolderImageSize = 224;
 
 Splits read(DatasetKind kind, const DataConfig& config) {
   const int channels = config.channels == 0 ? 3 : config.channels;
+  const FolderLister list = config.list_folder ? config.list_folder : FolderLister(list_image_folder);
   switch (kind) {
     case DatasetKind::cifar10: return open_cifar10(config.path);
     case DatasetKind::cifar100: return open_cifar100(config.path);
     case DatasetKind::idx: return open_idx(config.path);
-    case DatasetKind::image_folder: return open_image_folder(config.path, channels);
-    case DatasetKind::tiny_imagenet: return open_tiny_imagenet(config.path, channels);
+    case DatasetKind::image_folder: return open_image_folder(config.path, channels, list);
+    case DatasetKind::tiny_imagenet: return open_tiny_imagenet(config.path, channels, list);
     case DatasetKind::synthetic: return make_synthetic(config.synthetic);
     case DatasetKind::packed: return open_packed(config.path);
     case DatasetKind::automatic: break;

@@ -51,9 +51,13 @@ void collect_folders(const std::string& dir, std::vector<std::string>& folders) 
 
 }  // namespace
 
-FolderListing list_image_folder(const std::string& root) {
-  if (!is_directory(root)) fail("image folder ", root, " does not exist or is not a directory");
+FolderListing list_image_folder(const std::string& root, bool may_be_absent) {
   FolderListing listing;
+  if (!is_directory(root)) {
+    if (!may_be_absent) fail("image folder ", root, " does not exist or is not a directory");
+    listing.present = false;
+    return listing;
+  }
   listing.classes = read_directory(root).directories;
   if (listing.classes.empty())
     fail("image folder ", root, " has no class subdirectories: it must hold one folder per "

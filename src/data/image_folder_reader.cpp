@@ -15,14 +15,14 @@ void check_channels(int channels) {
 
 }  // namespace
 
-Splits open_image_folder(const std::string& dir, int channels) {
+Splits open_image_folder(const std::string& dir, int channels, const FolderLister& list) {
   check_channels(channels);
   if (!is_directory(dir)) fail("data directory ", dir, " does not exist");
   const std::string train_dir = join_path(dir, "train");
   if (!is_directory(train_dir))
     fail("image folder data set ", dir, " has no train/ subdirectory: it must hold train/<class>/"
          "<images> and, for validation, val/<class>/<images> (data/README.md)");
-  FolderListing train = list_image_folder(train_dir);
+  FolderListing train = list(train_dir, false);
   const int num_classes = int(train.classes.size());
   // Described before the files move into the data set: arguments are evaluated in no set order.
   std::string train_description = "image folder train (" + train_dir + ", " +
@@ -33,8 +33,8 @@ Splits open_image_folder(const std::string& dir, int channels) {
                                    num_classes, channels);
 
   const std::string val_dir = join_path(dir, "val");
-  if (!is_directory(val_dir)) return splits;
-  FolderListing val = list_image_folder(val_dir);
+  FolderListing val = list(val_dir, true);
+  if (!val.present) return splits;
   // Labels are positions in the sorted class list, so both splits need the same list or the
   // same label would mean different classes.
   if (val.classes != train.classes) {

@@ -34,13 +34,13 @@ std::vector<std::string> read_wnids(const std::string& path) {
 
 }  // namespace
 
-Splits open_tiny_imagenet(const std::string& dir, int channels) {
+Splits open_tiny_imagenet(const std::string& dir, int channels, const FolderLister& list) {
   if (channels != 1 && channels != 3)
     fail("Tiny-ImageNet decodes to 3 channels (RGB) or 1 (greyscale), not ", channels);
   if (!is_directory(dir)) fail("data directory ", dir, " does not exist");
   const std::string wnids_path = join_path(dir, "wnids.txt");
   std::vector<std::string> wnids = read_wnids(wnids_path);
-  FolderListing train = list_image_folder(join_path(dir, "train"));
+  FolderListing train = list(join_path(dir, "train"), false);
   std::sort(wnids.begin(), wnids.end());
   if (wnids != train.classes)
     fail(wnids_path, " lists ", wnids.size(), " classes but ", join_path(dir, "train"), " has ",

@@ -71,6 +71,9 @@ class MpiProcessGroup final : public ProcessGroup {
   }
   bool any(bool flag) override { return dist::any_rank(*host_comm_, flag, "stop request check"); }
   void barrier(const std::string& what) override { host_comm_->barrier(what); }
+  std::string broadcast_from_rank0(std::string bytes, const std::string& what) override {
+    return dist::broadcast_from_rank0(*host_comm_, std::move(bytes), what);
+  }
 
  private:
   const dist::DistributedContext& context_;

@@ -19,6 +19,7 @@
 #include "resnet_ddp/train/console.h"
 #include "resnet_ddp/train/lr_schedule.h"
 #include "resnet_ddp/train/preemption.h"
+#include "resnet_ddp/train/shared_folder_listing.h"
 #include "resnet_ddp/weights.h"
 
 namespace rddp {
@@ -173,6 +174,7 @@ void Trainer::open_data() {
   // loader's threads skip the float pass over every image, and a quarter of the bytes cross the
   // bus. The CPU engine takes float batches, normalised by the loader's threads beside training.
   data_config_.make_float = device_ != DeviceKind::cuda;
+  data_config_.list_folder = rank0_folder_lister(group_);
   data_ = data::open_data(data_config_);
   allocator_ = device_ == DeviceKind::cuda ? data::make_pinned_allocator() : data::make_plain_allocator();
   train_loader_ = data::make_train_loader(data_config_, data_, group_.rank(), group_.size(), allocator_);

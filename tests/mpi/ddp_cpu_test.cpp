@@ -4,11 +4,15 @@
 //   mpiexec -np N ddp_cpu_test --expect-world N     or     ddp_cpu_test --expect-world 1
 #include <omp.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -23,6 +27,8 @@
 #include "resnet_ddp/dist/thread_budget.h"
 #include "resnet_ddp/dist/watchdog.h"
 #include "resnet_ddp/model_state.h"
+#include "resnet_ddp/train/process_group.h"
+#include "resnet_ddp/train/shared_folder_listing.h"
 
 using namespace rddp;
 using namespace rddp::dist;
@@ -403,6 +409,49 @@ void test_host_collectives(const DistributedContext& context, Comm& comm, RankCh
                "require_same refuses unequal steps on every rank, naming this rank's value and the range");
 }
 
+// Only rank 0 walks the folder: the other ranks are given a path that does not exist, and still
+// receive rank 0's list. A folder rank 0 cannot list fails every rank with rank 0's message.
+void test_shared_folder_listing(const DistributedContext& context, RankChecks& checks) {
+  namespace fs = std::filesystem;
+  const auto group = make_mpi_process_group(context, 25, 60);
+  const data::FolderLister list = rank0_folder_lister(*group);
+  const int rank = context.rank();
+  std::string root = "/nonexistent/only-rank-0-lists/" + std::to_string(rank);
+  if (rank == 0) {
+    root = (fs::temp_directory_path() / ("rddp-shared-listing-" + std::to_string(getpid()))).string();
+    fs::remove_all(root);
+    for (const char* file : {"cat/b.png", "cat/a.jpg", "dog/deep/c.JPEG", "dog/notes.txt"}) {
+      fs::create_directories(fs::path(root + "/" + file).parent_path());
+      std::ofstream(root + "/" + file) << "listed, never decoded";
+    }
+  }
+  const data::FolderListing listing = list(root, false);
+  std::vector<std::string> names;
+  std::vector<int32_t> labels;
+  for (const data::LabelledFile& file : listing.files) {
+    const size_t at = file.path.rfind('/');
+    names.push_back(file.path.substr(at + 1));
+    labels.push_back(file.label);
+  }
+  checks.check(listing.present && listing.classes == std::vector<std::string>{"cat", "dog"} &&
+                   names == std::vector<std::string>{"a.jpg", "b.png", "c.JPEG"} &&
+                   labels == std::vector<int32_t>{0, 0, 1},
+               "every rank receives rank 0's listing of the image folder");
+  if (rank == 0) fs::remove_all(root);
+
+  checks.check(!list(root + "/missing", true).present,
+               "a folder that may be absent and is: absent on every rank");
+  std::string message;
+  try {
+    list(root + "/missing", false);
+  } catch (const AllRanksError& error) {
+    message = error.what();
+  }
+  checks.check(message.find("rddp-shared-listing-") != std::string::npos &&
+                   message.find("does not exist") != std::string::npos,
+               "a folder rank 0 cannot list fails every rank with rank 0's message");
+}
+
 int expected_world(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; ++i)
     if (std::strcmp(argv[i], "--expect-world") == 0) return std::atoi(argv[i + 1]);
@@ -424,6 +473,7 @@ int main(int argc, char** argv) {
     test_bf16_reduced_gradients(context, *comm, checks);
     test_single_process_relation(context, *comm, checks);
     test_host_collectives(context, *comm, checks);
+    test_shared_folder_listing(context, checks);
     return checks.finish();
   } catch (const std::exception& error) {
     fatal_abort(error.what());

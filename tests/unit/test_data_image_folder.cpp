@@ -105,6 +105,30 @@ TEST_CASE("an image folder lists classes and files as torchvision's ImageFolder 
   CHECK(sample.image.pixels == b.pixels);
 }
 
+TEST_CASE("a folder listing survives its bytes; damaged bytes are refused") {
+  FolderListing listing;
+  listing.classes = {"Zebra", "ant", std::string("b\0e", 3), ""};
+  listing.files = {{"/data/train/Zebra/1.png", 0}, {"/data/train/ant/\xc3\xa9.jpg", 1},
+                   {"", 3}, {std::string(70000, 'x'), 2}};
+  const std::string bytes = encode_listing(listing);
+  const FolderListing back = decode_listing(bytes);
+  CHECK(back.present);
+  CHECK(back.classes == listing.classes);
+  REQUIRE(back.files.size() == listing.files.size());
+  for (size_t i = 0; i < listing.files.size(); ++i) {
+    CHECK(back.files[i].path == listing.files[i].path);
+    CHECK(back.files[i].label == listing.files[i].label);
+  }
+  FolderListing absent;
+  absent.present = false;
+  CHECK_FALSE(decode_listing(encode_listing(absent)).present);
+  CHECK_FALSE(list_image_folder(fresh_dir("absent") + "/nothing", true).present);
+
+  CHECK_THROWS_WITH_AS(decode_listing(bytes.substr(0, bytes.size() - 1)),
+                       doctest::Contains("ends early"), Error);
+  CHECK_THROWS_WITH_AS(decode_listing(bytes + "x"), doctest::Contains("bytes to spare"), Error);
+}
+
 TEST_CASE("JPEG, PNG, BMP and PGM decode; greyscale and RGB convert either way") {
   Rng rng(2);
   const std::string root = fresh_dir("formats");

@@ -38,6 +38,8 @@ struct DataConfig {
   int batches_per_worker = 2;
   bool make_float = true;          // see LoaderOptions::make_float
   SyntheticSpec synthetic;         // for kind synthetic
+  // How image folders (and Tiny-ImageNet's train/) are listed; empty: list_image_folder, here.
+  FolderLister list_folder;
 };
 
 // The data sets and how their images are prepared.

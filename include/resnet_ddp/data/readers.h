@@ -3,6 +3,7 @@
 // one, the validation split. Array formats (CIFAR, idx) are read into memory whole at open;
 // image files are decoded when a sample is asked for.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,10 +20,38 @@ Splits open_cifar100(const std::string& dir);  // labels are the fine (100-class
 // label plus one.
 Splits open_idx(const std::string& dir);
 
+// The image files torchvision's ImageFolder would list, with their labels (list_image_folder):
+// classes are the sorted subdirectory names of `root`; each class directory is walked
+// recursively, folders in sorted order, files sorted, extensions matched case-insensitively.
+// Files with an extension torchvision accepts but we cannot decode (.tif, .tiff, .webp) are
+// refused rather than skipped, so that the data set never silently differs from PyTorch's.
+struct LabelledFile {
+  std::string path;
+  int32_t label = 0;
+};
+struct FolderListing {
+  bool present = true;  // false: the folder does not exist (and may_be_absent was set)
+  std::vector<std::string> classes;
+  std::vector<LabelledFile> files;
+};
+
+// A listing as bytes and back, to send it to other ranks. decode_listing throws Error on bytes
+// encode_listing did not write.
+std::string encode_listing(const FolderListing& listing);
+FolderListing decode_listing(const std::string& bytes);
+
+// How the readers below list a folder of images: list_image_folder here, or, in a job of many
+// ranks, rank 0's listing shared with the others (train/shared_folder_listing.h).
+// `may_be_absent`: a folder that does not exist gives a listing with present == false.
+using FolderLister = std::function<FolderListing(const std::string& root, bool may_be_absent)>;
+FolderListing list_image_folder(const std::string& root, bool may_be_absent = false);
+
 // torchvision ImageFolder over dir/train and dir/val. `channels` is 3 (decoded as RGB, as
 // torchvision's loader converts every image) or 1 (greyscale).
-Splits open_image_folder(const std::string& dir, int channels);
-Splits open_tiny_imagenet(const std::string& dir, int channels);
+Splits open_image_folder(const std::string& dir, int channels,
+                         const FolderLister& list = list_image_folder);
+Splits open_tiny_imagenet(const std::string& dir, int channels,
+                          const FolderLister& list = list_image_folder);
 
 // Random images whose colour depends on the class, so a network can learn them: each class
 // has a mean colour drawn from the seed, each pixel adds uniform noise. The same seed gives
@@ -37,21 +66,6 @@ struct SyntheticSpec {
   uint64_t seed = 0;
 };
 Splits make_synthetic(const SyntheticSpec& spec);
-
-// The image files torchvision's ImageFolder would list, with their labels: classes are the
-// sorted subdirectory names of `root`; each class directory is walked recursively, folders
-// in sorted order, files sorted, extensions matched case-insensitively. Files with an
-// extension torchvision accepts but stb_image cannot decode (.tif, .tiff, .webp) are refused
-// rather than skipped, so that the data set never silently differs from PyTorch's.
-struct LabelledFile {
-  std::string path;
-  int32_t label = 0;
-};
-struct FolderListing {
-  std::vector<std::string> classes;
-  std::vector<LabelledFile> files;
-};
-FolderListing list_image_folder(const std::string& root);
 
 // Image files decoded on demand; what open_image_folder and open_tiny_imagenet return.
 // height and width are the size every image is expected to have, or 0 where they may differ.

@@ -20,4 +20,8 @@ void require_same(Comm& host_comm, int64_t value, const std::string& what);
 // True on every rank when `flag` is true on any (e.g. one rank was told to stop).
 bool any_rank(Comm& host_comm, bool flag, const std::string& what);
 
+// Rank 0's `bytes` on every rank (other ranks' `bytes` are ignored): its length first, then
+// the bytes, so that no other rank needs to know how many there are.
+std::string broadcast_from_rank0(Comm& host_comm, std::string bytes, const std::string& what);
+
 }  // namespace rddp::dist

@@ -40,6 +40,8 @@ class ProcessGroup {
   virtual bool any(bool flag) = 0;
   // Returns on every rank once all have called it.
   virtual void barrier(const std::string& what) = 0;
+  // Rank 0's `bytes` on every rank (what the others pass is ignored).
+  virtual std::string broadcast_from_rank0(std::string bytes, const std::string& what) = 0;
 };
 
 namespace dist {
