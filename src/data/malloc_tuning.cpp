@@ -22,7 +22,7 @@ std::string tune() {
     return "malloc as GLIBC_TUNABLES sets it";
   if (mallopt(M_MMAP_THRESHOLD, kMmapThresholdBytes) != 1 ||
       mallopt(M_TRIM_THRESHOLD, kTrimThresholdBytes) != 1)
-    return "glibc's malloc defaults (mallopt refused the thresholds)";
+    return "the allocator's defaults (mallopt refused the thresholds, as a sanitizer's allocator does)";
   return "freed image buffers kept for reuse (malloc mmap threshold 64 MiB, trim 256 MiB)";
 #else
   return "the C library's malloc defaults";
