@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "resnet_ddp/atomic_file_writer.h"
+#include "resnet_ddp/crc32.h"
 
 namespace rddp {
 
@@ -65,18 +66,6 @@ bool is_valid_utf8(const std::string& text) {
     i += extra + 1;
   }
   return true;
-}
-
-// zlib's crc32 takes a 32-bit length; tensors may be larger.
-uLong crc32_update(uLong crc, const void* data, size_t size) {
-  const auto* bytes = static_cast<const Bytef*>(data);
-  while (size > 0) {
-    const size_t chunk = std::min<size_t>(size, 1u << 30);
-    crc = crc32(crc, bytes, static_cast<uInt>(chunk));
-    bytes += chunk;
-    size -= chunk;
-  }
-  return crc;
 }
 
 // Appends little-endian fields to an in-memory header.
@@ -166,8 +155,8 @@ class Cursor {
 
   uint64_t remaining() const { return size_ - position_; }
   void set_place(std::string place) { place_ = std::move(place); }
-  void reset_crc() { crc_ = crc32(0L, Z_NULL, 0); }
-  uint32_t crc() const { return static_cast<uint32_t>(crc_); }
+  void reset_crc() { crc_ = 0; }
+  uint32_t crc() const { return crc_; }
 
   void read(void* out, uint64_t size) {
     if (size > remaining()) truncated(size);
@@ -217,7 +206,7 @@ class Cursor {
   std::FILE* stream_;
   const std::string& path_;
   uint64_t size_, position_ = 0;
-  uLong crc_ = crc32(0L, Z_NULL, 0);
+  uint32_t crc_ = 0;
   std::string place_ = "in the file header";
 };
 
@@ -232,7 +221,7 @@ std::string crc_hex(uint32_t crc) {
 }
 
 void read_header(Cursor& in, const std::string& path, TensorFile& file, uint64_t& tensor_count) {
-  char magic[8];
+  char magic[8] = {};  // GCC cannot see that read() fills it before the CRC reads it
   const uint64_t head_size = std::min<uint64_t>(sizeof(magic), in.remaining());
   in.read(magic, head_size);
   if (std::memcmp(magic, kMagic, head_size) != 0) in.not_ours();
@@ -393,8 +382,7 @@ void write_tensor_file(const std::string& path, const TensorFile& file) {
     header.put_string(value);
   }
   header.put(static_cast<uint64_t>(file.tensors.size()));
-  header.put(static_cast<uint32_t>(crc32_update(crc32(0L, Z_NULL, 0), header.bytes().data(),
-                                                header.bytes().size())));
+  header.put(crc32_update(0, header.bytes().data(), header.bytes().size()));
   out.write(header.bytes().data(), header.bytes().size());
 
   for (const TensorRecord& record : file.tensors) {
@@ -404,9 +392,9 @@ void write_tensor_file(const std::string& path, const TensorFile& file) {
     header.put(static_cast<uint32_t>(record.shape.size()));
     for (int64_t dim : record.shape) header.put(dim);
     header.put(static_cast<uint64_t>(record.bytes.size()));
-    uLong crc = crc32_update(crc32(0L, Z_NULL, 0), header.bytes().data(), header.bytes().size());
+    uint32_t crc = crc32_update(0, header.bytes().data(), header.bytes().size());
     crc = crc32_update(crc, record.bytes.data(), record.bytes.size());
-    header.put(static_cast<uint32_t>(crc));
+    header.put(crc);
     out.write(header.bytes().data(), header.bytes().size());
     out.write(record.bytes.data(), record.bytes.size());
   }

@@ -1,11 +1,11 @@
 #pragma once
 // The byte layout of a pack file (docs/file_format.md, "The packed data set file"), shared by
 // its writer and its reader. Little-endian throughout, no padding.
-#include <zlib.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+
+#include "resnet_ddp/crc32.h"
 
 namespace rddp::data::pack_format {
 
@@ -27,18 +27,9 @@ inline constexpr size_t kTrailerBytes = 8 + 8 + 4 + 8;
 inline constexpr uint32_t kMaxClasses = 1u << 20;
 inline constexpr uint32_t kMaxClassNameBytes = 4096;
 
+// zlib's CRC-32, which readers check on every image.
 inline uint32_t crc(const void* data, size_t size, uint32_t previous = 0) {
-  // zlib takes a 32-bit length; an image is far below 4 GiB (kMaxImagePixels x 3) but an
-  // index may not be.
-  uLong value = previous;
-  const auto* bytes = static_cast<const Bytef*>(data);
-  while (size > 0) {
-    const size_t chunk = size < (size_t(1) << 30) ? size : (size_t(1) << 30);
-    value = crc32(value, bytes, uInt(chunk));
-    bytes += chunk;
-    size -= chunk;
-  }
-  return uint32_t(value);
+  return crc32_update(previous, data, size);
 }
 
 template <typename T>
