@@ -18,6 +18,9 @@ namespace crc32_detail {
 enum class Method {
   zlib,    // zlib's crc32, in pieces below its 32-bit length limit
   pclmul,  // folding with x86-64 PCLMULQDQ and SSE4.1; zlib below 64 bytes
+  // Folding four blocks to an instruction with VPCLMULQDQ on AVX-512 registers (Intel Ice Lake
+  // and AMD Zen 4 on); pclmul below 256 bytes.
+  vpclmul_avx512,
 };
 
 bool supported(Method method);

@@ -30,7 +30,7 @@ std::vector<uint8_t> random_bytes(size_t size, uint64_t seed) {
 
 std::vector<Method> supported_methods() {
   std::vector<Method> methods;
-  for (Method method : {Method::zlib, Method::pclmul})
+  for (Method method : {Method::zlib, Method::pclmul, Method::vpclmul_avx512})
     if (crc32_detail::supported(method)) methods.push_back(method);
   return methods;
 }
@@ -41,6 +41,8 @@ std::string name(Method method) {
       return "zlib";
     case Method::pclmul:
       return "pclmul";
+    case Method::vpclmul_avx512:
+      return "vpclmul_avx512";
   }
   return "?";
 }
