@@ -55,6 +55,13 @@ rddp_require(STB_IMAGE_INCLUDE_DIR "stb_image (stb_image.h)"
   "Debian/Ubuntu: libstb-dev; or -DSTB_ROOT=/dir/holding/stb_image.h")
 
 # JPEGs decode with libjpeg-turbo, Pillow's decoder, so that their pixels are torchvision's.
+# Its static archive, where installed, is preferred: the programs then run on nodes that have
+# no libjpeg, or another one (a login node's modules differ from a compute node's).
+option(RDDP_STATIC_JPEG "Link libjpeg's static archive when it is installed" ON)
+if(RDDP_STATIC_JPEG)
+  find_library(JPEG_LIBRARY_RELEASE NAMES libjpeg.a libjpeg-static.a
+               HINTS ${JPEG_ROOT} ENV JPEG_ROOT PATH_SUFFIXES lib lib64)
+endif()
 find_package(JPEG QUIET)
 rddp_require(JPEG_FOUND "libjpeg-turbo (jpeglib.h, libjpeg)"
   "Debian/Ubuntu: libjpeg62-turbo-dev (Ubuntu: libjpeg-turbo8-dev); RHEL: libjpeg-turbo-devel; or -DJPEG_ROOT=/path")
