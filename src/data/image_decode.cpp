@@ -56,6 +56,13 @@ bool has_undecodable_image_extension(const std::string& path) {
   return extension == ".tif" || extension == ".tiff" || extension == ".webp";
 }
 
+void refuse_oversized_image(int64_t width, int64_t height, const std::string& what) {
+  if (width * height > kMaxImagePixels)
+    fail("image ", what, " is ", width, "x", height, " pixels, more than the ", kMaxImagePixels,
+         " that Pillow, and so torchvision, read (a decompression bomb, or a damaged header); "
+         "shrink the image, or remove it");
+}
+
 ImageHeader read_image_header(const uint8_t* bytes, size_t size, const std::string& what) {
   if (looks_like_jpeg(bytes, size)) return read_jpeg_header(bytes, size, what);
   if (size > size_t(INT_MAX)) fail(what, " is larger than 2 GiB, which stb_image cannot decode");
@@ -70,10 +77,7 @@ ImageHeader read_image_header(const uint8_t* bytes, size_t size, const std::stri
   if (header.width <= 0 || header.height <= 0)
     fail("cannot decode image ", what, ": its header says ", header.width, "x", header.height,
          " pixels, which is no image; the file is damaged: replace or remove it");
-  if (int64_t(header.width) * header.height > kMaxImagePixels)
-    fail("image ", what, " is ", header.width, "x", header.height, " pixels, more than the ",
-         kMaxImagePixels, " that Pillow, and so torchvision, read (a decompression bomb, or a "
-         "damaged header); shrink the image, or remove it");
+  refuse_oversized_image(header.width, header.height, what);
   return header;
 }
 

@@ -93,10 +93,7 @@ ImageHeader header_of(const Decompressor& d, const std::string& what) {
   header.width = int(d.info.image_width);
   header.height = int(d.info.image_height);
   header.channels = d.info.num_components;
-  if (int64_t(d.info.image_width) * d.info.image_height > kMaxImagePixels)
-    fail("image ", what, " is ", d.info.image_width, "x", d.info.image_height,
-         " pixels, more than the ", kMaxImagePixels, " that Pillow, and so torchvision, read "
-         "(a decompression bomb, or a damaged header); shrink the image, or remove it");
+  refuse_oversized_image(d.info.image_width, d.info.image_height, what);
   if (header.channels != 1 && header.channels != 3 && header.channels != 4)
     fail("cannot decode image ", what, ": a JPEG of ", header.channels,
          " components, which Pillow does not read either; convert it to RGB, or remove it");
@@ -122,8 +119,7 @@ ImageHeader read_jpeg_header(const uint8_t* bytes, size_t size, const std::strin
 }
 
 Image decode_jpeg(const uint8_t* bytes, size_t size, int channels, const std::string& what) {
-  if (channels != 1 && channels != 3)
-    fail("cannot decode ", what, " to ", channels, " channels: only 1 (greyscale) or 3 (RGB)");
+  RDDP_ASSERT(channels == 1 || channels == 3);  // decode_image refuses other counts
   Decompressor d(bytes, size);
   if (!read_header_step(d)) fail_damaged(d, what);
   const ImageHeader header = header_of(d, what);

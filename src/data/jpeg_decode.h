@@ -20,7 +20,7 @@ bool looks_like_jpeg(const uint8_t* bytes, size_t size);
 ImageHeader read_jpeg_header(const uint8_t* bytes, size_t size, const std::string& what);
 
 // Decodes as Pillow's Image.open(...).convert("RGB") (channels 3) or .convert("L") (channels
-// 1) does, CMYK and YCCK images included. A file that ends before its image data does is
+// 1; no other count: decode_image checks) does, CMYK and YCCK images included. A file that ends before its image data does is
 // refused, as Pillow refuses it; damage libjpeg only warns about otherwise decodes as Pillow
 // decodes it.
 Image decode_jpeg(const uint8_t* bytes, size_t size, int channels, const std::string& what);

@@ -13,6 +13,9 @@ namespace rddp::data {
 // pixels as a decompression bomb, and so do these functions.
 inline constexpr int64_t kMaxImagePixels = 178956970;
 
+// Throws Error naming `what` when a width x height image has more than kMaxImagePixels pixels.
+void refuse_oversized_image(int64_t width, int64_t height, const std::string& what);
+
 struct ImageHeader {
   int width = 0;
   int height = 0;
