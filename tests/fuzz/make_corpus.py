@@ -84,6 +84,14 @@ def image_seeds(directory):
          format="BMP")
     save("rgb.ppm", photo(16, 12), format="PPM")
     save("grey.pgm", photo(16, 12, "L"), format="PPM")
+    save("grey-16bit.pgm", photo(16, 12, "L").convert("I"), format="PPM")
+    # Pillow writes no plain (ASCII) files and no scaled maximum values: by hand.
+    grey = np.asarray(photo(6, 4, "L"))
+    write(directory, "plain.pgm", b"P2\n# plain\n6 4\n255\n"
+          + b"\n".join(b" ".join(b"%d" % v for v in row) for row in grey) + b"\n")
+    write(directory, "scaled-100.ppm", b"P6\n3 2\n100\n" + bytes(range(0, 90, 5)))
+    bits = (grey > 127).astype(np.uint8)
+    write(directory, "bitmap.pbm", b"P4\n6 4\n" + np.packbits(bits, axis=1).tobytes())
 
 
 def tiny_imagenet_seeds(directory):

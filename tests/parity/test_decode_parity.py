@@ -1,12 +1,15 @@
 """Decoding against torchvision's loader, Image.open(path).convert("RGB") (and "L" for one
 channel): JPEGs of every chroma subsampling, progressive and optimised ones, greyscale and
-CMYK ones, a damaged one libjpeg only warns about, and PNGs and BMPs that need converting.
+CMYK ones, a damaged one libjpeg only warns about, PNGs of 1 to 16 bits and BMPs that need
+converting, and PGM/PPM/PBM files, binary and plain, of maximum values from 1 to 65535.
 Every byte must be equal, and a file Pillow refuses (a cut-off JPEG) must be refused too. The
 C++ side is the unit test program's exported case "parity export: image transforms"."""
 import io
 import os
+import struct
 import sys
 import tempfile
+import zlib
 
 import numpy as np
 from PIL import Image, features
@@ -47,12 +50,79 @@ def cases(rng, corpus):
         buffer = io.BytesIO()
         rgb.save(buffer, "BMP")
         yield f"bmp rgb {width}x{height}", buffer.getvalue(), ".bmp"
+    yield from png_depth_cases(rng)
+    yield from pnm_cases(rng)
     photo = make_image(rng, 96, 128, "RGB")
     yield "jpeg with junk before its end marker", with_junk_before_eoi(jpeg_bytes(photo)), ".jpg"
     for name in sorted(os.listdir(corpus)):
         if name.endswith(".jpg"):
             with open(os.path.join(corpus, name), "rb") as f:
                 yield f"corpus {name}", f.read(), ".jpg"
+
+
+def raw_png(width, height, depth, colour_type, rows, trns=None):
+    """A PNG of any bit depth, which Pillow cannot write: rows of samples, packed big-endian."""
+    def chunk(kind, data):
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+    header = struct.pack(">IIBBBBB", width, height, depth, colour_type, 0, 0, 0)
+    if depth == 16:
+        raw = b"".join(b"\0" + row.astype(">u2").tobytes() for row in rows)
+    else:
+        per_byte = 8 // depth
+        raw = b""
+        for row in rows:
+            padded = np.concatenate([row, np.zeros(-len(row) % per_byte, dtype=row.dtype)])
+            packed = np.zeros(len(padded) // per_byte, dtype=np.uint8)
+            for k in range(per_byte):
+                packed |= (padded[k::per_byte].astype(np.uint8) << (8 - depth * (k + 1)))
+            raw += b"\0" + packed.tobytes()
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
+            + (chunk(b"tRNS", trns) if trns is not None else b"")
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def png_depth_cases(rng):
+    """16-bit PNGs (a greyscale one is Pillow's mode "I", which converting clips at 255) and
+    greyscale PNGs of 1, 2 and 4 bits."""
+    width, height = 13, 7
+    grey = rng.integers(0, 65536, size=(height, width))
+    grey[0, :6] = [0, 1, 255, 256, 65535, 300]
+    yield "png grey 16-bit", raw_png(width, height, 16, 0, grey), ".png"
+    yield ("png grey 16-bit with tRNS",
+           raw_png(width, height, 16, 0, grey, trns=struct.pack(">H", int(grey[1, 1]))), ".png")
+    for colour_type, samples in ((2, 3), (4, 2), (6, 4)):
+        values = rng.integers(0, 65536, size=(height, width * samples))
+        yield f"png 16-bit colour type {colour_type}", raw_png(width, height, 16, colour_type,
+                                                                values), ".png"
+    for depth in (1, 2, 4):
+        values = rng.integers(0, 1 << depth, size=(height, width))
+        yield f"png grey {depth}-bit", raw_png(width, height, depth, 0, values), ".png"
+
+
+def pnm_cases(rng):
+    """Binary PGM/PPM of every kind of maximum value (8-bit as it is, scaled, 16-bit), plain
+    ones with comments, and PBM bitmaps under a name torchvision's ImageFolder accepts."""
+    width, height = 11, 5
+    for magic, bands in ((b"P5", 1), (b"P6", 3)):
+        for maximum in (1, 6, 100, 255, 256, 1000, 65534, 65535):
+            samples = rng.integers(0, maximum + 1, size=height * width * bands)
+            samples[:3] = [0, maximum, maximum // 2]
+            data = samples.astype(">u2" if maximum > 255 else np.uint8).tobytes()
+            header = b"%s\n# by hand\n%d %d\n%d\n" % (magic, width, height, maximum)
+            yield f"{magic.decode()} maximum {maximum}", header + data, ".pgm"
+            text = b" ".join(b"%d" % v for v in samples)
+            plain = b"P2" if magic == b"P5" else b"P3"
+            header = b"%s %d %d\n%d # plain\n" % (plain, width, height, maximum)
+            yield f"{plain.decode()} maximum {maximum}", header + text + b"\n", ".ppm"
+    bits = rng.integers(0, 2, size=(height, width))
+    packed = np.packbits(bits.astype(np.uint8), axis=1).tobytes()
+    yield "P4 bitmap", b"P4\n%d %d\n" % (width, height) + packed, ".pgm"
+    text = b"\n".join(b"".join(b"%d" % v for v in row) + b" # a row" for row in bits)
+    yield "P1 bitmap", b"P1\n%d %d\n" % (width, height) + text, ".pgm"
+    yield "P6 cut short", b"P6 4 4 255\n" + bytes(40), ".ppm"
+    yield "P2 sample above its maximum", b"P2 2 1 6 1 7", ".pgm"
+    yield "P5 maximum 0", b"P5 1 1 0\n\x01", ".pgm"
 
 
 def png_bytes(image):
@@ -66,7 +136,7 @@ def pillow_decode(path, mode):
     try:
         with open(path, "rb") as f:
             return np.asarray(Image.open(f).convert(mode)), None
-    except OSError as error:
+    except (OSError, ValueError) as error:  # PpmImagePlugin raises ValueError for bad data
         return None, str(error)
 
 
