@@ -4,9 +4,9 @@
 // Only the formats resnet_ddp reads (has_decodable_extension): stb_image would otherwise
 // decode any file whose bytes are a GIF, PSD, TGA, HDR or PIC image, whatever its name says,
 // through decoders that no test of ours covers.
-// JPEGs go to libjpeg instead (jpeg_decode.h), PGM and PPM to pnm_decode.h.
+// JPEGs go to libjpeg instead (jpeg_decode.h), PGM and PPM to pnm_decode.h, BMP to
+// bmp_decode.h.
 #define STBI_ONLY_PNG
-#define STBI_ONLY_BMP
 // Zeroed allocations: should stb_image read memory it never wrote (as 2.27 did with the Huffman
 // tables a damaged JPEG names but never defines), it reads zeros, not the heap's leftovers.
 #define STBI_MALLOC(size) std::calloc(1, size)
@@ -22,6 +22,7 @@
 #include <climits>
 #include <memory>
 
+#include "bmp_decode.h"
 #include "jpeg_decode.h"
 #include "pnm_decode.h"
 #include "resnet_ddp/data/file_io.h"
@@ -78,6 +79,7 @@ void refuse_oversized_image(int64_t width, int64_t height, const std::string& wh
 ImageHeader read_image_header(const uint8_t* bytes, size_t size, const std::string& what) {
   if (looks_like_jpeg(bytes, size)) return read_jpeg_header(bytes, size, what);
   if (looks_like_pnm(bytes, size)) return read_pnm_header(bytes, size, what);
+  if (looks_like_bmp(bytes, size)) return read_bmp_header(bytes, size, what);
   if (size > size_t(INT_MAX)) fail(what, " is larger than 2 GiB, which stb_image cannot decode");
   ImageHeader header;
   if (!stbi_info_from_memory(bytes, int(size), &header.width, &header.height, &header.channels))
@@ -97,6 +99,7 @@ Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::s
     fail("cannot decode ", what, " to ", channels, " channels: only 1 (greyscale) or 3 (RGB)");
   if (looks_like_jpeg(bytes, size)) return decode_jpeg(bytes, size, channels, what);
   if (looks_like_pnm(bytes, size)) return decode_pnm(bytes, size, channels, what);
+  if (looks_like_bmp(bytes, size)) return decode_bmp(bytes, size, channels, what);
   // The header first: a damaged one must not make stb_image corrupt memory or allocate
   // gigabytes.
   const ImageHeader header = read_image_header(bytes, size, what);

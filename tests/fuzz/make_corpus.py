@@ -92,6 +92,20 @@ def image_seeds(directory):
     write(directory, "scaled-100.ppm", b"P6\n3 2\n100\n" + bytes(range(0, 90, 5)))
     bits = (grey > 127).astype(np.uint8)
     write(directory, "bitmap.pbm", b"P4\n6 4\n" + np.packbits(bits, axis=1).tobytes())
+    # BMPs Pillow does not write: run-length encoded, top down, 16-bit.
+    palette = b"".join(bytes([i, i // 2, 255 - i, 0]) for i in range(256))
+    rle8 = bytes([3, 7, 0, 3, 1, 2, 3, 0, 0, 0, 0, 2, 1, 0, 2, 9, 0, 0, 6, 4, 0, 1])
+    write(directory, "rle8.bmp", bmp(6, 2, 8, rle8, 1, palette))
+    write(directory, "top-down.bmp", bmp(3, -2, 24, bytes(range(24))))
+    write(directory, "bgr555.bmp", bmp(2, 2, 16, bytes(range(0, 80, 10))))
+
+
+def bmp(width, height, bits, data, compression=0, palette=b""):
+    """A BMP with a 40-byte header; a negative height stores rows top down."""
+    info = struct.pack("<IiiHHIIiiII", 40, width, height, 1, bits, compression, len(data), 2835,
+                       2835, len(palette) // 4, 0)
+    start = 14 + len(info) + len(palette)
+    return b"BM" + struct.pack("<IHHI", start + len(data), 0, 0, start) + info + palette + data
 
 
 def tiny_imagenet_seeds(directory):

@@ -1,7 +1,8 @@
 """Decoding against torchvision's loader, Image.open(path).convert("RGB") (and "L" for one
 channel): JPEGs of every chroma subsampling, progressive and optimised ones, greyscale and
-CMYK ones, a damaged one libjpeg only warns about, PNGs of 1 to 16 bits and BMPs that need
-converting, and PGM/PPM/PBM files, binary and plain, of maximum values from 1 to 65535.
+CMYK ones, a damaged one libjpeg only warns about, PNGs of 1 to 16 bits, BMPs of every depth,
+header, bitfield layout and row order Pillow reads, run-length encoded ones included, and
+PGM/PPM/PBM files, binary and plain, of maximum values from 1 to 65535.
 Every byte must be equal, and a file Pillow refuses (a cut-off JPEG) must be refused too. The
 C++ side is the unit test program's exported case "parity export: image transforms"."""
 import io
@@ -52,6 +53,7 @@ def cases(rng, corpus):
         yield f"bmp rgb {width}x{height}", buffer.getvalue(), ".bmp"
     yield from png_depth_cases(rng)
     yield from pnm_cases(rng)
+    yield from bmp_cases(rng)
     photo = make_image(rng, 96, 128, "RGB")
     yield "jpeg with junk before its end marker", with_junk_before_eoi(jpeg_bytes(photo)), ".jpg"
     for name in sorted(os.listdir(corpus)):
@@ -123,6 +125,119 @@ def pnm_cases(rng):
     yield "P6 cut short", b"P6 4 4 255\n" + bytes(40), ".ppm"
     yield "P2 sample above its maximum", b"P2 2 1 6 1 7", ".pgm"
     yield "P5 maximum 0", b"P5 1 1 0\n\x01", ".pgm"
+
+
+def raw_bmp(width, height, bits, data, compression=0, palette=b"", header_size=40,
+            masks=b"", offset=None, colours=None):
+    """A BMP with any header, depth and compression; a negative height stores rows top down.
+    For a 40-byte header, masks follow it; for longer ones they are inside it."""
+    core = header_size == 12
+    if core:
+        info = struct.pack("<IHHHH", 12, width, height, 1, bits)
+    else:
+        count = len(palette) // 4 if colours is None else colours
+        info = struct.pack("<IiiHHIIiiII", header_size, width, height, 1, bits, compression,
+                           len(data), 2835, 2835, count, 0)
+        if header_size > 40:
+            info += masks + bytes(header_size - 40 - len(masks))
+        else:
+            info += masks
+    start = 14 + len(info) + len(palette)
+    return (b"BM" + struct.pack("<IHHI", start + len(data), 0, 0,
+                                start if offset is None else offset) + info + palette + data)
+
+
+def bmp_rows(rng, width, height, bits):
+    stride = (width * bits + 31) // 32 * 4
+    return bytes(rng.integers(0, 256, size=stride * height).astype(np.uint8))
+
+
+def rle_stream(rng, width, rle4):
+    """Encoded runs (some past the row's end), absolute runs of odd and even lengths, ends of
+    line, deltas and ends of bitmap, at random: Pillow's run-length decoder's every path."""
+    out = bytearray()
+    for _ in range(rng.integers(3, 30)):
+        op = rng.choice(["run", "absolute", "end of line", "delta", "end"],
+                        p=[.52, .25, .12, .08, .03])
+        if op == "run":
+            out += bytes([rng.integers(1, width + 3), rng.integers(0, 256)])
+        elif op == "absolute":
+            n = int(rng.integers(3, 12))
+            out += bytes([0, n]) + bytes(rng.integers(0, 256, size=n // 2 if rle4 else n)
+                                         .astype(np.uint8))
+            if len(out) % 2:
+                out += b"\0"
+        elif op == "end of line":
+            out += b"\0\0"
+        elif op == "delta":
+            out += b"\0\2" + bytes(rng.integers(0, 4, size=4).astype(np.uint8))
+        else:
+            out += b"\0\1"
+    return bytes(out)
+
+
+def bmp_cases(rng):
+    image = make_image(rng, 11, 13, "RGB")
+    for mode in ("1", "L", "RGBA"):
+        buffer = io.BytesIO()
+        image.convert(mode).save(buffer, "BMP")
+        yield f"bmp mode {mode} as Pillow writes it", buffer.getvalue(), ".bmp"
+    buffer = io.BytesIO()
+    image.quantize(16).save(buffer, "BMP")
+    yield "bmp 16-colour palette as Pillow writes it", buffer.getvalue(), ".bmp"
+    # Every 16-bit value once.
+    sweep = np.arange(65536, dtype="<u2").tobytes()
+    yield "bmp 16-bit 5-5-5, every value", raw_bmp(256, 256, 16, sweep), ".bmp"
+    for name, masks in (("5-6-5", (0xF800, 0x7E0, 0x1F)), ("5-5-5", (0x7C00, 0x3E0, 0x1F))):
+        yield (f"bmp 16-bit bitfields {name}, every value",
+               raw_bmp(256, 256, 16, sweep, 3, masks=struct.pack("<3I", *masks)), ".bmp")
+    width, height = 7, 5
+    pixels32 = bmp_rows(rng, width, height, 32)
+    for masks in ((0xFF0000, 0xFF00, 0xFF, 0), (0xFF000000, 0xFF0000, 0xFF00, 0),
+                  (0xFF000000, 0xFF0000, 0xFF00, 0xFF), (0xFF, 0xFF00, 0xFF0000, 0xFF000000),
+                  (0xFF0000, 0xFF00, 0xFF, 0xFF000000), (0, 0, 0, 0)):
+        yield (f"bmp 32-bit bitfields {[hex(m) for m in masks]}",
+               raw_bmp(width, height, 32, pixels32, 3, header_size=108,
+                       masks=struct.pack("<4I", *masks)), ".bmp")
+    yield "bmp 32-bit", raw_bmp(width, height, 32, pixels32), ".bmp"
+    pixels24 = bmp_rows(rng, width, height, 24)
+    yield ("bmp 24-bit bitfields", raw_bmp(width, height, 24, pixels24, 3,
+                                            masks=struct.pack("<3I", 0xFF0000, 0xFF00, 0xFF)),
+           ".bmp")
+    yield "bmp 24-bit top down", raw_bmp(width, -height, 24, pixels24), ".bmp"
+    yield "bmp 24-bit, 64-byte header", raw_bmp(width, height, 24, pixels24,
+                                                 header_size=64), ".bmp"
+    yield "bmp 24-bit, 12-byte header", raw_bmp(width, height, 24, pixels24,
+                                                 header_size=12), ".bmp"
+    yield "bmp 24-bit, last row unpadded", raw_bmp(width, height, 24, pixels24[:-3]), ".bmp"
+    yield "bmp 24-bit cut short", raw_bmp(width, height, 24, pixels24[:-4]), ".bmp"
+    palette = bytes(rng.integers(0, 256, size=256 * 4).astype(np.uint8))
+    pixels8 = bmp_rows(rng, width, height, 8)
+    yield "bmp 8-bit top down", raw_bmp(width, -height, 8, pixels8, palette=palette), ".bmp"
+    yield ("bmp 8-bit, 12-byte header", raw_bmp(width, height, 8, pixels8, header_size=12,
+                                                 palette=palette[:768]), ".bmp")
+    yield ("bmp 8-bit, 5 colours for indices up to 255",
+           raw_bmp(width, height, 8, pixels8, palette=palette[:20]), ".bmp")
+    yield ("bmp 8-bit, data offset without the palette",
+           raw_bmp(width, height, 8, pixels8, palette=palette, offset=54), ".bmp")
+    yield ("bmp 8-bit, data offset 0", raw_bmp(width, height, 8, pixels8, palette=palette,
+                                                offset=0), ".bmp")
+    yield ("bmp 4-bit", raw_bmp(width, height, 4, bmp_rows(rng, width, height, 4),
+                                palette=palette[:64]), ".bmp")
+    yield ("bmp 1-bit, two colours", raw_bmp(width, height, 1, bmp_rows(rng, width, height, 1),
+                                             palette=palette[:8]), ".bmp")
+    for n in range(40):
+        rle4 = n % 2 == 1
+        width, height = int(rng.integers(1, 9)), int(rng.integers(1, 6))
+        yield (f"bmp {'RLE4' if rle4 else 'RLE8'} {n}",
+               raw_bmp(width, height * (-1 if n % 5 == 4 else 1), 4 if rle4 else 8,
+                       rle_stream(rng, width, rle4), 2 if rle4 else 1,
+                       palette=palette[:64 if rle4 else 1024]), ".bmp")
+    yield "bmp with JPEG compression", raw_bmp(2, 2, 24, bytes(16), 4), ".bmp"
+    yield "bmp of 2 bits a pixel", raw_bmp(2, 2, 2, bytes(8), palette=palette[:16]), ".bmp"
+    yield ("bmp 32-bit bitfields Pillow does not know",
+           raw_bmp(2, 2, 32, bytes(16), 3, masks=struct.pack("<3I", 0xFF, 0xFF00, 0xFF0000)),
+           ".bmp")
 
 
 def png_bytes(image):
