@@ -50,9 +50,13 @@ find_package(MPI QUIET COMPONENTS CXX)
 rddp_require(MPI_CXX_FOUND "MPI (Open MPI, MPICH or a vendor MPI)"
   "Debian/Ubuntu: libopenmpi-dev openmpi-bin; cluster: `module load openmpi`; or -DMPI_HOME=/path/to/mpi")
 
-find_path(STB_IMAGE_INCLUDE_DIR stb_image.h PATH_SUFFIXES stb HINTS ${STB_ROOT} ENV STB_ROOT)
-rddp_require(STB_IMAGE_INCLUDE_DIR "stb_image (stb_image.h)"
-  "Debian/Ubuntu: libstb-dev; or -DSTB_ROOT=/dir/holding/stb_image.h")
+# Only the tests use stb, to write the images they decode (every format decodes by Pillow's rules
+# in src/data).
+if(RDDP_BUILD_TESTS)
+  find_path(STB_INCLUDE_DIR stb_image_write.h PATH_SUFFIXES stb HINTS ${STB_ROOT} ENV STB_ROOT)
+  rddp_require(STB_INCLUDE_DIR "stb_image_write (stb_image_write.h), for the tests"
+    "Debian/Ubuntu: libstb-dev; or -DSTB_ROOT=/dir/holding/stb_image_write.h; or -DRDDP_BUILD_TESTS=OFF")
+endif()
 
 # JPEGs decode with libjpeg-turbo, Pillow's decoder, so that their pixels are torchvision's.
 # Its static archive, where installed, is preferred: the programs then run on nodes that have
@@ -85,11 +89,10 @@ if(_rddp_missing)
 endif()
 
 message(STATUS "resnet_ddp: CUDA ${CUDAToolkit_VERSION}, cuDNN ${CUDNN_LIBRARY}, NCCL ${NCCL_LIBRARY}, "
-               "MPI ${MPI_CXX_VERSION}, libjpeg ${JPEG_LIBRARIES}, stb_image ${STB_IMAGE_INCLUDE_DIR}, CUDA archs ${CMAKE_CUDA_ARCHITECTURES}")
+               "MPI ${MPI_CXX_VERSION}, libjpeg ${JPEG_LIBRARIES}, CUDA archs ${CMAKE_CUDA_ARCHITECTURES}")
 
 add_library(rddp_deps INTERFACE)
 add_library(rddp::deps ALIAS rddp_deps)
-target_include_directories(rddp_deps SYSTEM INTERFACE
-  ${CUDNN_INCLUDE_DIR} ${NCCL_INCLUDE_DIR} ${STB_IMAGE_INCLUDE_DIR})
+target_include_directories(rddp_deps SYSTEM INTERFACE ${CUDNN_INCLUDE_DIR} ${NCCL_INCLUDE_DIR})
 target_link_libraries(rddp_deps INTERFACE
   CUDA::cudart CUDA::cublas ${CUDNN_LIBRARY} ${NCCL_LIBRARY} MPI::MPI_CXX ZLIB::ZLIB JPEG::JPEG OpenMP::OpenMP_CXX Threads::Threads)

@@ -41,7 +41,7 @@ check_cuda() {
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
   say "not a Debian-based system: install the equivalents of: ${wanted[*]}"
-  say "(on a cluster: module load cmake gcc openmpi cuda cudnn nccl; doctest and stb are header-only)"
+  say "(on a cluster: module load cmake gcc openmpi cuda cudnn nccl; doctest and stb (for the tests) are header-only)"
   check_cuda || true
   exit 1
 fi

@@ -84,7 +84,7 @@ FolderListing list_image_folder(const std::string& root, bool may_be_absent) {
   }
   if (!undecodable.empty())
     fail("image folder ", root, " holds ", undecodable.size(), " TIFF or WebP images (first: ",
-         undecodable.front(), ") that PyTorch would read but stb_image cannot decode; convert "
+         undecodable.front(), ") that PyTorch would read but resnet_ddp does not decode; convert "
          "them to PNG or JPEG, or remove them");
   if (!empty_classes.empty()) {
     std::string names;

@@ -1,4 +1,4 @@
-// libFuzzer harness: image files decoded through stb_image (fuzz_targets.h).
+// libFuzzer harness: image files decoded as image folders decode them (fuzz_targets.h).
 #include "fuzz_targets.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -219,8 +219,8 @@ class IdxTarget {
   ScratchDir scratch_;
 };
 
-// One image file (JPEG through libjpeg-turbo; PNG, BMP, PGM, PPM through stb_image), decoded
-// as RGB and as greyscale, as image folders are read.
+// One image file (JPEG through libjpeg-turbo; PNG, BMP, PGM, PPM through our readers of
+// Pillow's rules), decoded as RGB and as greyscale, as image folders are read.
 class ImageTarget {
  public:
   static constexpr const char* kName = "image";

@@ -98,6 +98,11 @@ def image_seeds(directory):
     write(directory, "rle8.bmp", bmp(6, 2, 8, rle8, 1, palette))
     write(directory, "top-down.bmp", bmp(3, -2, 24, bytes(range(24))))
     write(directory, "bgr555.bmp", bmp(2, 2, 16, bytes(range(0, 80, 10))))
+    # PNGs Pillow does not write: Adam7-interlaced, and one that ends after its image data.
+    write(directory, "interlaced.png", interlaced_png(np.asarray(photo(9, 7))))
+    rgb_png = io.BytesIO()
+    rgb.save(rgb_png, format="PNG")
+    write(directory, "no-iend.png", rgb_png.getvalue()[:-12])
 
 
 def bmp(width, height, bits, data, compression=0, palette=b""):
@@ -106,6 +111,23 @@ def bmp(width, height, bits, data, compression=0, palette=b""):
                        2835, len(palette) // 4, 0)
     start = 14 + len(info) + len(palette)
     return b"BM" + struct.pack("<IHHI", start + len(data), 0, 0, start) + info + palette + data
+
+
+def interlaced_png(rgb):
+    """An 8-bit RGB PNG of `rgb` (height x width x 3) in Adam7's seven passes."""
+    def chunk(kind, data):
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+    height, width = rgb.shape[:2]
+    raw = b""
+    for x0, y0, dx, dy in ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4),
+                           (1, 0, 2, 2), (0, 1, 1, 2)):
+        for row in rgb[y0::dy, x0::dx]:
+            if row.size:
+                raw += b"\0" + row.astype(np.uint8).tobytes()
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 1)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw))
+            + chunk(b"IEND", b""))
 
 
 def tiny_imagenet_seeds(directory):

@@ -1,6 +1,8 @@
 """Decoding against torchvision's loader, Image.open(path).convert("RGB") (and "L" for one
 channel): JPEGs of every chroma subsampling, progressive and optimised ones, greyscale and
-CMYK ones, a damaged one libjpeg only warns about, PNGs of 1 to 16 bits, BMPs of every depth,
+CMYK ones, a damaged one libjpeg only warns about, PNGs of 1 to 16 bits, interlaced ones, and
+damaged ones (bad CRCs, cut, corrupt image data: each decoded or refused as Pillow does), BMPs
+of every depth,
 header, bitfield layout and row order Pillow reads, run-length encoded ones included, and
 PGM/PPM/PBM files, binary and plain, of maximum values from 1 to 65535.
 Every byte must be equal, and a file Pillow refuses (a cut-off JPEG) must be refused too. The
@@ -10,6 +12,7 @@ import os
 import struct
 import sys
 import tempfile
+import warnings
 import zlib
 
 import numpy as np
@@ -52,6 +55,7 @@ def cases(rng, corpus):
         rgb.save(buffer, "BMP")
         yield f"bmp rgb {width}x{height}", buffer.getvalue(), ".bmp"
     yield from png_depth_cases(rng)
+    yield from png_damage_cases(rng)
     yield from pnm_cases(rng)
     yield from bmp_cases(rng)
     photo = make_image(rng, 96, 128, "RGB")
@@ -62,26 +66,54 @@ def cases(rng, corpus):
                 yield f"corpus {name}", f.read(), ".jpg"
 
 
-def raw_png(width, height, depth, colour_type, rows, trns=None):
-    """A PNG of any bit depth, which Pillow cannot write: rows of samples, packed big-endian."""
-    def chunk(kind, data):
-        return (struct.pack(">I", len(data)) + kind + data
-                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
-    header = struct.pack(">IIBBBBB", width, height, depth, colour_type, 0, 0, 0)
-    if depth == 16:
-        raw = b"".join(b"\0" + row.astype(">u2").tobytes() for row in rows)
-    else:
-        per_byte = 8 // depth
-        raw = b""
-        for row in rows:
+def png_chunk(kind, data, crc=None):
+    if crc is None:
+        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2),
+         (0, 1, 1, 2))
+
+
+def png_scanlines(rows, depth, filters=(0,)):
+    """Rows of samples packed big-endian at `depth` bits, each after a filter byte taken in
+    turn from `filters`: the pixels are then what each filter reconstructs from those bytes,
+    which exercises every filter's arithmetic."""
+    out = b""
+    for n, row in enumerate(rows):
+        row = np.asarray(row).reshape(-1)
+        if depth == 16:
+            data = row.astype(">u2").tobytes()
+        elif depth == 8:
+            data = row.astype(np.uint8).tobytes()
+        else:
+            per_byte = 8 // depth
             padded = np.concatenate([row, np.zeros(-len(row) % per_byte, dtype=row.dtype)])
             packed = np.zeros(len(padded) // per_byte, dtype=np.uint8)
             for k in range(per_byte):
                 packed |= (padded[k::per_byte].astype(np.uint8) << (8 - depth * (k + 1)))
-            raw += b"\0" + packed.tobytes()
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
-            + (chunk(b"tRNS", trns) if trns is not None else b"")
-            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+            data = packed.tobytes()
+        out += bytes([filters[n % len(filters)]]) + data
+    return out
+
+
+def raw_png(width, height, depth, colour_type, rows, trns=None, interlaced=False, plte=None):
+    """A PNG of any bit depth, which Pillow cannot write; `rows` is height x samples."""
+    header = struct.pack(">IIBBBBB", width, height, depth, colour_type, 0, 0, int(interlaced))
+    rows = np.asarray(rows).reshape(height, -1)
+    if interlaced:
+        samples = rows.reshape(height, width, -1)
+        raw = b"".join(png_scanlines(samples[y0::dy, x0::dx].reshape(
+            len(range(y0, height, dy)), -1), depth)
+            for x0, y0, dx, dy in ADAM7 if width > x0 and height > y0)
+    else:
+        raw = png_scanlines(rows, depth)
+    return (PNG_SIGNATURE + png_chunk(b"IHDR", header)
+            + (png_chunk(b"PLTE", plte) if plte is not None else b"")
+            + (png_chunk(b"tRNS", trns) if trns is not None else b"")
+            + png_chunk(b"IDAT", zlib.compress(raw)) + png_chunk(b"IEND", b""))
 
 
 def png_depth_cases(rng):
@@ -100,6 +132,111 @@ def png_depth_cases(rng):
     for depth in (1, 2, 4):
         values = rng.integers(0, 1 << depth, size=(height, width))
         yield f"png grey {depth}-bit", raw_png(width, height, depth, 0, values), ".png"
+    for width, height in ((13, 11), (1, 1), (3, 9), (17, 2)):
+        for name, depth, colour_type, samples, top in (("rgb", 8, 2, 3, 256),
+                                                        ("grey 16-bit", 16, 0, 1, 300),
+                                                        ("rgba 16-bit", 16, 6, 4, 65536),
+                                                        ("grey 2-bit", 2, 0, 1, 4),
+                                                        ("palette 4-bit", 4, 3, 1, 16)):
+            values = rng.integers(0, top, size=(height, width * samples))
+            plte = bytes(rng.integers(0, 256, size=48).astype(np.uint8)) if colour_type == 3 \
+                else None
+            yield (f"png interlaced {name} {width}x{height}",
+                   raw_png(width, height, depth, colour_type, values, interlaced=True,
+                           plte=plte), ".png")
+
+
+def png_damage_cases(rng):
+    """Damaged and unusual PNGs, each of which Pillow decodes or refuses in its own way: CRCs
+    checked only before the image data, the image data inflated as Pillow's reader hands it
+    over (so that zlib's Adler-32 is checked when Pillow's zlib checks it), the image done when
+    its last row is, palettes shorter than the indices. Then random cuts and flipped bytes."""
+    width, height = 40, 30
+    rgb = rng.integers(0, 256, size=(height, width * 3))
+    raw = png_scanlines(rgb, 8, filters=(0, 1, 2, 3, 4))
+    stream = zlib.compress(raw)
+    header = png_chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+    end = png_chunk(b"IEND", b"")
+
+    def png(*chunks):
+        return PNG_SIGNATURE + b"".join(chunks)
+
+    good = png(header, png_chunk(b"IDAT", stream), end)
+    yield "png with every filter type", good, ".png"
+    yield "png, bad CRC before the image data", png(header, png_chunk(b"tEXt", b"a\0b", 5),
+                                                   png_chunk(b"IDAT", stream), end), ".png"
+    yield "png, bad IDAT CRC only", png(header, png_chunk(b"IDAT", stream, 1), end), ".png"
+    yield "png, bad CRC after the image data", png(header, png_chunk(b"IDAT", stream),
+                                                  png_chunk(b"tEXt", b"a\0b", 5), end), ".png"
+    for where in (2, len(stream) // 2, len(stream) - 1):
+        flipped = bytearray(stream)
+        flipped[where] ^= 0x10
+        yield (f"png, image data byte {where} flipped",
+               png(header, png_chunk(b"IDAT", bytes(flipped)), end), ".png")
+    for cut in (3, 5, 8, 13):
+        yield f"png cut {cut} bytes before its end", good[:-cut], ".png"
+    yield "png without IEND", png(header, png_chunk(b"IDAT", stream)), ".png"
+    yield "png cut in its image data", good[:len(good) // 2], ".png"
+    yield "png with garbage after its zlib stream", png(header, png_chunk(b"IDAT", stream + b"xyz"),
+                                                        end), ".png"
+    for split in (7, len(stream) - 2):  # the second splits zlib's Adler-32 across two chunks
+        yield (f"png with its image data split at {split}",
+               png(header, png_chunk(b"IDAT", stream[:split]), png_chunk(b"IDAT", b""),
+                   png_chunk(b"IDAT", stream[split:]), end), ".png")
+    bad_adler = stream[:-1] + bytes([stream[-1] ^ 1])
+    yield "png with a wrong Adler-32", png(header, png_chunk(b"IDAT", bad_adler), end), ".png"
+    yield ("png with a wrong Adler-32 in a chunk of its own",
+           png(header, png_chunk(b"IDAT", bad_adler[:-4]), png_chunk(b"IDAT", bad_adler[-4:]),
+               end), ".png")
+    bad_filter = bytearray(raw)
+    bad_filter[(width * 3 + 1) * 2] = 7
+    yield "png with filter type 7", png(header, png_chunk(b"IDAT", zlib.compress(bytes(
+        bad_filter))), end), ".png"
+    yield "png with a chunk of an invalid name", png(header, png_chunk(b"a-b!", b""),
+                                                     png_chunk(b"IDAT", stream), end), ".png"
+    yield "png with no image data", png(header, end), ".png"
+    yield "png with an IHDR cut short", png(png_chunk(b"IHDR", b"\0\0\0\1\0\0\0\1\x08"),
+                                            png_chunk(b"IDAT", stream), end), ".png"
+    yield "png of 3-bit samples", png(png_chunk(b"IHDR", struct.pack(
+        ">IIBBBBB", width, height, 3, 0, 0, 0, 0)), png_chunk(b"IDAT", stream), end), ".png"
+    # More than 64 KiB of image data in 8 KiB chunks, as libpng writes: Pillow's reader's pieces.
+    big = rng.integers(0, 256, size=(300, 300 * 3))
+    big_stream = zlib.compress(png_scanlines(big, 8), 0)
+    big_header = png_chunk(b"IHDR", struct.pack(">IIBBBBB", 300, 300, 8, 2, 0, 0, 0))
+    pieces = [big_stream[k:k + 8192] for k in range(0, len(big_stream), 8192)]
+    yield ("png, 270 KB of image data in 8 KiB chunks",
+           png(big_header, *[png_chunk(b"IDAT", p) for p in pieces], end), ".png")
+    yield ("png, 270 KB of image data in one chunk, wrong Adler-32",
+           png(big_header, png_chunk(b"IDAT", big_stream[:-1] + b"\0"), end), ".png")
+    # 259 rows of 84 pixels are 65,527 bytes with their filter bytes, which stored (not
+    # compressed) make a zlib stream of 65,538: Pillow's first 64 KiB piece ends inside the
+    # Adler-32, the last row is done before it, and a wrong one goes unnoticed.
+    edge = rng.integers(0, 256, size=(259, 84 * 3))
+    edge_stream = zlib.compress(png_scanlines(edge, 8), 0)
+    assert len(edge_stream) == 65538
+    edge_header = png_chunk(b"IHDR", struct.pack(">IIBBBBB", 84, 259, 8, 2, 0, 0, 0))
+    yield ("png whose Adler-32 Pillow reads in two pieces, wrong",
+           png(edge_header, png_chunk(b"IDAT", edge_stream[:-1] + b"\0"), end), ".png")
+    indices = rng.integers(0, 256, size=(height, width))
+    for colours in (0, 5, 256):
+        plte = bytes(rng.integers(0, 256, size=3 * colours).astype(np.uint8))
+        yield (f"png palette of {colours} colours for indices up to 255",
+               raw_png(width, height, 8, 3, indices, plte=plte if colours else None), ".png")
+    yield "png palette of 4 colours and a partial one", raw_png(
+        width, height, 8, 3, indices, plte=bytes(14)), ".png"
+    yield "png palette of 257 colours", raw_png(width, height, 8, 3, indices,
+                                                plte=bytes(771)), ".png"
+    yield "png palette with transparency", raw_png(width, height, 8, 3, indices,
+                                                   plte=bytes(range(256)) * 3,
+                                                   trns=bytes(range(0, 256, 3))), ".png"
+    for n in range(30):
+        mutated = bytearray(good)
+        if n % 3 == 0:
+            mutated = mutated[:int(rng.integers(40, len(good)))]
+        else:
+            for _ in range(int(rng.integers(1, 3))):
+                mutated[int(rng.integers(8, len(good)))] ^= 1 << int(rng.integers(0, 8))
+        yield f"png, random damage {n}", bytes(mutated), ".png"
 
 
 def pnm_cases(rng):
@@ -249,7 +386,9 @@ def png_bytes(image):
 def pillow_decode(path, mode):
     """torchvision's loader (datasets.folder.pil_loader), with the mode ours is asked for."""
     try:
-        with open(path, "rb") as f:
+        with open(path, "rb") as f, warnings.catch_warnings():
+            # A palette's transparency given per entry: Pillow warns, and converts as always.
+            warnings.simplefilter("ignore", UserWarning)
             return np.asarray(Image.open(f).convert(mode)), None
     except (OSError, ValueError) as error:  # PpmImagePlugin raises ValueError for bad data
         return None, str(error)

@@ -109,7 +109,7 @@ void replay_all() {
 
 TEST_CASE("fuzz inputs: CIFAR binary") { replay_all<fuzz::CifarTarget>(); }
 TEST_CASE("fuzz inputs: idx files, plain and gzip") { replay_all<fuzz::IdxTarget>(); }
-TEST_CASE("fuzz inputs: images through stb_image") { replay_all<fuzz::ImageTarget>(); }
+TEST_CASE("fuzz inputs: images") { replay_all<fuzz::ImageTarget>(); }
 TEST_CASE("fuzz inputs: Tiny-ImageNet val_annotations.txt") {
   replay_all<fuzz::TinyImageNetTarget>();
 }

@@ -1,7 +1,7 @@
 #pragma once
 // Decoding image files as torchvision's loader does: JPEGs with libjpeg-turbo (Pillow's own
-// decoder), PNG with stb_image, BMP, PGM and PPM by Pillow's rules (bmp_decode.h,
-// pnm_decode.h); colour conversions as Pillow's.
+// decoder), PNG with zlib, BMP, PGM and PPM, each by Pillow's rules (src/data/*_decode.h);
+// colour conversions as Pillow's.
 #include <cstddef>
 #include <cstdint>
 #include <string>
