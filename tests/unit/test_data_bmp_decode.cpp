@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "resnet_ddp/data/image_decode.h"
+#include "support/image_bytes.h"
 #include "resnet_ddp/error.h"
 
 using namespace rddp;
@@ -68,18 +69,10 @@ Bytes rgb_of_indices(std::initializer_list<int> indices) {
 }
 
 data::Image decode(const std::string& file, int channels) {
-  return data::decode_image(reinterpret_cast<const uint8_t*>(file.data()), file.size(),
-                            channels, "test.bmp");
+  return test::decode_bytes(file, channels, "test.bmp");
 }
 
-std::string error_of(const std::string& file) {
-  try {
-    decode(file, 3);
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "(decoded)";
-}
+std::string error_of(const std::string& file) { return test::decode_error(file, "test.bmp"); }
 
 }  // namespace
 

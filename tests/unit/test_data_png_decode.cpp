@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "resnet_ddp/data/image_decode.h"
+#include "support/image_bytes.h"
 #include "resnet_ddp/error.h"
 
 using namespace rddp;
@@ -55,18 +56,10 @@ const std::string kRows = std::string("\0\x0a\x14\x1e\x28\x32\x3c", 7) +
 const Bytes kPixels = {10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120};
 
 data::Image decode(const std::string& file, int channels = 3) {
-  return data::decode_image(reinterpret_cast<const uint8_t*>(file.data()), file.size(),
-                            channels, "test.png");
+  return test::decode_bytes(file, channels, "test.png");
 }
 
-std::string error_of(const std::string& file) {
-  try {
-    decode(file);
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "(decoded)";
-}
+std::string error_of(const std::string& file) { return test::decode_error(file, "test.png"); }
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "resnet_ddp/data/image_decode.h"
+#include "support/image_bytes.h"
 #include "resnet_ddp/error.h"
 
 using namespace rddp;
@@ -19,18 +20,10 @@ namespace {
 using Bytes = std::vector<uint8_t>;
 
 data::Image decode(const std::string& file, int channels) {
-  return data::decode_image(reinterpret_cast<const uint8_t*>(file.data()), file.size(),
-                            channels, "test.pgm");
+  return test::decode_bytes(file, channels, "test.pgm");
 }
 
-std::string error_of(const std::string& file) {
-  try {
-    decode(file, 3);
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "(decoded)";
-}
+std::string error_of(const std::string& file) { return test::decode_error(file, "test.pgm"); }
 
 std::string bytes(std::initializer_list<int> values) {
   std::string out;

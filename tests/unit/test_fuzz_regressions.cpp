@@ -17,6 +17,7 @@
 
 #include "fuzz/fuzz_targets.h"
 #include "resnet_ddp/data/image_decode.h"
+#include "support/image_bytes.h"
 #include "resnet_ddp/rng.h"
 #include "resnet_ddp/train/checkpoint.h"
 
@@ -162,19 +163,11 @@ TEST_CASE("the targets' helpers: refusals, broken promises, split inputs, repair
 
 namespace {
 
-data::Image decode(const std::string& bytes, int channels) {
-  return data::decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
-                            channels, "test image");
+data::Image decode(const std::string& file, int channels) {
+  return test::decode_bytes(file, channels, "test image");
 }
 
-std::string error_of(const std::string& bytes) {
-  try {
-    decode(bytes, 3);
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "(decoded)";
-}
+std::string error_of(const std::string& file) { return test::decode_error(file, "test image"); }
 
 // Where each segment of a JPEG starts (its 0xFF), up to the first scan: a plain walk, enough
 // for the files Pillow writes.
