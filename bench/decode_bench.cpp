@@ -1,5 +1,6 @@
 // Single-thread JPEG decoding as the loader decodes (libjpeg-turbo, jpeg_decode.h), and decoding plus the ImageNet training
-// transform (RandomResizedCrop(224) + flip), in images per second of one core's time. The
+// transform (RandomResizedCrop(224) + flip), in images per second of one core's time: with the
+// whole image decoded, and as the loader does it, with only the crop decoded. The
 // files are read into memory first, so the figures leave the disk out; the time is the
 // thread's CPU time, so other work on a shared machine does not count against it.
 // Then the same images packed as resnet_ddp_pack packs them (shorter side 256): reading one
@@ -92,12 +93,22 @@ int main(int argc, char** argv) {
       const Image out = apply_transform(train, image, 0, round, uint64_t(file.size()));
       return double(image.height) * image.width + (out.pixels.empty() ? 1 : 0);
     });
+    // As the loader does it: the crop is drawn from the header's size, and only it is decoded.
+    const Result region = measure(files, seconds, [&](const std::vector<uint8_t>& file, uint64_t round) {
+      const ImageHeader header = read_image_header(file.data(), file.size(), "benchmark image");
+      ResizedCropDraw draw(train, header.height, header.width, 0, round, uint64_t(file.size()));
+      const Image out = draw.finish(
+          decode_image_crop(file.data(), file.size(), 3, draw.box(), "benchmark image"));
+      return double(header.height) * header.width + (out.pixels.empty() ? 1 : 0);
+    });
     std::printf("%s, %zu files, %.0f KiB average, one thread:\n", jpeg_library_version().c_str(),
                 files.size(), bytes / double(files.size()) / 1024);
     std::printf("  decode                                   %8.1f images/s  %7.1f MP/s\n",
                 decode.images_per_second, decode.megapixels_per_second);
     std::printf("  decode + RandomResizedCrop(224) + flip   %8.1f images/s\n",
                 augment.images_per_second);
+    std::printf("  the crop decoded alone, as the loader    %8.1f images/s\n",
+                region.images_per_second);
 
     // The same images, packed at shorter side 256 as resnet_ddp_pack does by default.
     const std::string pack_path = (std::filesystem::temp_directory_path() /

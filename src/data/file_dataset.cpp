@@ -1,6 +1,7 @@
 #include <string>
 #include <vector>
 
+#include "resnet_ddp/data/file_io.h"
 #include "resnet_ddp/data/image_decode.h"
 #include "resnet_ddp/data/readers.h"
 #include "resnet_ddp/error.h"
@@ -30,17 +31,32 @@ class FileDataset final : public Dataset {
     RDDP_ASSERT(index < files_.size());
     const LabelledFile& file = files_[index];
     Sample sample{decode_image_file(file.path, channels_), file.label};
-    if (height_ > 0 && (sample.image.height != height_ || sample.image.width != width_))
-      fail("image ", file.path, " is ", sample.image.width, "x", sample.image.height,
-           " pixels, but every image of ", description_, " should be ", width_, "x", height_,
-           ": replace the file, or read the folder as a plain image folder");
+    check_size(file, sample.image.height, sample.image.width);
     return sample;
+  }
+
+  // The size from the header first, so that a JPEG decodes only the region chosen from it.
+  Sample get_crop(size_t index, const ChooseCrop& choose) const override {
+    RDDP_ASSERT(index < files_.size());
+    const LabelledFile& file = files_[index];
+    const std::vector<uint8_t> bytes = read_file(file.path);
+    const ImageHeader header = read_image_header(bytes.data(), bytes.size(), file.path);
+    check_size(file, header.height, header.width);
+    const CropBox box = choose(header.height, header.width);
+    return {decode_image_crop(bytes.data(), bytes.size(), channels_, box, file.path), file.label};
   }
 
   std::string source(size_t index) const override { return files_.at(index).path; }
   std::string description() const override { return description_; }
 
  private:
+  void check_size(const LabelledFile& file, int height, int width) const {
+    if (height_ > 0 && (height != height_ || width != width_))
+      fail("image ", file.path, " is ", width, "x", height, " pixels, but every image of ",
+           description_, " should be ", width_, "x", height_,
+           ": replace the file, or read the folder as a plain image folder");
+  }
+
   std::string description_;
   std::vector<LabelledFile> files_;
   int num_classes_, channels_, height_, width_;

@@ -11,6 +11,7 @@
 #include "png_decode.h"
 #include "pnm_decode.h"
 #include "resnet_ddp/data/file_io.h"
+#include "resnet_ddp/data/transform.h"
 #include "resnet_ddp/error.h"
 
 namespace rddp::data {
@@ -74,6 +75,14 @@ Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::s
   if (looks_like_pnm(bytes, size)) return decode_pnm(bytes, size, channels, what);
   if (looks_like_bmp(bytes, size)) return decode_bmp(bytes, size, channels, what);
   refuse_unknown_format(what);
+}
+
+Image decode_image_crop(const uint8_t* bytes, size_t size, int channels, const CropBox& box,
+                        const std::string& what) {
+  if (channels != 1 && channels != 3)
+    fail("cannot decode ", what, " to ", channels, " channels: only 1 (greyscale) or 3 (RGB)");
+  if (looks_like_jpeg(bytes, size)) return decode_jpeg(bytes, size, channels, what, &box);
+  return crop(decode_image(bytes, size, channels, what), box);
 }
 
 Image decode_image_file(const std::string& path, int channels) {

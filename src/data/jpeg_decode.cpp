@@ -1,7 +1,9 @@
 #include "jpeg_decode.h"
 
+#include <algorithm>
 #include <csetjmp>
 #include <cstdio>  // jpeglib.h needs FILE declared first
+#include <cstring>
 #include <vector>
 
 #include <jerror.h>
@@ -64,21 +66,91 @@ bool read_header_step(Decompressor& d) {
   return true;
 }
 
-// Decodes every row into `out` (output_height rows of row_bytes) and finishes.
-bool decode_step(Decompressor& d, J_COLOR_SPACE colour_space, uint8_t* out, size_t row_bytes) {
+// The rows and columns a decode writes: the whole image, or a region's rows and, around its
+// columns, what libjpeg-turbo decodes of them (whole iMCU columns).
+struct Window {
+  JDIMENSION left = 0, width = 0, top = 0, height = 0;
+};
+
+// Whether libjpeg-turbo's cropped decoding (jpeg_crop_scanline, jpeg_skip_scanlines) gives this
+// image's region the bytes a whole decode gives it, once widened by a pixel a side: checked for
+// greyscale and the subsamplings Pillow writes (4:4:4, 4:2:2, 4:2:0), where smooth chroma
+// upsampling reads one chroma sample beyond a pixel's own. Other layouts decode whole.
+bool crops_exactly(const jpeg_decompress_struct& info) {
+#ifdef LIBJPEG_TURBO_VERSION
+  const jpeg_component_info* c = info.comp_info;
+  const bool luma_ok = (c[0].h_samp_factor == 1 || c[0].h_samp_factor == 2) &&
+                       (c[0].v_samp_factor == 1 || c[0].v_samp_factor == c[0].h_samp_factor ||
+                        (c[0].h_samp_factor == 2 && c[0].v_samp_factor == 1));
+  for (int i = 1; i < info.num_components; ++i)
+    if (c[i].h_samp_factor != 1 || c[i].v_samp_factor != 1) return false;
+  return luma_ok;
+#else
+  (void)info;
+  return false;
+#endif
+}
+
+// Starts decompressing: the whole image, or only what `region` needs when that decodes exactly
+// (crops_exactly): its columns widened by a pixel a side, because smooth upsampling treats the
+// first and last decoded columns as the image's edges, and its rows, those above skipped.
+bool start_step(Decompressor& d, J_COLOR_SPACE colour_space, const CropBox* region,
+                Window& window) {
   if (setjmp(d.errors.resume)) return false;
   d.info.out_color_space = colour_space;
   jpeg_start_decompress(&d.info);
+  window = {0, d.info.output_width, 0, d.info.output_height};
+  if (region == nullptr) return true;
+  window.top = JDIMENSION(region->top);
+  window.height = JDIMENSION(region->height);
+#ifdef LIBJPEG_TURBO_VERSION
+  if (crops_exactly(d.info)) {
+    const JDIMENSION first = JDIMENSION(region->left > 0 ? region->left - 1 : 0);
+    const JDIMENSION end =
+        std::min(d.info.output_width, JDIMENSION(region->left + region->width + 1));
+    if (end - first < d.info.output_width) {
+      window.left = first;
+      window.width = end - first;
+      jpeg_crop_scanline(&d.info, &window.left, &window.width);
+    }
+    if (window.top > 0) jpeg_skip_scanlines(&d.info, window.top);
+    return true;
+  }
+  // Decoded whole down to the region's last row; the rows below are passed over.
+  window.top = 0;
+  window.height = JDIMENSION(region->top + region->height);
+#else
+  window.top = 0;  // decoded whole
+  window.height = d.info.output_height;
+#endif
+  return true;
+}
+
+// Reads the window's rows into `out` (rows of window.width pixels of `channels`, and room for
+// one more), passes over the rows below it and finishes. The last row is read, not skipped:
+// libjpeg-turbo skipping to the end stops reading the file there, and a file cut off below the
+// window must be noticed (and refused) as in a whole decode.
+bool read_step(Decompressor& d, const Window& window, int channels, uint8_t* out) {
+  if (setjmp(d.errors.resume)) return false;
+  const size_t row_bytes = size_t(d.info.output_width) * size_t(channels);
   // Several rows a call: libjpeg emits up to rec_outbuf_height rows at once.
   constexpr int kRowsPerCall = 16;
   JSAMPROW rows[kRowsPerCall];
-  while (d.info.output_scanline < d.info.output_height) {
+  const JDIMENSION end = window.top + window.height;
+  while (d.info.output_scanline < end) {
     const JDIMENSION first = d.info.output_scanline;
-    const JDIMENSION left = d.info.output_height - first;
-    const JDIMENSION count = left < JDIMENSION(kRowsPerCall) ? left : JDIMENSION(kRowsPerCall);
-    for (JDIMENSION r = 0; r < count; ++r) rows[r] = out + size_t(first + r) * row_bytes;
+    const JDIMENSION count = std::min(end - first, JDIMENSION(kRowsPerCall));
+    for (JDIMENSION r = 0; r < count; ++r) rows[r] = out + size_t(first - window.top + r) * row_bytes;
     jpeg_read_scanlines(&d.info, rows, count);
   }
+#ifdef LIBJPEG_TURBO_VERSION  // elsewhere start_step's window holds every row
+  if (d.info.output_scanline < d.info.output_height) {
+    const JDIMENSION below = d.info.output_height - d.info.output_scanline;
+    if (below > 1) jpeg_skip_scanlines(&d.info, below - 1);
+    JSAMPROW last = out + size_t(window.height) * row_bytes;
+    jpeg_read_scanlines(&d.info, &last, 1);
+  }
+#endif
   jpeg_finish_decompress(&d.info);
   return true;
 }
@@ -118,11 +190,16 @@ ImageHeader read_jpeg_header(const uint8_t* bytes, size_t size, const std::strin
   return header_of(d, what);
 }
 
-Image decode_jpeg(const uint8_t* bytes, size_t size, int channels, const std::string& what) {
+Image decode_jpeg(const uint8_t* bytes, size_t size, int channels, const std::string& what,
+                  const CropBox* region) {
   RDDP_ASSERT(channels == 1 || channels == 3);  // decode_image refuses other counts
   Decompressor d(bytes, size);
   if (!read_header_step(d)) fail_damaged(d, what);
   const ImageHeader header = header_of(d, what);
+  const CropBox whole{0, 0, header.height, header.width};
+  const CropBox& box = region ? *region : whole;
+  RDDP_ASSERT(box.top >= 0 && box.left >= 0 && box.height > 0 && box.width > 0 &&
+              box.top + box.height <= header.height && box.left + box.width <= header.width);
 
   // What libjpeg writes: grey stays grey (Pillow's "L"), colour becomes RGB, and 4 components
   // become CMYK (libjpeg turns YCCK into CMYK), converted to RGB below as Pillow does.
@@ -135,13 +212,27 @@ Image decode_jpeg(const uint8_t* bytes, size_t size, int channels, const std::st
     colour_space = JCS_GRAYSCALE;
     decoded_channels = 1;
   }
-  const size_t pixels = size_t(header.width) * size_t(header.height);
-  const size_t row_bytes = size_t(header.width) * size_t(decoded_channels);
-  std::vector<uint8_t> decoded(pixels * size_t(decoded_channels));
-  if (!decode_step(d, colour_space, decoded.data(), row_bytes)) fail_damaged(d, what);
+  Window window;
+  if (!start_step(d, colour_space, region, window)) fail_damaged(d, what);
+  // libjpeg writes rows of output_width, which jpeg_crop_scanline set to the window's width.
+  std::vector<uint8_t> decoded(size_t(window.height + 1) * d.info.output_width *
+                               size_t(decoded_channels));
+  if (!read_step(d, window, decoded_channels, decoded.data())) fail_damaged(d, what);
   if (d.errors.ended_early)
     fail("cannot decode image ", what, ": the file ends before its image data does (it is "
          "truncated; Pillow refuses it too); copy it again, or remove it");
+  const size_t pixels = size_t(box.height) * size_t(box.width);
+  const bool exact = window.top == JDIMENSION(box.top) && window.left == JDIMENSION(box.left) &&
+                     d.info.output_width == JDIMENSION(box.width);
+  if (!exact) {  // the box out of the window's rows, in place: each row moves towards the front
+    const size_t in_row = size_t(d.info.output_width) * size_t(decoded_channels);
+    const size_t out_row = size_t(box.width) * size_t(decoded_channels);
+    const size_t first = (size_t(box.top) - window.top) * in_row +
+                         (size_t(box.left) - window.left) * size_t(decoded_channels);
+    for (size_t y = 0; y < size_t(box.height); ++y)
+      std::memmove(decoded.data() + y * out_row, decoded.data() + first + y * in_row, out_row);
+  }
+  decoded.resize(pixels * size_t(decoded_channels));  // without the spare row read_step read last
 
   if (decoded_channels == 4) {
     if (d.info.saw_Adobe_marker) invert(decoded);
@@ -150,8 +241,8 @@ Image decode_jpeg(const uint8_t* bytes, size_t size, int channels, const std::st
     decoded_channels = 3;
   }
   Image image;
-  image.height = header.height;
-  image.width = header.width;
+  image.height = box.height;
+  image.width = box.width;
   image.channels = channels;
   if (channels == decoded_channels) {
     image.pixels = std::move(decoded);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "resnet_ddp/data/malloc_tuning.h"
 #include "resnet_ddp/error.h"
@@ -139,12 +140,23 @@ void Loader::fill(Slot& slot, size_t step) {
   const size_t count = std::min(options_.batch_size, epoch_indices_.size() - begin);
   for (size_t i = 0; i < count; ++i) {
     const int64_t index = epoch_indices_[begin + i];
-    const Sample sample = dataset_->get(size_t(index));
+    Sample sample;
     Image out;
-    try {
-      out = apply_transform(transform, sample.image, options_.seed, epoch_, uint64_t(index));
-    } catch (const Error& e) {
-      fail(dataset_->source(size_t(index)), ": ", e.what());
+    if (transform.kind == Transform::Kind::random_resized_crop_flip) {
+      // The crop is chosen from the image's size alone, so a data set may decode only it.
+      std::optional<ResizedCropDraw> draw;
+      sample = dataset_->get_crop(size_t(index), [&](int height, int width) {
+        draw.emplace(transform, height, width, options_.seed, epoch_, uint64_t(index));
+        return draw->box();
+      });
+      out = draw->finish(sample.image);
+    } else {
+      sample = dataset_->get(size_t(index));
+      try {
+        out = apply_transform(transform, sample.image, options_.seed, epoch_, uint64_t(index));
+      } catch (const Error& e) {
+        fail(dataset_->source(size_t(index)), ": ", e.what());
+      }
     }
     RDDP_ASSERT(out.height == size && out.width == size && out.channels == channels);
     std::memcpy(slot.pixels + i * image_bytes, out.pixels.data(), image_bytes);

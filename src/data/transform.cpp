@@ -181,6 +181,21 @@ uint64_t augment_seed(uint64_t seed, uint64_t epoch, uint64_t sample_index) {
   return derive_seed(seed, std::string_view(tag, sizeof tag));
 }
 
+ResizedCropDraw::ResizedCropDraw(const Transform& transform, int height, int width,
+                                 uint64_t seed, uint64_t epoch, uint64_t sample_index)
+    : transform_(transform), rng_(augment_seed(seed, epoch, sample_index)) {
+  RDDP_ASSERT(transform.kind == Transform::Kind::random_resized_crop_flip);
+  box_ = random_resized_crop_box(height, width, transform.scale_min, transform.scale_max,
+                                 transform.ratio_min, transform.ratio_max, rng_);
+}
+
+Image ResizedCropDraw::finish(const Image& cropped) {
+  RDDP_ASSERT(cropped.height == box_.height && cropped.width == box_.width);
+  Image out = resize_bilinear(cropped, transform_.size, transform_.size);
+  if (rng_.uniform() < transform_.flip_probability) flip_horizontal(out);
+  return out;
+}
+
 Image apply_transform(const Transform& transform, const Image& image, uint64_t seed,
                       uint64_t epoch, uint64_t sample_index) {
   const int size = transform.size;
@@ -199,13 +214,8 @@ Image apply_transform(const Transform& transform, const Image& image, uint64_t s
       return out;
     }
     case Transform::Kind::random_resized_crop_flip: {
-      Rng rng(augment_seed(seed, epoch, sample_index));
-      const CropBox box = random_resized_crop_box(image.height, image.width, transform.scale_min,
-                                                  transform.scale_max, transform.ratio_min,
-                                                  transform.ratio_max, rng);
-      Image out = resize_bilinear(crop(image, box), size, size);
-      if (rng.uniform() < transform.flip_probability) flip_horizontal(out);
-      return out;
+      ResizedCropDraw draw(transform, image.height, image.width, seed, epoch, sample_index);
+      return draw.finish(crop(image, draw.box()));
     }
   }
   RDDP_ASSERT(false);

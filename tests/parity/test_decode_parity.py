@@ -383,6 +383,26 @@ def png_bytes(image):
     return buffer.getvalue()
 
 
+def pillow_size(path):
+    """(width, height) of an image Pillow decodes, else None."""
+    image, _ = pillow_decode(path, "RGB")
+    return None if image is None else (image.shape[1], image.shape[0])
+
+
+def crop_boxes(rng, size):
+    """(top, left, height, width): a box at each corner, one inside, and the whole image."""
+    width, height = size
+    boxes = [(0, 0, height, width)]
+    for corner in range(5):
+        h, w = int(rng.integers(1, height + 1)), int(rng.integers(1, width + 1))
+        top = 0 if corner in (0, 1) else height - h if corner in (2, 3) else int(
+            rng.integers(0, height - h + 1))
+        left = 0 if corner in (0, 2) else width - w if corner in (1, 3) else int(
+            rng.integers(0, width - w + 1))
+        boxes.append((top, left, h, w))
+    return boxes
+
+
 def pillow_decode(path, mode):
     """torchvision's loader (datasets.folder.pil_loader), with the mode ours is asked for."""
     try:
@@ -410,11 +430,21 @@ def main():
             for channels in (3, 1):
                 out = os.path.join(tmp, f"out{n}-{channels}")
                 lines.append(f"decode {path} {out} {channels}")
-                checks.append((f"{name}, {channels} channel(s)", path, out, channels))
+                checks.append((f"{name}, {channels} channel(s)", path, out, channels, None))
+            # Regions, which JPEGs decode alone (decode_image_crop): one at each corner and
+            # one inside, against Pillow's whole image cropped.
+            size = pillow_size(path)
+            for k, box in enumerate(crop_boxes(rng, size) if size else []):
+                out = os.path.join(tmp, f"out{n}-crop{k}")
+                lines.append(f"decode_crop {path} {out} 3 {' '.join(map(str, box))}")
+                checks.append((f"{name}, region {box}", path, out, 3, box))
         run_export(lines, tmp)
         failures = refused = 0
-        for description, path, out, channels in checks:
+        for description, path, out, channels, box in checks:
             expected, pillow_error = pillow_decode(path, "RGB" if channels == 3 else "L")
+            if box is not None and expected is not None:
+                top, left, height, width = box
+                expected = expected[top:top + height, left:left + width]
             our_error = None
             if os.path.exists(out + ".error"):
                 with open(out + ".error") as f:

@@ -12,8 +12,12 @@
 #include <vector>
 
 #include "resnet_ddp/data/dataset_kind.h"
+#include "resnet_ddp/data/file_io.h"
+#include "resnet_ddp/data/host_allocator.h"
 #include "resnet_ddp/data/image_decode.h"
+#include "resnet_ddp/data/loader.h"
 #include "resnet_ddp/data/readers.h"
+#include "resnet_ddp/data/transform.h"
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/rng.h"
 
@@ -59,10 +63,11 @@ void write_png(const std::string& path, const Image& image) {
                          image.pixels.data(), image.width * image.channels) != 0);
 }
 
-void write_jpeg(const std::string& path, const Image& image) {
+// stb_image_write stores colour as 4:2:0 up to quality 90 and as 4:4:4 above.
+void write_jpeg(const std::string& path, const Image& image, int quality = 95) {
   fs::create_directories(fs::path(path).parent_path());
   REQUIRE(stbi_write_jpg(path.c_str(), image.width, image.height, image.channels,
-                         image.pixels.data(), 95) != 0);
+                         image.pixels.data(), quality) != 0);
 }
 
 }  // namespace
@@ -192,6 +197,12 @@ TEST_CASE("a cut-off JPEG is refused with its path; stray bytes before its end d
   CHECK_THROWS_WITH_AS(decode_image_file(root + "/cut.jpg", 3),
                        doctest::Contains((root + "/cut.jpg: the file ends before").c_str()),
                        Error);
+  // Also when only a region above the cut is asked for: the rows below are still read.
+  const std::string cut = whole.substr(0, whole.size() * 2 / 3);
+  const CropBox top_rows{0, 8, 4, 16};
+  CHECK_THROWS_WITH_AS(decode_image_crop(reinterpret_cast<const uint8_t*>(cut.data()), cut.size(),
+                                         3, top_rows, "cut.jpg"),
+                       doctest::Contains("cut.jpg: the file ends before"), Error);
   // A header cut short: libjpeg's own error, with the path.
   write_text(root + "/header.jpg", whole.substr(0, 40));
   CHECK_THROWS_WITH_AS(decode_image_file(root + "/header.jpg", 1),
@@ -210,6 +221,73 @@ TEST_CASE("a cut-off JPEG is refused with its path; stray bytes before its end d
   CHECK(header.height == 48);
   CHECK(header.channels == 3);
   CHECK(jpeg_library_version().find("libjpeg") == 0);
+}
+
+TEST_CASE("a JPEG's region decodes to the bytes of the whole image's, cropped") {
+  Rng rng(9);
+  const std::string root = fresh_dir("regions");
+  int files = 0;
+  for (const auto& [height, width] : {std::pair{257, 333}, std::pair{48, 64}, std::pair{9, 17}})
+    for (int stored_channels : {3, 1})
+      for (int quality : {80, 95}) {
+        const std::string path = root + "/" + std::to_string(files++) + ".jpg";
+        write_jpeg(path, random_image(height, width, stored_channels, rng), quality);
+        const std::vector<uint8_t> bytes = read_file(path);
+        for (int channels : {3, 1}) {
+          const Image whole = decode_image(bytes.data(), bytes.size(), channels, path);
+          for (int trial = 0; trial < 40; ++trial) {
+            // Boxes touching each edge as well as inner ones.
+            CropBox box;
+            box.height = 1 + int(rng.below(uint64_t(height)));
+            box.width = 1 + int(rng.below(uint64_t(width)));
+            box.top = trial % 4 == 0 ? 0 : int(rng.below(uint64_t(height - box.height + 1)));
+            box.left = trial % 4 == 1 ? width - box.width
+                                      : int(rng.below(uint64_t(width - box.width + 1)));
+            const Image region = decode_image_crop(bytes.data(), bytes.size(), channels, box, path);
+            REQUIRE_MESSAGE(region.pixels == crop(whole, box).pixels, path, " box ", box.top, ",",
+                            box.left, " ", box.height, "x", box.width, " channels ", channels);
+          }
+        }
+      }
+}
+
+TEST_CASE("RandomResizedCrop through the loader decodes regions and changes nothing") {
+  Rng rng(4);
+  const std::string root = fresh_dir("loader_regions");
+  std::vector<LabelledFile> files;
+  for (int i = 0; i < 12; ++i) {
+    const std::string path = root + "/" + std::to_string(i) + (i % 3 == 2 ? ".png" : ".jpg");
+    const Image image = random_image(40 + 7 * i, 90 - 5 * i, 3, rng);
+    if (i % 3 == 2)
+      write_png(path, image);
+    else
+      write_jpeg(path, image, i % 2 ? 80 : 95);
+    files.push_back({path, i % 2});
+  }
+  const DatasetPtr dataset = make_file_dataset("test folder", files, 2, 3);
+  LoaderOptions options;
+  options.batch_size = 5;
+  options.workers = 2;
+  options.transform.kind = Transform::Kind::random_resized_crop_flip;
+  options.transform.size = 24;
+  options.seed = 11;
+  options.make_float = false;
+  Loader loader(dataset, DistributedSampler(files.size(), 1, 0, true, 2), options,
+                make_plain_allocator());
+  loader.start_epoch(3);
+  size_t seen = 0;
+  while (Loader::Lease lease = loader.next()) {
+    const Batch& batch = *lease;
+    for (size_t i = 0; i < batch.count; ++i, ++seen) {
+      const int64_t index = batch.indices[i];
+      const Image expected = apply_transform(options.transform,
+                                             decode_image_file(files[size_t(index)].path, 3),
+                                             options.seed, 3, uint64_t(index));
+      CHECK(std::equal(expected.pixels.begin(), expected.pixels.end(),
+                       batch.pixels + i * expected.pixels.size()));
+    }
+  }
+  CHECK(seen == files.size());
 }
 
 TEST_CASE("bad image folders are refused with the path that is wrong") {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "resnet_ddp/data/file_io.h"
 #include "resnet_ddp/data/image_decode.h"
 #include "resnet_ddp/data/normalize.h"
 #include "resnet_ddp/data/resize.h"
@@ -260,6 +261,7 @@ TEST_CASE("ToTensor + Normalize: NCHW floats (x / 255 - mean) / std") {
 // (outputs are raw HWC bytes, or float32 NCHW for normalize; decode writes the error message
 // instead when the file is refused):
 //   decode IN OUT CHANNELS
+//   decode_crop IN OUT CHANNELS TOP LEFT HEIGHT WIDTH   (decode_image_crop: only the region)
 //   eval IN OUT CHANNELS SIZE RESIZE
 //   resized_crop IN OUT CHANNELS TOP LEFT HEIGHT WIDTH SIZE
 //   crop_flip IN OUT CHANNELS TOP LEFT SIZE FLIP
@@ -279,9 +281,17 @@ TEST_CASE("parity export: image transforms" * doctest::skip()) {
     auto write_image = [&](const Image& result) {
       out.write(reinterpret_cast<const char*>(result.pixels.data()), std::streamsize(result.pixels.size()));
     };
-    if (what == "decode") {
+    if (what == "decode" || what == "decode_crop") {
+      CropBox box;
+      if (what == "decode_crop") fields >> box.top >> box.left >> box.height >> box.width;
+      REQUIRE_MESSAGE(!fields.fail(), "cannot parse: ", line);
       try {
-        write_image(decode_image_file(in, channels));
+        if (what == "decode") {
+          write_image(decode_image_file(in, channels));
+        } else {
+          const std::vector<uint8_t> bytes = read_file(in);
+          write_image(decode_image_crop(bytes.data(), bytes.size(), channels, box, in));
+        }
       } catch (const Error& error) {
         std::ofstream(out_path + ".error") << error.what();
       }

@@ -5,6 +5,7 @@
 // image to the size of a batch.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,14 @@ struct Sample {
   int32_t label = 0;
 };
 
+// A region of an image. It may reach outside the image, where it reads zeros.
+struct CropBox {
+  int top = 0, left = 0, height = 0, width = 0;
+};
+
+// Chooses a region of an image of the given size (inside it).
+using ChooseCrop = std::function<CropBox(int height, int width)>;
+
 class Dataset {
  public:
   virtual ~Dataset() = default;
@@ -43,6 +52,10 @@ class Dataset {
 
   // Safe to call from several threads at once. Bad data throws Error naming its source.
   virtual Sample get(size_t index) const = 0;
+  // The sample with its image cropped to the region `choose` picks from the image's size: what
+  // get(index) then cropping gives, which is what this does unless a data set can decode less
+  // (an image folder decodes only the region of a JPEG).
+  virtual Sample get_crop(size_t index, const ChooseCrop& choose) const;
   // Where a sample comes from, for messages: a file path, or a file and record number.
   virtual std::string source(size_t index) const = 0;
   // What the data set is, for the settings table: "CIFAR-10 train (/data/cifar, 50000)".

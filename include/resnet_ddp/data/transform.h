@@ -46,11 +46,6 @@ std::string to_string(const Transform& transform);
 // 256 for 224, the same 256/224 ratio for other sizes (rounded down).
 int eval_resize_for(int size);
 
-// A region of an image. It may reach outside the image, where it reads zeros.
-struct CropBox {
-  int top = 0, left = 0, height = 0, width = 0;
-};
-
 // RandomCrop(size, padding).get_params on the padded image, returned in the coordinates of
 // the unpadded image (so top and left may be negative).
 CropBox random_crop_box(int height, int width, int size, int padding, Rng& rng);
@@ -71,6 +66,22 @@ void shorter_side_dims(int height, int width, int size, int& out_height, int& ou
 
 // The seed of one sample's random draws.
 uint64_t augment_seed(uint64_t seed, uint64_t epoch, uint64_t sample_index);
+
+// RandomResizedCrop + RandomHorizontalFlip in two halves, so that a decoder can decode only the
+// crop: the box needs only the image's size, and finish() takes the box's pixels and gives what
+// apply_transform gives for the whole image (the same random draws, in the same order).
+class ResizedCropDraw {
+ public:
+  ResizedCropDraw(const Transform& transform, int height, int width, uint64_t seed,
+                  uint64_t epoch, uint64_t sample_index);
+  const CropBox& box() const { return box_; }
+  Image finish(const Image& cropped);
+
+ private:
+  const Transform& transform_;
+  Rng rng_;
+  CropBox box_;
+};
 
 // Applies the transform; the result is transform.size squared, with the image's channels.
 // Throws Error when the image is too small for a random crop.
