@@ -16,11 +16,13 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -30,6 +32,7 @@
 #include "resnet_ddp/data/image_decode.h"
 #include "resnet_ddp/data/pack.h"
 #include "resnet_ddp/data/readers.h"
+#include "resnet_ddp/data/transform.h"
 #include "resnet_ddp/engine.h"
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/model_state.h"
@@ -220,7 +223,8 @@ class IdxTarget {
 };
 
 // One image file (JPEG through libjpeg-turbo; PNG, BMP, PGM, PPM through our readers of
-// Pillow's rules), decoded as RGB and as greyscale, as image folders are read.
+// Pillow's rules), decoded as RGB and as greyscale, as image folders are read, and a region of
+// it as RandomResizedCrop decodes it: accepted exactly when the whole image is, with its bytes.
 class ImageTarget {
  public:
   static constexpr const char* kName = "image";
@@ -237,7 +241,23 @@ class ImageTarget {
                   int64_t(header.width) * header.height <= data::kMaxImagePixels,
               "an image header of no pixels or too many");
       if (int64_t(header.width) * header.height > kMaxDecodedPixels) return;
-      const data::Image image = data::decode_image(data, size, channels, "the input");
+      const data::CropBox box{header.height / 4, header.width / 3, std::max(1, header.height / 2),
+                              std::max(1, header.width / 2)};
+      std::optional<data::Image> region;
+      try {
+        region = data::decode_image_crop(data, size, channels, box, "the input");
+      } catch (const Error&) {
+      }
+      data::Image image;
+      try {
+        image = data::decode_image(data, size, channels, "the input");
+      } catch (const Error&) {
+        if (region) throw BrokenPromise("a region decodes where the whole image is refused");
+        throw;
+      }
+      promise(region.has_value(), "a region is refused where the whole image decodes");
+      promise(region->pixels == data::crop(image, box).pixels,
+              "a region decodes to other bytes than the whole image cropped");
       promise(image.height == header.height && image.width == header.width,
               "an image decodes to another size than its header says");
       promise(image.channels == channels, "a decoded image has another channel count");
