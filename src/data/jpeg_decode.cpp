@@ -79,12 +79,10 @@ struct Window {
 bool crops_exactly(const jpeg_decompress_struct& info) {
 #ifdef LIBJPEG_TURBO_VERSION
   const jpeg_component_info* c = info.comp_info;
-  const bool luma_ok = (c[0].h_samp_factor == 1 || c[0].h_samp_factor == 2) &&
-                       (c[0].v_samp_factor == 1 || c[0].v_samp_factor == c[0].h_samp_factor ||
-                        (c[0].h_samp_factor == 2 && c[0].v_samp_factor == 1));
   for (int i = 1; i < info.num_components; ++i)
     if (c[i].h_samp_factor != 1 || c[i].v_samp_factor != 1) return false;
-  return luma_ok;
+  const int h = c[0].h_samp_factor, v = c[0].v_samp_factor;
+  return (h == 1 && v == 1) || (h == 2 && v == 1) || (h == 2 && v == 2);
 #else
   (void)info;
   return false;
