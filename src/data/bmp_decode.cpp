@@ -29,9 +29,10 @@ struct BmpLayout {
   size_t data_offset = 0;
 };
 
+// Many BMP refusals are of kinds Pillow does not read, not of damage: the fix says both.
 [[noreturn]] void damaged(const std::string& what, const std::string& why) {
-  fail("cannot decode image ", what, ": ", why, "; the file is damaged or of a kind Pillow does "
-       "not read either: convert it to PNG, or remove it");
+  refuse_image(what, why, "the file is damaged or of a kind Pillow does not read either: "
+                          "convert it to PNG, or remove it");
 }
 
 uint32_t u16(const uint8_t* p) { return uint32_t(p[0]) | uint32_t(p[1]) << 8; }
@@ -109,10 +110,7 @@ BmpLayout parse_layout(const uint8_t* bytes, size_t size, const std::string& wha
       }
     }
   }
-  if (layout.width == 0 || layout.height == 0)
-    damaged(what, "its header says " + std::to_string(layout.width) + "x" +
-                      std::to_string(layout.height) + " pixels, which is no image");
-  refuse_oversized_image(layout.width, layout.height, what);
+  check_image_size(layout.width, layout.height, what);
   const int bits = layout.bits;
   if (bits != 1 && bits != 4 && bits != 8 && bits != 16 && bits != 24 && bits != 32)
     damaged(what, "its BMP pixels have " + std::to_string(bits) +

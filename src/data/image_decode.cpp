@@ -41,12 +41,19 @@ bool has_undecodable_image_extension(const std::string& path) {
   return extension == ".tif" || extension == ".tiff" || extension == ".webp";
 }
 
-void refuse_oversized_image(int64_t width, int64_t height, const std::string& what) {
+void check_image_size(int64_t width, int64_t height, const std::string& what) {
+  if (width <= 0 || height <= 0)
+    refuse_image(what, "its header says " + std::to_string(width) + "x" + std::to_string(height) +
+                           " pixels, which is no image");
   // Each side alone first: a PGM header's ten-digit sides would overflow the product.
   if (width > kMaxImagePixels || height > kMaxImagePixels || width * height > kMaxImagePixels)
     fail("image ", what, " is ", width, "x", height, " pixels, more than the ", kMaxImagePixels,
          " that Pillow, and so torchvision, read (a decompression bomb, or a damaged header); "
          "shrink the image, or remove it");
+}
+
+void refuse_image(const std::string& what, const std::string& why, const std::string& fix) {
+  fail("cannot decode image ", what, ": ", why, "; ", fix);
 }
 
 namespace {

@@ -163,7 +163,7 @@ ImageHeader header_of(const Decompressor& d, const std::string& what) {
   header.width = int(d.info.image_width);
   header.height = int(d.info.image_height);
   header.channels = d.info.num_components;
-  refuse_oversized_image(d.info.image_width, d.info.image_height, what);
+  check_image_size(d.info.image_width, d.info.image_height, what);
   if (header.channels != 1 && header.channels != 3 && header.channels != 4)
     fail("cannot decode image ", what, ": a JPEG of ", header.channels,
          " components, which Pillow does not read either; convert it to RGB, or remove it");

@@ -21,10 +21,6 @@ constexpr uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
 // What Pillow's reader hands its decoder at most at a time (ImageFile's MAXBLOCK).
 constexpr size_t kPillowBlock = 65536;
 
-[[noreturn]] void damaged(const std::string& what, const std::string& why) {
-  fail("cannot decode image ", what, ": ", why, "; the file is damaged: replace or remove it");
-}
-
 uint32_t be32(const uint8_t* p) {
   return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
 }
@@ -71,24 +67,24 @@ PngLayout parse_layout(const uint8_t* bytes, size_t size, const std::string& wha
   bool have_header = false;
   size_t at = sizeof kSignature;
   for (;;) {
-    if (size - at < 8) damaged(what, "its PNG data ends before its image data");
+    if (size - at < 8) refuse_image(what, "its PNG data ends before its image data");
     const uint32_t length = be32(bytes + at);
     const uint8_t* type = bytes + at + 4;
-    if (!is_chunk_type(type)) damaged(what, "its PNG data holds a damaged chunk header");
+    if (!is_chunk_type(type)) refuse_image(what, "its PNG data holds a damaged chunk header");
     if (chunk_is(type, "IDAT")) {
       layout.first_image_chunk = at;
       break;
     }
-    if (chunk_is(type, "IEND")) damaged(what, "its PNG data ends before any image data (IDAT)");
+    if (chunk_is(type, "IEND")) refuse_image(what, "its PNG data ends before any image data (IDAT)");
     const size_t data = at + 8;
-    if (length > size - data) damaged(what, "its PNG " + chunk_name(type) + " chunk is cut short");
+    if (length > size - data) refuse_image(what, "its PNG " + chunk_name(type) + " chunk is cut short");
     if (size - data - length < 4)
-      damaged(what, "its PNG " + chunk_name(type) + " chunk has no CRC (the file is cut short)");
+      refuse_image(what, "its PNG " + chunk_name(type) + " chunk has no CRC (the file is cut short)");
     if (crc32_update(0, type, 4 + size_t(length)) != be32(bytes + data + length))
-      damaged(what, "its PNG " + chunk_name(type) + " chunk fails its CRC check");
+      refuse_image(what, "its PNG " + chunk_name(type) + " chunk fails its CRC check");
     const uint8_t* body = bytes + data;
     if (chunk_is(type, "IHDR")) {
-      if (length < 13) damaged(what, "its PNG IHDR chunk is cut short");
+      if (length < 13) refuse_image(what, "its PNG IHDR chunk is cut short");
       layout.width = be32(body);
       layout.height = be32(body + 4);
       const int samples = samples_per_pixel(body[8], body[9]);
@@ -98,23 +94,20 @@ PngLayout parse_layout(const uint8_t* bytes, size_t size, const std::string& wha
         layout.colour_type = body[9];
         layout.samples = samples;
       }
-      if (body[11] != 0) damaged(what, "its PNG IHDR names an unknown filter method");
+      if (body[11] != 0) refuse_image(what, "its PNG IHDR names an unknown filter method");
       layout.interlaced = body[12] != 0;
       have_header = true;
     } else if (chunk_is(type, "PLTE") && layout.colour_type == 3 && layout.samples != 0) {
       // Pillow's putpalette refuses more than 256 colours and drops a partial one.
-      if (length > 256 * 3) damaged(what, "its PNG palette holds more than 256 colours");
+      if (length > 256 * 3) refuse_image(what, "its PNG palette holds more than 256 colours");
       std::copy_n(body, length / 3 * 3, layout.palette.data());
     }
     at = data + length + 4;
   }
-  if (!have_header) damaged(what, "its PNG data has no IHDR chunk before its image data");
+  if (!have_header) refuse_image(what, "its PNG data has no IHDR chunk before its image data");
   if (layout.samples == 0)
-    damaged(what, "its PNG bit depth and colour type are a pair Pillow does not read");
-  if (layout.width == 0 || layout.height == 0)
-    damaged(what, "its header says " + std::to_string(layout.width) + "x" +
-                      std::to_string(layout.height) + " pixels, which is no image");
-  refuse_oversized_image(layout.width, layout.height, what);
+    refuse_image(what, "its PNG bit depth and colour type are a pair Pillow does not read");
+  check_image_size(layout.width, layout.height, what);
   return layout;
 }
 
@@ -261,7 +254,7 @@ class RowInflater {
       stream_.avail_out = uInt(row_.size() - filled_);
       const int status = inflate(&stream_, Z_NO_FLUSH);
       if (status < 0)
-        damaged(what_, std::string("its PNG image data is damaged (zlib: ") +
+        refuse_image(what_, std::string("its PNG image data is damaged (zlib: ") +
                            (stream_.msg ? stream_.msg : "error " + std::to_string(status)) + ")");
       filled_ = row_.size() - stream_.avail_out;
       if (filled_ < row_.size()) break;  // needs more input
@@ -302,7 +295,7 @@ class RowInflater {
 
   void finish_row() {
     if (!unfilter(row_.data(), previous_.data(), row_bytes_, step_))
-      damaged(what_, "its PNG image data names filter type " + std::to_string(row_[0]) +
+      refuse_image(what_, "its PNG image data names filter type " + std::to_string(row_[0]) +
                          ", which does not exist");
     const Pass& p = pass();
     uint8_t* out = image_.at(int(p.y0 + y_ * p.dy), p.x0);
@@ -358,7 +351,7 @@ Image decode_png(const uint8_t* bytes, size_t size, int channels, const std::str
     size_t length = 0;
     while (!rows.done() && pieces.next(piece, length)) rows.feed(piece, length);
     if (!rows.done())
-      damaged(what, "its PNG image data ends before the image does (a truncated file)");
+      refuse_image(what, "its PNG image data ends before the image does (a truncated file)");
   }
   if (channels == 1) {
     const size_t count = size_t(image.height) * image.width;

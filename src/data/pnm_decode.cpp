@@ -28,10 +28,6 @@ bool pnm_space(uint8_t c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
 }
 
-[[noreturn]] void damaged(const std::string& what, const std::string& why) {
-  fail("cannot decode image ", what, ": ", why, "; the file is damaged: replace or remove it");
-}
-
 // Pillow's longest header token; a longer one is refused.
 constexpr size_t kMaxToken = 10;
 
@@ -55,9 +51,9 @@ std::string read_token(const uint8_t* bytes, size_t size, size_t& at, const std:
     }
     token.push_back(static_cast<char>(c));
   }
-  if (token.empty()) damaged(what, "its PGM/PPM header ends before its size and maximum value");
+  if (token.empty()) refuse_image(what, "its PGM/PPM header ends before its size and maximum value");
   if (token.size() > kMaxToken)
-    damaged(what, "its PGM/PPM header holds a number longer than 10 digits");
+    refuse_image(what, "its PGM/PPM header holds a number longer than 10 digits");
   return token;
 }
 
@@ -66,7 +62,7 @@ int64_t decimal(const std::string& token, const std::string& what, const char* f
   int64_t value = 0;
   for (char c : token) {
     if (c < '0' || c > '9')
-      damaged(what, std::string("its PGM/PPM header has '") + token + "' where its " + field +
+      refuse_image(what, std::string("its PGM/PPM header has '") + token + "' where its " + field +
                         " belongs");
     value = value * 10 + (c - '0');
   }
@@ -87,13 +83,10 @@ PnmHeader parse_header(const uint8_t* bytes, size_t size, const std::string& wha
   if (header.kind != PnmKind::bitmap) {
     header.max_value = decimal(read_token(bytes, size, at, what), what, "maximum value");
     if (header.max_value < 1 || header.max_value > 65535)
-      damaged(what, "its PGM/PPM maximum value is " + std::to_string(header.max_value) +
+      refuse_image(what, "its PGM/PPM maximum value is " + std::to_string(header.max_value) +
                         ", where Pillow reads 1 to 65535");
   }
-  if (header.width == 0 || header.height == 0)
-    damaged(what, "its header says " + std::to_string(header.width) + "x" +
-                      std::to_string(header.height) + " pixels, which is no image");
-  refuse_oversized_image(header.width, header.height, what);
+  check_image_size(header.width, header.height, what);
   header.data_offset = at;
   return header;
 }
@@ -124,7 +117,7 @@ void decode_binary(const PnmHeader& header, const uint8_t* data, size_t availabl
     // Rows of whole bytes, the first pixel in the highest bit; 1 is black.
     const size_t row_bytes = (width + 7) / 8;
     if (available / row_bytes < height)
-      damaged(what, "its PBM pixel data is shorter than its header says (a truncated file)");
+      refuse_image(what, "its PBM pixel data is shorter than its header says (a truncated file)");
     for (size_t y = 0; y < height; ++y)
       for (size_t x = 0; x < width; ++x)
         *out++ = ((data[y * row_bytes + x / 8] >> (7 - x % 8)) & 1u) ? 0 : 255;
@@ -133,7 +126,7 @@ void decode_binary(const PnmHeader& header, const uint8_t* data, size_t availabl
   const size_t samples = width * height * size_t(header.bands());
   const size_t sample_bytes = header.max_value < 256 ? 1 : 2;
   if (available / sample_bytes < samples)
-    damaged(what, "its PGM/PPM pixel data is shorter than its header says (a truncated file)");
+    refuse_image(what, "its PGM/PPM pixel data is shorter than its header says (a truncated file)");
   if (header.max_value == 255) {
     std::copy(data, data + samples, out);
     return;
@@ -169,7 +162,7 @@ void decode_plain(const PnmHeader& header, const uint8_t* data, size_t available
     for (char c : text) {
       if (pnm_space(static_cast<uint8_t>(c))) continue;
       if (c != '0' && c != '1')
-        damaged(what, std::string("its plain PBM data holds '") + c + "', where only 0 and 1 "
+        refuse_image(what, std::string("its plain PBM data holds '") + c + "', where only 0 and 1 "
                                                                       "belong");
       if (written < samples) out[written++] = c == '1' ? 0 : 255;
     }
@@ -185,17 +178,17 @@ void decode_plain(const PnmHeader& header, const uint8_t* data, size_t available
       const std::string token = text.substr(at, end - at);
       at = end;
       if (token.size() > kMaxToken)
-        damaged(what, "its plain PGM/PPM data holds a sample longer than 10 digits");
+        refuse_image(what, "its plain PGM/PPM data holds a sample longer than 10 digits");
       const int64_t sample = decimal(token, what, "sample");
       if (sample > header.max_value)
-        damaged(what, "its plain PGM/PPM data holds the sample " + token +
+        refuse_image(what, "its plain PGM/PPM data holds the sample " + token +
                           ", above the header's maximum value " +
                           std::to_string(header.max_value));
       out[written++] = scale(uint32_t(sample));
     }
   }
   if (written < samples)
-    damaged(what, "its plain PGM/PPM data has fewer samples than its header says (a "
+    refuse_image(what, "its plain PGM/PPM data has fewer samples than its header says (a "
                   "truncated file)");
 }
 

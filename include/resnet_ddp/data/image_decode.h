@@ -14,8 +14,13 @@ namespace rddp::data {
 // pixels as a decompression bomb, and so do these functions.
 inline constexpr int64_t kMaxImagePixels = 178956970;
 
-// Throws Error naming `what` when a width x height image has more than kMaxImagePixels pixels.
-void refuse_oversized_image(int64_t width, int64_t height, const std::string& what);
+// Throws Error naming `what` when a header's width x height is no image (a side of 0) or more
+// than kMaxImagePixels pixels. Every decoder checks its header's size with it.
+void check_image_size(int64_t width, int64_t height, const std::string& what);
+
+// Throws Error "cannot decode image WHAT: WHY; FIX", by default a damaged file's fix.
+[[noreturn]] void refuse_image(const std::string& what, const std::string& why,
+                               const std::string& fix = "the file is damaged: replace or remove it");
 
 struct ImageHeader {
   int width = 0;
