@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -95,11 +96,15 @@ int main(int argc, char** argv) {
     });
     // As the loader does it: the crop is drawn from the header's size, and only it is decoded.
     const Result region = measure(files, seconds, [&](const std::vector<uint8_t>& file, uint64_t round) {
-      const ImageHeader header = read_image_header(file.data(), file.size(), "benchmark image");
-      ResizedCropDraw draw(train, header.height, header.width, 0, round, uint64_t(file.size()));
-      const Image out = draw.finish(
-          decode_image_crop(file.data(), file.size(), 3, draw.box(), "benchmark image"));
-      return double(header.height) * header.width + (out.pixels.empty() ? 1 : 0);
+      std::optional<ResizedCropDraw> draw;
+      double pixels = 0;
+      const Image crop = decode_image_crop(file.data(), file.size(), 3, [&](int height, int width) {
+        pixels = double(height) * width;
+        draw.emplace(train, height, width, 0, round, uint64_t(file.size()));
+        return draw->box();
+      }, "benchmark image");
+      const Image out = draw->finish(crop);
+      return pixels + (out.pixels.empty() ? 1 : 0);
     });
     std::printf("%s, %zu files, %.0f KiB average, one thread:\n", jpeg_library_version().c_str(),
                 files.size(), bytes / double(files.size()) / 1024);

@@ -35,15 +35,17 @@ class FileDataset final : public Dataset {
     return sample;
   }
 
-  // The size from the header first, so that a JPEG decodes only the region chosen from it.
+  // A JPEG decodes only the region chosen from its header's size.
   Sample get_crop(size_t index, const ChooseCrop& choose) const override {
     RDDP_ASSERT(index < files_.size());
     const LabelledFile& file = files_[index];
     const std::vector<uint8_t> bytes = read_file(file.path);
-    const ImageHeader header = read_image_header(bytes.data(), bytes.size(), file.path);
-    check_size(file, header.height, header.width);
-    const CropBox box = choose(header.height, header.width);
-    return {decode_image_crop(bytes.data(), bytes.size(), channels_, box, file.path), file.label};
+    const ChooseCrop checked = [&](int height, int width) {
+      check_size(file, height, width);
+      return choose(height, width);
+    };
+    return {decode_image_crop(bytes.data(), bytes.size(), channels_, checked, file.path),
+            file.label};
   }
 
   std::string source(size_t index) const override { return files_.at(index).path; }

@@ -84,12 +84,13 @@ Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::s
   refuse_unknown_format(what);
 }
 
-Image decode_image_crop(const uint8_t* bytes, size_t size, int channels, const CropBox& box,
-                        const std::string& what) {
+Image decode_image_crop(const uint8_t* bytes, size_t size, int channels,
+                        const ChooseCrop& choose, const std::string& what) {
   if (channels != 1 && channels != 3)
     fail("cannot decode ", what, " to ", channels, " channels: only 1 (greyscale) or 3 (RGB)");
-  if (looks_like_jpeg(bytes, size)) return decode_jpeg(bytes, size, channels, what, &box);
-  return crop(decode_image(bytes, size, channels, what), box);
+  if (looks_like_jpeg(bytes, size)) return decode_jpeg(bytes, size, channels, what, &choose);
+  const Image whole = decode_image(bytes, size, channels, what);
+  return crop(whole, choose(whole.height, whole.width));
 }
 
 Image decode_image_file(const std::string& path, int channels) {

@@ -189,13 +189,14 @@ ImageHeader read_jpeg_header(const uint8_t* bytes, size_t size, const std::strin
 }
 
 Image decode_jpeg(const uint8_t* bytes, size_t size, int channels, const std::string& what,
-                  const CropBox* region) {
+                  const ChooseCrop* choose) {
   RDDP_ASSERT(channels == 1 || channels == 3);  // decode_image refuses other counts
   Decompressor d(bytes, size);
   if (!read_header_step(d)) fail_damaged(d, what);
   const ImageHeader header = header_of(d, what);
-  const CropBox whole{0, 0, header.height, header.width};
-  const CropBox& box = region ? *region : whole;
+  const CropBox box =
+      choose ? (*choose)(header.height, header.width) : CropBox{0, 0, header.height, header.width};
+  const CropBox* region = choose ? &box : nullptr;
   RDDP_ASSERT(box.top >= 0 && box.left >= 0 && box.height > 0 && box.width > 0 &&
               box.top + box.height <= header.height && box.left + box.width <= header.width);
 

@@ -23,10 +23,11 @@ ImageHeader read_jpeg_header(const uint8_t* bytes, size_t size, const std::strin
 // 1; no other count: decode_image checks) does, CMYK and YCCK images included. A file that ends before its image data does is
 // refused, as Pillow refuses it; damage libjpeg only warns about otherwise decodes as Pillow
 // decodes it.
-// With `region` (inside the image), only that region: the bytes of decoding the whole image and
-// cropping, from libjpeg-turbo's cropped decoding where that is exact (greyscale, 4:4:4, 4:2:2,
-// 4:2:0), which skips the inverse DCT and colour conversion of what lies outside.
+// With `choose`, only the region it picks (inside the image) from the header's size: the bytes
+// of decoding the whole image and cropping, from libjpeg-turbo's cropped decoding where that is
+// exact (greyscale, 4:4:4, 4:2:2, 4:2:0), which skips the inverse DCT and colour conversion of
+// what lies outside.
 Image decode_jpeg(const uint8_t* bytes, size_t size, int channels, const std::string& what,
-                  const CropBox* region = nullptr);
+                  const ChooseCrop* choose = nullptr);
 
 }  // namespace rddp::data

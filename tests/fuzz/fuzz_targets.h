@@ -245,7 +245,8 @@ class ImageTarget {
                               std::max(1, header.width / 2)};
       std::optional<data::Image> region;
       try {
-        region = data::decode_image_crop(data, size, channels, box, "the input");
+        region = data::decode_image_crop(data, size, channels,
+                                         [&](int, int) { return box; }, "the input");
       } catch (const Error&) {
       }
       data::Image image;

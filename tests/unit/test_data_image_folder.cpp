@@ -201,7 +201,7 @@ TEST_CASE("a cut-off JPEG is refused with its path; stray bytes before its end d
   const std::string cut = whole.substr(0, whole.size() * 2 / 3);
   const CropBox top_rows{0, 8, 4, 16};
   CHECK_THROWS_WITH_AS(decode_image_crop(reinterpret_cast<const uint8_t*>(cut.data()), cut.size(),
-                                         3, top_rows, "cut.jpg"),
+                                         3, [&](int, int) { return top_rows; }, "cut.jpg"),
                        doctest::Contains("cut.jpg: the file ends before"), Error);
   // A header cut short: libjpeg's own error, with the path.
   write_text(root + "/header.jpg", whole.substr(0, 40));
@@ -243,7 +243,14 @@ TEST_CASE("a JPEG's region decodes to the bytes of the whole image's, cropped") 
             box.top = trial % 4 == 0 ? 0 : int(rng.below(uint64_t(height - box.height + 1)));
             box.left = trial % 4 == 1 ? width - box.width
                                       : int(rng.below(uint64_t(width - box.width + 1)));
-            const Image region = decode_image_crop(bytes.data(), bytes.size(), channels, box, path);
+            const Image region = decode_image_crop(
+                bytes.data(), bytes.size(), channels,
+                [&](int h, int w) {
+                  CHECK(h == height);
+                  CHECK(w == width);
+                  return box;
+                },
+                path);
             REQUIRE_MESSAGE(region.pixels == crop(whole, box).pixels, path, " box ", box.top, ",",
                             box.left, " ", box.height, "x", box.width, " channels ", channels);
           }

@@ -39,11 +39,12 @@ ImageHeader read_image_header(const uint8_t* bytes, size_t size, const std::stri
 Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::string& what);
 Image decode_image_file(const std::string& path, int channels);
 
-// The region `box` (inside the image) of what decode_image gives, byte for byte. A JPEG decodes
-// only what the region needs (jpeg_decode.h): for RandomResizedCrop's regions of ImageNet-like
-// photos, about a quarter more images a second.
-Image decode_image_crop(const uint8_t* bytes, size_t size, int channels, const CropBox& box,
-                        const std::string& what);
+// The region `choose` picks (inside the image) from the size in the image's header, of what
+// decode_image gives, byte for byte. A JPEG decodes only what the region needs
+// (jpeg_decode.h): for RandomResizedCrop's regions of ImageNet-like photos, about a quarter more
+// images a second. The header is read once, for the size and for the decode.
+Image decode_image_crop(const uint8_t* bytes, size_t size, int channels,
+                        const ChooseCrop& choose, const std::string& what);
 
 // The libjpeg JPEGs decode with, e.g. "libjpeg-turbo 2.1.5 (libjpeg API 62)".
 std::string jpeg_library_version();
