@@ -274,12 +274,11 @@ class RowInflater {
     return layout_.height > uint32_t(p.y0) ? (layout_.height - p.y0 + p.dy - 1) / p.dy : 0;
   }
 
-  // Moves to the first pass (from the current one) that has pixels; done when none is left.
+  // Moves to the first Adam7 pass (from the current one) that has pixels; done when none is
+  // left. A whole image (pass -1) always has pixels: parse_layout refuses a side of 0.
   void start_pass() {
-    while (pass_ < 7 && (pass_columns() == 0 || pass_rows() == 0)) {
-      if (pass_ < 0) break;
-      ++pass_;
-    }
+    if (pass_ >= 0)
+      while (pass_ < 7 && (pass_columns() == 0 || pass_rows() == 0)) ++pass_;
     if (pass_ >= 7) {
       done_ = true;
       return;
