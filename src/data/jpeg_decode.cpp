@@ -249,10 +249,9 @@ Image decode_jpeg(const uint8_t* bytes, size_t size, int channels, const std::st
     pillow_rgb_to_grey(decoded.data(), pixels, decoded.data());
     decoded.resize(pixels);
     image.pixels = std::move(decoded);
-  } else {  // grey to RGB: the value three times, as convert("RGB") does
+  } else {
     image.pixels.resize(pixels * 3);
-    for (size_t p = 0; p < pixels; ++p)
-      image.pixels[3 * p] = image.pixels[3 * p + 1] = image.pixels[3 * p + 2] = decoded[p];
+    pillow_grey_to_rgb(decoded.data(), pixels, image.pixels.data());
   }
   return image;
 }

@@ -20,6 +20,13 @@ void pillow_rgb_to_grey(const uint8_t* rgb, size_t pixels, uint8_t* grey) {
   for (size_t p = 0; p < pixels; ++p, rgb += 3) grey[p] = pillow_luma(rgb[0], rgb[1], rgb[2]);
 }
 
+void pillow_grey_to_rgb(const uint8_t* grey, size_t pixels, uint8_t* rgb) {
+  for (size_t p = pixels; p-- > 0;) {
+    const uint8_t value = grey[p];
+    rgb[3 * p] = rgb[3 * p + 1] = rgb[3 * p + 2] = value;
+  }
+}
+
 void pillow_cmyk_to_rgb(const uint8_t* cmyk, size_t pixels, uint8_t* rgb) {
   for (size_t p = 0; p < pixels; ++p, cmyk += 4, rgb += 3) {
     const unsigned c = cmyk[0], m = cmyk[1], y = cmyk[2], k = cmyk[3];

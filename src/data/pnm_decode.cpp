@@ -224,11 +224,7 @@ Image decode_pnm(const uint8_t* bytes, size_t size, int channels, const std::str
     pillow_rgb_to_grey(image.pixels.data(), count, image.pixels.data());
     image.pixels.resize(count);
   } else if (bands == 1 && channels == 3) {
-    // Grey repeated, from the last pixel back so that none is overwritten before it is read.
-    for (size_t i = count; i-- > 0;) {
-      const uint8_t grey = image.pixels[i];
-      std::fill_n(image.pixels.data() + 3 * i, 3, grey);
-    }
+    pillow_grey_to_rgb(image.pixels.data(), count, image.pixels.data());
   }
   image.channels = channels;
   return image;

@@ -14,6 +14,10 @@ inline uint8_t pillow_luma(uint8_t r, uint8_t g, uint8_t b) {
 // `pixels` RGB triples to one grey byte each; `grey` may be `rgb` itself (written in order).
 void pillow_rgb_to_grey(const uint8_t* rgb, size_t pixels, uint8_t* grey);
 
+// "L" -> "RGB": the grey value three times. `rgb` may start where `grey` does (written from the
+// last pixel back, so that no grey value is overwritten before it is read).
+void pillow_grey_to_rgb(const uint8_t* grey, size_t pixels, uint8_t* rgb);
+
 // "CMYK" -> "RGB": each of R, G, B is (255 - X)(255 - K) / 255 for X = C, M, Y, rounded as
 // Pillow's 8-bit multiply rounds. `rgb` may be `cmyk` itself (written in order).
 void pillow_cmyk_to_rgb(const uint8_t* cmyk, size_t pixels, uint8_t* rgb);
