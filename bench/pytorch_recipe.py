@@ -100,6 +100,15 @@ class LrSchedule:
         return self.base_lr * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
+def backward_and_step(optimizer, loss, lr):
+    """The gradients of `loss`, then one optimizer step at learning rate `lr`."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    optimizer.step()
+
+
 def json_record(**fields):
     """One line as resnet_ddp's --log-json writes it: no spaces, numbers as printf's %.9g."""
     parts = []
@@ -182,17 +191,14 @@ def main():
         order = torch.randperm(len(train_x), generator=torch.Generator().manual_seed(args.seed + epoch))
         seen, correct, loss_sum = 0, 0, 0.0
         for first in range(0, len(order), args.batch_size):
+            step_start = time.time()
             index = order[first:first + args.batch_size]
             x = normalise(augment(train_x[index], augment_generator), device)
             y = train_y[index].to(device)
             logits = model(x)
             loss = F.cross_entropy(logits, y)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
             lr = schedule.at(global_step)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            optimizer.step()
+            backward_and_step(optimizer, loss, lr)
             global_step += 1
             step_loss, step_correct = loss.item(), (logits.argmax(1) == y).sum().item()
             seen += len(index)
@@ -200,7 +206,8 @@ def main():
             correct += step_correct
             if log:
                 log.write(json_record(type="step", epoch=epoch + 1, global_step=global_step, lr=lr,
-                                      loss=step_loss, accuracy=step_correct / len(index)) + "\n")
+                                      loss=step_loss, accuracy=step_correct / len(index),
+                                      images_per_s=len(index) / (time.time() - step_start)) + "\n")
         val_loss, accuracy = evaluate(model, val_x, val_y, device, 512)
         elapsed = time.time() - start
         print(f"epoch {epoch + 1}/{args.epochs}: train loss {loss_sum / seen:.4f} acc {100 * correct / seen:.2f}% "

@@ -57,7 +57,10 @@ def main():
             x = [s["global_step"] for s in steps]
             loss_axis.plot(x, [s["loss"] for s in steps], alpha=0.5, label=f"{label} train (window)")
             accuracy_axis.plot(x, [100 * s["accuracy"] for s in steps], alpha=0.5, label=f"{label} train (window)")
-            speed_axis.plot(x, [s["images_per_s"] for s in steps], label=label)
+            # Logs written by other tools in this format may leave the speed out.
+            timed = [s for s in steps if "images_per_s" in s]
+            if timed:
+                speed_axis.plot([s["global_step"] for s in timed], [s["images_per_s"] for s in timed], label=label)
         if epochs:
             x = [e["global_step"] for e in epochs]
             loss_axis.plot(x, [e["val_loss"] for e in epochs], "o-", label=f"{label} validation")

@@ -3,9 +3,9 @@ user writes it. torchvision's resnet18 (cifar stem, 1 input channel, 10 classes)
 state_dict, wrapped in DistributedDataParallel over gloo when there is more than one rank (its
 defaults: 25 MB buckets, rank 0's buffers broadcast before each forward); DistributedSampler
 (shuffle, seed, set_epoch, no drop_last) cut into batches as a DataLoader would;
-torch.optim.AdamW with the learning rate of every step set from bench/pytorch_recipe.py's
-LrSchedule; evaluation after each epoch through DistributedSampler(shuffle=False), its sums
-all-reduced.
+torch.optim.AdamW or SGD with momentum, the learning rate of every step from
+bench/pytorch_recipe.py's LrSchedule; evaluation after each epoch through
+DistributedSampler(shuffle=False), its sums all-reduced.
 
     python3 tests/parity/ddp_reference.py SETTINGS.json
 
@@ -27,7 +27,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data.distributed import DistributedSampler
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
-import pytorch_recipe  # noqa: E402  (LrSchedule, build_model, read_idx, normalisation constants)
+import pytorch_recipe  # noqa: E402  (LrSchedule, backward_and_step, build_model, read_idx, constants)
 
 SETTINGS = ("data", "init", "out", "world", "epochs", "batch_size", "optimizer", "lr", "momentum",
             "weight_decay", "lr_schedule", "warmup_epochs", "seed", "limit_train", "limit_val",
@@ -98,12 +98,8 @@ def run_rank(rank, s):
             sampler.set_epoch(epoch)
             for index in batches(sampler, s["batch_size"]):
                 loss = F.cross_entropy(trained(normalise(train_x[index], dtype)), train_y[index])
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
                 lr = schedule.at(global_step)
-                for group in optimizer.param_groups:
-                    group["lr"] = lr
-                optimizer.step()
+                pytorch_recipe.backward_and_step(optimizer, loss, lr)
                 global_step += 1
                 steps.write(json.dumps({"global_step": global_step, "lr": lr, "loss": loss.item()}) + "\n")
             val_loss, val_accuracy = evaluate(trained, val_x, val_y, rank, world, s["batch_size"], dtype)
