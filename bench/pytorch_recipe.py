@@ -67,6 +67,16 @@ def augment(images, generator):
     return out
 
 
+def load_split(directory, split, limit=0):
+    """The images (uint8 [N, 28, 28]) and labels (int64) of split "train" or "t10k", the first
+    `limit` of them when limit > 0."""
+    images = torch.from_numpy(read_idx(find(directory, f"{split}-images-idx3-ubyte")).copy())
+    labels = torch.from_numpy(read_idx(find(directory, f"{split}-labels-idx1-ubyte")).astype(np.int64))
+    if limit > 0:
+        images, labels = images[:limit], labels[:limit]
+    return images, labels
+
+
 def normalise(images, device):
     return ((images.to(device).float() / 255.0 - MEAN) / STD).unsqueeze(1)
 
@@ -168,14 +178,8 @@ def main():
     torch.manual_seed(args.seed)
     device = torch.device(args.device)
 
-    train_x = torch.from_numpy(read_idx(find(args.data, "train-images-idx3-ubyte")).copy())
-    train_y = torch.from_numpy(read_idx(find(args.data, "train-labels-idx1-ubyte")).astype(np.int64))
-    val_x = torch.from_numpy(read_idx(find(args.data, "t10k-images-idx3-ubyte")).copy())
-    val_y = torch.from_numpy(read_idx(find(args.data, "t10k-labels-idx1-ubyte")).astype(np.int64))
-    if args.limit_train:
-        train_x, train_y = train_x[:args.limit_train], train_y[:args.limit_train]
-    if args.limit_val:
-        val_x, val_y = val_x[:args.limit_val], val_y[:args.limit_val]
+    train_x, train_y = load_split(args.data, "train", args.limit_train)
+    val_x, val_y = load_split(args.data, "t10k", args.limit_val)
 
     model = build_model().to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)

@@ -27,23 +27,16 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data.distributed import DistributedSampler
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
-import pytorch_recipe  # noqa: E402  (LrSchedule, backward_and_step, build_model, read_idx, constants)
+import pytorch_recipe  # noqa: E402  (LrSchedule, backward_and_step, build_model, load_split, normalise)
 
 SETTINGS = ("data", "init", "out", "world", "epochs", "batch_size", "optimizer", "lr", "momentum",
             "weight_decay", "lr_schedule", "warmup_epochs", "seed", "limit_train", "limit_val",
             "dtype", "threads")
 
 
-def load_split(data, images, labels, limit):
-    x = torch.from_numpy(pytorch_recipe.read_idx(pytorch_recipe.find(data, images)).copy())
-    y = torch.from_numpy(pytorch_recipe.read_idx(pytorch_recipe.find(data, labels)).astype("int64"))
-    return x[:limit], y[:limit]
-
-
 def normalise(images, dtype):
-    """resnet_ddp's ToTensor + Normalize: computed in float32, as torchvision's, then widened."""
-    x = (images.float() / 255.0 - pytorch_recipe.MEAN) / pytorch_recipe.STD
-    return x.unsqueeze(1).to(dtype)
+    """The recipe's ToTensor + Normalize, in float32 as torchvision's, then widened to dtype."""
+    return pytorch_recipe.normalise(images, "cpu").to(dtype)
 
 
 def batches(sampler, batch_size):
@@ -73,10 +66,8 @@ def run_rank(rank, s):
     if world > 1:
         dist.init_process_group("gloo", init_method="file://" + os.path.join(s["out"], "rendezvous"),
                                 world_size=world, rank=rank)
-    train_x, train_y = load_split(s["data"], "train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-                                  s["limit_train"])
-    val_x, val_y = load_split(s["data"], "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte",
-                              s["limit_val"])
+    train_x, train_y = pytorch_recipe.load_split(s["data"], "train", s["limit_train"])
+    val_x, val_y = pytorch_recipe.load_split(s["data"], "t10k", s["limit_val"])
     model = pytorch_recipe.build_model()
     model.load_state_dict(torch.load(s["init"]))
     model = model.to(dtype)
