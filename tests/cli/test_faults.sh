@@ -3,7 +3,9 @@
 # directory, a full disk) and a data file that disappears mid-run. Each ends the run with a
 # message naming the step or the file, and loses nothing that was already saved.
 . "$(dirname "$0")/lib.sh"
-train=("$RDDP_BIN" --dataset synthetic --device cpu --batch-size 8 --limit-train 32 --limit-val 8 --print-every 1)
+# 16x16 crops of the synthetic images: three times as fast on the CPU as 32x32.
+train=("$RDDP_BIN" --dataset synthetic --device cpu --batch-size 8 --limit-train 32 --limit-val 8 --print-every 1
+       --image-size 16)
 
 # A learning rate far too high: the loss overflows, and training stops with the steps and a hint.
 expect 1 "training loss became (NaN|infinite) in epoch [0-9]+ between global steps [0-9]+ and [0-9]+.*Lower the learning rate" -- \

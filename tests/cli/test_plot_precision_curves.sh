@@ -11,7 +11,7 @@ if ! python=$("$RDDP_SOURCE_DIR/scripts/find_python.sh" matplotlib 2>/dev/null);
 fi
 plot=("$python" "$RDDP_SOURCE_DIR/scripts/plot_precision_curves.py")
 run=("$RDDP_BIN" --dataset synthetic --device cpu --batch-size 8 --limit-train 32 --limit-val 16
-     --epochs 2 --lr-schedule cosine --print-every 2)
+     --epochs 2 --lr-schedule cosine --print-every 2 --image-size 16)
 
 for precision in fp32 tf32; do
   expect 0 "epoch 2/2" -- "${run[@]}" --precision "$precision" --log-json "$work/$precision.jsonl"
