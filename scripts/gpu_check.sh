@@ -25,7 +25,9 @@
 #                 and judges them: final accuracy within 1 point, final loss within 20 % of fp32
 #   4 engine      resume with deterministic algorithms (k + resume + k steps bit-identical to 2k),
 #                 the 2k steps with --cuda-graphs on bit-identical too,
-#                 a plain run and mpirun -np 1 through NCCL, also with a bfloat16 gradient allreduce
+#                 a plain run and mpirun -np 1 through NCCL, also with a bfloat16 gradient allreduce,
+#                 and parity.test_training_run on the GPU: a whole fp32 run, step by step, against
+#                 PyTorch's on the CPU
 #   5 mixed       300 steps of synthetic data in bf16 and fp16, NCHW and NHWC, cuDNN's and our
 #                 fused BatchNorm each: the run ends 0 and fp16 reports its skipped steps
 #   6 data        a folder of ImageNet-like JPEGs (bench/make_jpegs.py), packed with
@@ -70,7 +72,7 @@ describe_part() {
     tests) echo "gpu tests (CUDA vs CPU, bf16, fp16, NHWC) and the NCCL communicator tests" ;;
     fashion) echo "Fashion-MNIST, $epochs cosine epochs, resnet_ddp and PyTorch on the GPU: losses within 5 %, accuracy within half a point" ;;
     precision) echo "Fashion-MNIST, $precision_epochs epochs in fp32, tf32, bf16, fp16: curves PNG and verdict" ;;
-    engine) echo "resume and --cuda-graphs on bit-identical to a straight eager run under --deterministic; one process and mpirun -np 1 through NCCL, also with a bfloat16 gradient allreduce" ;;
+    engine) echo "resume and --cuda-graphs on bit-identical to a straight eager run under --deterministic; one process and mpirun -np 1 through NCCL, also with a bfloat16 gradient allreduce; a whole fp32 training run step by step against PyTorch" ;;
     mixed) echo "300 synthetic steps in bf16 and fp16, NCHW and NHWC, cuDNN's and our fused BatchNorm; fp16's skipped steps" ;;
     data) echo "JPEG folder vs resnet_ddp_pack pack: data-wait share per epoch" ;;
     kernels) echo "bench/kernels_bench: our kernels' bandwidth, our BatchNorm beside cuDNN's at ResNet-18's shapes" ;;
@@ -399,6 +401,12 @@ part_engine() {
     step 60 "mpirun -np 1 through NCCL, bfloat16 gradient allreduce" mpirun -np 1 "$bin" "${nccl_run[@]}" \
       --grad-allreduce bf16
   fi
+  # parity.test_training_run with the program on the GPU: a whole run (warm-up, cosine, a short
+  # last batch, evaluation each epoch) in strict fp32, every step's loss and the weights at the
+  # end against PyTorch's run on the CPU. One rank: NCCL will not put two ranks on one GPU.
+  step 80 "whole training run against PyTorch, fp32" env RDDP_BUILD_DIR="$build" RDDP_SOURCE_DIR="$root" \
+    RDDP_FASHION_MNIST="$data" RDDP_TRAINING_RUN_DEVICE=cuda RDDP_TRAINING_RUN_GPUS=1 RDDP_REQUIRE_PARITY=1 \
+    "$root/tests/parity/run_python_test.sh" "$root/tests/parity/test_training_run.py"
 }
 
 part_mixed() {

@@ -23,6 +23,15 @@ the PyTorch side on purpose, one at a time, each failed this test when it was wr
 schedule a step late or without its warm-up, two batches swapped, the short last batch dropped,
 the same shuffle every epoch, gradients summed instead of averaged across ranks, no momentum, no
 weight decay, BatchNorm buffers not broadcast before evaluation, one validation image left out.
+
+The same comparison for the CUDA engine (scripts/gpu_check.sh runs it on a GPU):
+  RDDP_TRAINING_RUN_DEVICE=cuda  resnet_ddp trains with --device cuda --precision fp32
+                                 --deterministic: strict float32, no TF32; the PyTorch side stays
+                                 the same CPU reference
+  RDDP_TRAINING_RUN_GPUS=N       GPUs at hand (default 1): a case with more ranks is left out, as
+                                 NCCL gives every rank a GPU of its own
+  RDDP_TRAINING_RUN_PROGRAM=PATH the program to run (default: the build's resnet_ddp), e.g. the
+                                 one built on the CUDA emulator (tests/emu/README.md)
 """
 import json
 import os
@@ -41,6 +50,8 @@ import pytorch_recipe  # noqa: E402
 
 BUILD = os.environ["RDDP_BUILD_DIR"]
 SOURCE = os.environ["RDDP_SOURCE_DIR"]
+DEVICE = os.environ.get("RDDP_TRAINING_RUN_DEVICE", "cpu")
+PROGRAM = os.environ.get("RDDP_TRAINING_RUN_PROGRAM") or os.path.join(BUILD, "resnet_ddp")
 DATA = os.environ.get("RDDP_FASHION_MNIST", "/usr/share/datasets/fashion-mnist")
 REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ddp_reference.py")
 TIMEOUT = 300  # seconds a run may take (each takes under a minute on 2 cores)
@@ -90,7 +101,7 @@ def mpiexec_prefix(ranks):
 
 def run_ours(work, case, init):
     log, weights = os.path.join(work, "ours.jsonl"), os.path.join(work, "ours.rddp")
-    command = [os.path.join(BUILD, "resnet_ddp"), "--device", "cpu", "--data", DATA, "--augment", "none",
+    command = [PROGRAM, "--device", DEVICE, "--data", DATA, "--augment", "none",
                "--epochs", str(SHARED["epochs"]), "--lr-schedule", SHARED["lr_schedule"],
                "--warmup-epochs", str(SHARED["warmup_epochs"]), "--seed", str(SEED),
                "--limit-train", str(SHARED["limit_train"]), "--limit-val", str(SHARED["limit_val"]),
@@ -100,6 +111,8 @@ def run_ours(work, case, init):
                "--num-workers", "1"]
     if case["optimizer"] == "sgd":
         command += ["--momentum", repr(case["momentum"])]
+    if DEVICE == "cuda":
+        command += ["--precision", "fp32", "--deterministic"]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     ranks = case["ranks"]
     run((mpiexec_prefix(ranks) if ranks > 1 else []) + command, f"resnet_ddp ({case['name']})", env=env)
@@ -192,6 +205,17 @@ def main():
             sys.exit(f"FAILED: {DATA} is missing: install dataset-fashion-mnist (scripts/setup.sh)")
         print(f"SKIPPED: {DATA} is missing: install dataset-fashion-mnist (scripts/setup.sh)")
         sys.exit(77)
+    if DEVICE not in ("cpu", "cuda"):
+        sys.exit(f"FAILED: RDDP_TRAINING_RUN_DEVICE must be cpu or cuda, not '{DEVICE}'")
+    cases = CASES
+    if DEVICE == "cuda":
+        gpus = int(os.environ.get("RDDP_TRAINING_RUN_GPUS", "1"))
+        cases = [case for case in CASES if case["ranks"] <= gpus]
+        for case in CASES:
+            if case not in cases:
+                print(f"SKIPPED: {case['name']}: {case['ranks']} ranks need {case['ranks']} GPUs, "
+                      f"RDDP_TRAINING_RUN_GPUS={gpus}")
+    print(f"resnet_ddp: {PROGRAM} --device {DEVICE}")
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
         torch.manual_seed(SEED)
@@ -200,7 +224,7 @@ def main():
         torch.save(state, init_pt)
         run([sys.executable, os.path.join(SOURCE, "scripts", "torchvision_to_resnet_ddp.py"), init_pt, init],
             "scripts/torchvision_to_resnet_ddp.py")
-        for index, case in enumerate(CASES):
+        for index, case in enumerate(cases):
             work = os.path.join(tmp, f"case{index}")
             os.makedirs(work)
             failures += compare(case, state, run_ours(work, case, init), run_pytorch(work, case, init_pt))
@@ -208,7 +232,7 @@ def main():
         print("FAILED:", failure)
     if failures:
         sys.exit(1)
-    print("both training runs match PyTorch's")
+    print(f"{len(cases)} training run{'s' if len(cases) > 1 else ''} on {DEVICE} match PyTorch's")
 
 
 if __name__ == "__main__":
