@@ -25,10 +25,11 @@ grep -q "resnet_ddp_pack: train: 8/8 images" "$work/out" || failed "no progress 
 check "val.rddp-pack written" test -f "$work/packed/val.rddp-pack"
 check "no temporary left behind" test "$(ls "$work/packed" | wc -l)" = 2
 
-train=("$RDDP_BIN" --device cpu --batch-size 4 --image-size 32 --max-steps 1 --limit-val 2)
+# 16x16 crops, one run: under the sanitizers (test_sanitizers.sh) a step at 32x32 took 40 s.
+train=("$RDDP_BIN" --device cpu --batch-size 4 --image-size 16 --max-steps 1 --limit-val 2)
 expect 0 "packed train \(.*train.rddp-pack, 8 images, 2 classes, shorter side 40\)" -- \
   "${train[@]}" --data "$work/packed"
-expect 0 "step 1" -- "${train[@]}" --data "$work/packed"
+check "the run on the pack trains a step" grep -q "step 1" "$work/out"
 
 # Bad command lines and inputs.
 expect 2 "give the input folder and the output folder" -- "$pack" "$folder"
