@@ -7,11 +7,15 @@ unit test cases "... writes a sample file for other readers", run with RDDP_SAMP
 the Python writer must produce the same bytes for the same contents.
 """
 
+import contextlib
+import io
 import os
 import re
+import runpy
 import subprocess
 import sys
 import tempfile
+import traceback
 import unittest
 
 import numpy as np
@@ -27,8 +31,32 @@ TO_RDDP = os.path.join(SCRIPTS, "torchvision_to_resnet_ddp.py")
 TO_TORCHVISION = os.path.join(SCRIPTS, "resnet_ddp_to_torchvision.py")
 
 
-def run(*args, ok=True):
-    result = subprocess.run([sys.executable, *args], capture_output=True, text=True)
+def run(script, *args, ok=True):
+    """Runs a converter script as `python script args...` would, but in this process: each
+    new Python would spend seconds importing torch, and this test runs the scripts two dozen
+    times. An exit or uncaught exception becomes the return code and stderr the interpreter
+    gives (test_help runs both scripts as programs)."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    saved_argv = sys.argv
+    sys.argv = [script, *args]
+    returncode = 0
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                runpy.run_path(script, run_name="__main__")
+            except SystemExit as done:
+                if isinstance(done.code, int) or done.code is None:
+                    returncode = done.code or 0
+                else:
+                    print(done.code, file=sys.stderr)
+                    returncode = 1
+            except Exception:  # what the interpreter prints for an uncaught exception
+                traceback.print_exc()
+                returncode = 1
+    finally:
+        sys.argv = saved_argv
+    result = subprocess.CompletedProcess([script, *args], returncode, stdout.getvalue(),
+                                         stderr.getvalue())
     if ok and result.returncode != 0:
         raise AssertionError(
             f"{args} failed ({result.returncode}):\n{result.stdout}{result.stderr}")
@@ -193,8 +221,17 @@ class ConverterErrors(unittest.TestCase):
         self.assertNotIn("Traceback", result.stderr)
 
     def test_help(self):
+        # As programs, in their own Python: the other tests run them in this process.
         for script in (TO_RDDP, TO_TORCHVISION):
-            self.assertIn("usage:", run(script, "--help").stdout)
+            result = subprocess.run([sys.executable, script, "--help"], capture_output=True,
+                                    text=True)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertIn("usage:", result.stdout)
+        refused = subprocess.run([sys.executable, TO_RDDP, os.devnull + ".missing", os.devnull],
+                                 capture_output=True, text=True)
+        self.assertEqual(refused.returncode, 1)
+        self.assertIn("No such file or directory", refused.stderr)
+        self.assertNotIn("Traceback", refused.stderr)
 
     def test_bad_inputs_are_explained(self):
         self.refused([TO_RDDP, self.path("missing.pth"), self.path("w.rddp")],
