@@ -3,8 +3,8 @@
 # non-zero exit, never a crash.
 . "$(dirname "$0")/lib.sh"
 run="$RDDP_BIN"
-# 16x16 crops: three of these runs train a step, which under the sanitizers (test_sanitizers.sh)
-# took over a minute each at 32x32.
+# 16x16 crops: one of these runs trains a step and several build the model, which under the
+# sanitizers (test_sanitizers.sh) took over a minute a step at 32x32.
 synthetic=(--dataset synthetic --device cpu --limit-train 16 --limit-val 8 --batch-size 8 --image-size 16)
 
 expect 0 "usage: resnet_ddp --data DIR" -- "$run" --help
