@@ -19,6 +19,7 @@ __global__ void accumulate_metrics_kernel(const XentMetrics* step, int batch, Me
   // The step's loss is a mean; the sum weights it by the batch, as the CPU engine does.
   sums->loss_sum += m.loss * batch;
   sums->correct += m.correct;
+  sums->correct_top5 += m.correct_top5;
   sums->count += batch;
   sums->bad_labels += m.bad_labels;
 }

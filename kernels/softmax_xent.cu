@@ -1,5 +1,5 @@
-// Fused softmax + cross-entropy: loss, gradient and correct count of a batch of logits in one
-// kernel, then a second, tiny one that reduces the per-row results in a fixed order. The
+// Fused softmax + cross-entropy: loss, gradient and top-1 and top-5 counts of a batch of logits
+// in one kernel, then a second, tiny one that reduces the per-row results in a fixed order. The
 // per-element maths is kernels/softmax_xent_math.h, shared with src/cpu/softmax_xent.cpp.
 #include <cuda_runtime.h>
 
@@ -30,6 +30,10 @@ __device__ xent::RowMax<Compute> shuffle_xor(const xent::RowMax<Compute>& v, int
 __device__ xent::RowSums<Compute> shuffle_xor(const xent::RowSums<Compute>& v, int lane_mask) {
   return {__shfl_xor_sync(kFullMask, v.exp_sum, lane_mask),
           __shfl_xor_sync(kFullMask, v.shifted_sum, lane_mask)};
+}
+
+__device__ xent::LabelRank shuffle_xor(const xent::LabelRank& v, int lane_mask) {
+  return {__shfl_xor_sync(kFullMask, v.ahead, lane_mask)};
 }
 
 // Butterfly reduction: every lane ends with the same bits, because each step combines the same
@@ -97,16 +101,26 @@ __global__ void __launch_bounds__(kThreads)
     best = xent::combine(best, xent::RowMax<Compute>{load(x, c), c});
   best = Group::reduce(best);
 
+  // A bad label is ranked as class 0, so that the loop reads only the row; its counts are
+  // dropped below.
+  const int ranked = label_ok ? label : 0;
+  const Compute label_logit = load(x, ranked);
   xent::RowSums<Compute> sums{0, 0};
-  for (int c = Group::lane(); c < classes; c += Group::kWidth)
-    sums = xent::combine(sums, xent::row_sums_term(load(x, c), best.value));
+  xent::LabelRank rank{0};
+  for (int c = Group::lane(); c < classes; c += Group::kWidth) {
+    const Compute logit = load(x, c);
+    sums = xent::combine(sums, xent::row_sums_term(logit, best.value));
+    rank = xent::combine(rank, xent::label_rank_term(logit, c, label_logit, ranked));
+  }
   sums = Group::reduce(sums);
+  rank = Group::reduce(rank);
   const Compute lse = xent::log_sum_exp(sums);
 
   if (Group::lane() == 0) {
     XentRow out;
-    out.loss = label_ok ? xent::row_loss(params, lse, load(x, label) - best.value, sums) : NAN;
+    out.loss = label_ok ? xent::row_loss(params, lse, label_logit - best.value, sums) : NAN;
     out.correct = label_ok && best.index == label;
+    out.correct_top5 = label_ok && rank.ahead < xent::kTopK;
     out.bad_label = !label_ok;
     rows[row] = out;
   }
@@ -124,14 +138,15 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     softmax_xent_finish(const XentRow* __restrict__ rows, int batch, XentMetrics* metrics) {
   __shared__ double loss[kThreads];
-  __shared__ long long correct[kThreads], bad_labels[kThreads];
+  __shared__ long long correct[kThreads], correct_top5[kThreads], bad_labels[kThreads];
   const int t = threadIdx.x;
   loss[t] = 0.0;
-  correct[t] = bad_labels[t] = 0;
+  correct[t] = correct_top5[t] = bad_labels[t] = 0;
   for (int row = t; row < batch; row += kThreads) {
     const XentRow r = rows[row];
     loss[t] += r.loss;
     correct[t] += r.correct;
+    correct_top5[t] += r.correct_top5;
     bad_labels[t] += r.bad_label;
   }
   __syncthreads();
@@ -139,11 +154,12 @@ __global__ void __launch_bounds__(kThreads)
     if (t < half) {
       loss[t] += loss[t + half];
       correct[t] += correct[t + half];
+      correct_top5[t] += correct_top5[t + half];
       bad_labels[t] += bad_labels[t + half];
     }
     __syncthreads();
   }
-  if (t == 0) *metrics = XentMetrics{loss[0] / batch, correct[0], bad_labels[0]};
+  if (t == 0) *metrics = XentMetrics{loss[0] / batch, correct[0], correct_top5[0], bad_labels[0]};
 }
 
 template <typename Group, typename T>

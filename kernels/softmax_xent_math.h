@@ -7,7 +7,8 @@
 // A row x of C logits with label y is reduced twice:
 //   1. its first maximum: the value m shifts the exponentials so that they cannot overflow,
 //      and the index is the prediction (torch.argmax's first maximum, NaN counting as largest);
-//   2. S = sum_c exp(z_c) and, for label smoothing, Z = sum_c z_c, where z = x - m.
+//   2. S = sum_c exp(z_c) and, for label smoothing, Z = sum_c z_c, where z = x - m; and the
+//      label's rank: how many logits come before x_y in the order that picks the maximum.
 // With lse = log S, -log p_c = lse - z_c, so nn.CrossEntropyLoss's smoothed loss
 //   (1 - eps) * (lse - z_y) + eps / C * sum_c (lse - z_c)
 // is lse - (1 - eps) * z_y - eps / C * Z, and the gradient of the batch mean is
@@ -81,6 +82,23 @@ template <typename Compute>
 RDDP_HD RowSums<Compute> row_sums_term(Compute logit, Compute row_max) {
   const Compute shifted = logit - row_max;
   return {hd::exp_of(shifted), shifted};
+}
+
+// Rank 0 is the first maximum, so top-1 is rank 0 and top-k is rank < k (torch.topk's
+// membership, which leaves the order of equal logits open; here the lower index comes first).
+constexpr int kTopK = 5;
+
+struct LabelRank {
+  int ahead;  // logits that precede the label's
+};
+
+RDDP_HD LabelRank combine(const LabelRank& a, const LabelRank& b) {
+  return {a.ahead + b.ahead};
+}
+
+template <typename Compute>
+RDDP_HD LabelRank label_rank_term(Compute logit, int index, Compute label_logit, int label) {
+  return {precedes(RowMax<Compute>{logit, index}, RowMax<Compute>{label_logit, label}) ? 1 : 0};
 }
 
 template <typename Compute>

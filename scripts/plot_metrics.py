@@ -65,6 +65,10 @@ def main():
             x = [e["global_step"] for e in epochs]
             loss_axis.plot(x, [e["val_loss"] for e in epochs], "o-", label=f"{label} validation")
             accuracy_axis.plot(x, [100 * e["val_accuracy"] for e in epochs], "o-", label=f"{label} validation")
+            # Top-5 where the log has it and it says something (more than five classes).
+            top5 = [e.get("val_top5_accuracy") for e in epochs]
+            if None not in top5 and min(top5) < 1.0:
+                accuracy_axis.plot(x, [100 * a for a in top5], "o--", label=f"{label} validation top-5")
     loss_axis.set(title="loss", xlabel="step", ylabel="cross-entropy")
     accuracy_axis.set(title="accuracy", xlabel="step", ylabel="%")
     speed_axis.set(title="throughput", xlabel="step", ylabel="images/s (all ranks)")

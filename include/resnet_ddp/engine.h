@@ -57,7 +57,8 @@ struct HostBatch {
 // Sums over batches (and, once reduced, over ranks): loss_sum / count is the mean loss.
 struct Metrics {
   double loss_sum = 0.0;
-  int64_t correct = 0;
+  int64_t correct = 0;       // rows whose first maximal logit is the label (top-1)
+  int64_t correct_top5 = 0;  // rows whose label is among the 5 largest logits
   int64_t count = 0;
   // fp16 loss scaling only; the same on every rank, which all take the same decision on the same
   // averaged gradients, so a sum over ranks keeps this rank's values. Steps skipped for
@@ -68,6 +69,7 @@ struct Metrics {
   Metrics& operator+=(const Metrics& other) {
     loss_sum += other.loss_sum;
     correct += other.correct;
+    correct_top5 += other.correct_top5;
     count += other.count;
     skipped_steps += other.skipped_steps;
     nonfinite_losses += other.nonfinite_losses;

@@ -117,7 +117,12 @@ class CpuEngine final : public Engine {
   }
 
   void record(const cpu::XentResult& result, int batch_size) {
-    metrics_ += Metrics{result.loss * batch_size, result.correct, batch_size};
+    Metrics step;
+    step.loss_sum = result.loss * batch_size;
+    step.correct = result.correct;
+    step.correct_top5 = result.correct_top5;
+    step.count = batch_size;
+    metrics_ += step;
   }
 
   EngineConfig config_;

@@ -31,12 +31,16 @@ XentResult softmax_cross_entropy(const T* logits, const int32_t* labels, int bat
     xent::RowMax<T> best = xent::row_max_identity<T>(classes);
     for (int c = 0; c < classes; ++c) best = xent::combine(best, xent::RowMax<T>{x[c], c});
     xent::RowSums<T> sums{T(0), T(0)};
-    for (int c = 0; c < classes; ++c)
+    xent::LabelRank rank{0};
+    for (int c = 0; c < classes; ++c) {
       sums = xent::combine(sums, xent::row_sums_term(x[c], best.value));
+      rank = xent::combine(rank, xent::label_rank_term(x[c], c, x[label], label));
+    }
     const T lse = xent::log_sum_exp(sums);
 
     loss_sum += xent::row_loss(params, lse, x[label] - best.value, sums);
     result.correct += best.index == label;
+    result.correct_top5 += rank.ahead < xent::kTopK;
     if (dlogits != nullptr) {
       T* dx = dlogits + static_cast<size_t>(row) * classes;
       for (int c = 0; c < classes; ++c)

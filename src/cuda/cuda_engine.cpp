@@ -268,7 +268,11 @@ class CudaEngine final : public Engine {
            ") reached the GPU although the batches passed the host's check: the batch memory ",
            "was rewritten while a step was copying it; keep each HostBatch unchanged until ",
            "train_step or eval_step returns");
-    Metrics metrics{sums.loss_sum, sums.correct, sums.count};
+    Metrics metrics;
+    metrics.loss_sum = sums.loss_sum;
+    metrics.correct = sums.correct;
+    metrics.correct_top5 = sums.correct_top5;
+    metrics.count = sums.count;
     metrics.nonfinite_losses = sums.nonfinite_losses;
     if (loss_scaling()) {
       loss_scale::StepState scaling{};

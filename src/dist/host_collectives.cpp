@@ -18,13 +18,14 @@ void require_host_memory(const Comm& comm, const std::string& what) {
 Metrics reduce_metrics(Comm& host_comm, const Metrics& local, const std::string& what) {
   require_host_memory(host_comm, what);
   Metrics total = local;
-  int64_t counts[2] = {local.correct, local.count};
+  int64_t counts[3] = {local.correct, local.correct_top5, local.count};
   auto loss = host_comm.start_allreduce(&total.loss_sum, 1, DataType::f64, Reduction::sum, what);
-  auto tallies = host_comm.start_allreduce(counts, 2, DataType::i64, Reduction::sum, what);
+  auto tallies = host_comm.start_allreduce(counts, 3, DataType::i64, Reduction::sum, what);
   loss->synchronize();
   tallies->synchronize();
   total.correct = counts[0];
-  total.count = counts[1];
+  total.correct_top5 = counts[1];
+  total.count = counts[2];
   return total;
 }
 

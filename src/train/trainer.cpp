@@ -51,6 +51,17 @@ std::string percent(int64_t part, int64_t whole) {
 
 double mean_loss(const Metrics& m) { return m.count > 0 ? m.loss_sum / m.count : 0.0; }
 double accuracy(const Metrics& m) { return m.count > 0 ? static_cast<double>(m.correct) / m.count : 0.0; }
+double top5_accuracy(const Metrics& m) {
+  return m.count > 0 ? static_cast<double>(m.correct_top5) / m.count : 0.0;
+}
+
+// Top-1, and top-5 beside it where the model has more than five classes (with five or fewer it
+// is always 100 %), as ImageNet results are quoted: "69.76% (top-5 89.08%)".
+std::string accuracies(const Metrics& m, int classes) {
+  std::string text = percent(m.correct, m.count);
+  if (classes > 5) text += " (top-5 " + percent(m.correct_top5, m.count) + ")";
+  return text;
+}
 
 DeviceKind choose_device(DeviceChoice choice, std::string* why) {
   std::string reason;
@@ -414,11 +425,13 @@ int Trainer::run() {
   show_settings();
 
   MetricsLog metrics_log(options_.log_json, console_.is_main());
+  const int classes = engine_config_.spec.num_classes;
   if (options_.eval_only) {
     if (!val_loader_) fail("--eval: the data set has no validation split; add --val-split FRACTION");
     const Metrics val = evaluate(0);
-    console_.info("validation: loss " + fixed(mean_loss(val), 4) + ", accuracy " + percent(val.correct, val.count));
-    metrics_log.write(Json().str("type", "eval").num("val_loss", mean_loss(val)).num("val_accuracy", accuracy(val)).text());
+    console_.info("validation: loss " + fixed(mean_loss(val), 4) + ", accuracy " + accuracies(val, classes));
+    metrics_log.write(Json().str("type", "eval").num("val_loss", mean_loss(val)).num("val_accuracy", accuracy(val))
+                          .num("val_top5_accuracy", top5_accuracy(val)).text());
     return 0;
   }
 
@@ -497,7 +510,7 @@ int Trainer::run() {
     const bool loss_scaling = options_.precision == Precision::fp16;
     console_.info("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(options_.epochs) + ": train loss " +
                   fixed(mean_loss(train), 4) + " acc " + percent(train.correct, train.count) +
-                  (val_loader_ ? " | val loss " + fixed(mean_loss(val), 4) + " acc " + percent(val.correct, val.count)
+                  (val_loader_ ? " | val loss " + fixed(mean_loss(val), 4) + " acc " + accuracies(val, classes)
                                : "") +
                   " | " + fixed(train_seconds, 1) + " s, " + fixed(images_per_s, 0) + " img/s, data wait " +
                   fixed(100.0 * data_wait / train_seconds, 1) + "%" +
@@ -509,8 +522,10 @@ int Trainer::run() {
                     "in training are normal, many mean fp16 overflows: try --precision bf16 or a lower --lr");
     Json epoch_json;
     epoch_json.str("type", "epoch").num("epoch", epoch + 1).num("global_step", global_step_)
-        .num("lr", lr).num("train_loss", mean_loss(train)).num("train_accuracy", accuracy(train))
+.num("lr", lr).num("train_loss", mean_loss(train)).num("train_accuracy", accuracy(train))
+        .num("train_top5_accuracy", top5_accuracy(train))
         .num("val_loss", mean_loss(val)).num("val_accuracy", accuracy(val))
+        .num("val_top5_accuracy", top5_accuracy(val))
         .num("seconds", train_seconds).num("images_per_s", images_per_s)
         .num("data_wait_share", data_wait / train_seconds);
     if (loss_scaling)
@@ -537,8 +552,8 @@ int Trainer::run() {
     }
   }
   if (val_loader_ && last_val.count > 0)
-    console_.info("final validation accuracy " + percent(last_val.correct, last_val.count) + " (loss " +
-                  fixed(mean_loss(last_val), 4) + ")");
+    console_.info("final validation accuracy " + accuracies(last_val, classes) + ", loss " +
+                  fixed(mean_loss(last_val), 4));
   return 0;
 }
 

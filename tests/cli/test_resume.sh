@@ -7,7 +7,15 @@
 run=("$RDDP_BIN" --dataset synthetic --device cpu --batch-size 8 --limit-train 64 --limit-val 16 --image-size 16
      --epochs 2 --lr-schedule cosine --warmup-epochs 0.5 --print-every 4)
 
-expect 0 "weights written" -- "${run[@]}" --max-steps 12 --save-weights "$work/straight.rddp"
+expect 0 "weights written" -- "${run[@]}" --max-steps 12 --save-weights "$work/straight.rddp" \
+  --log-json "$work/straight.jsonl"
+# Ten classes: top-5 is printed beside top-1, and logged for both splits.
+check "the epoch line gives the validation top-1 and top-5" \
+  grep -qE "val loss [0-9.]+ acc [0-9.]+% \(top-5 [0-9.]+%\)" "$work/out"
+check "the last line too" grep -qE "^final validation accuracy [0-9.]+% \(top-5 [0-9.]+%\), loss" "$work/out"
+check "the epoch record has both accuracies of both splits" \
+  grep -qE '"train_accuracy":[^,]+,"train_top5_accuracy":[^,]+,.*"val_accuracy":[^,]+,"val_top5_accuracy"' \
+  "$work/straight.jsonl"
 expect 0 "resume: no checkpoint in .* yet" -- "${run[@]}" --max-steps 5 --checkpoint-dir "$work/ck" --resume
 check "a checkpoint at step 5" test -f "$work/ck/checkpoint-0000000005.rddp"
 expect 0 "start .*checkpoint-0000000005.rddp \(epoch 1, step 5, global step 5\)" -- \

@@ -42,7 +42,12 @@ void record(Expected& want, const Step& step, bool drop_nonfinite) {
     return;
   }
   // CpuEngine::record.
-  want.metrics += Metrics{step.metrics.loss * step.batch, step.metrics.correct, step.batch};
+  Metrics recorded;
+  recorded.loss_sum = step.metrics.loss * step.batch;
+  recorded.correct = step.metrics.correct;
+  recorded.correct_top5 = step.metrics.correct_top5;
+  recorded.count = step.batch;
+  want.metrics += recorded;
 }
 
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
@@ -64,6 +69,7 @@ cuda::MetricSums check_steps(const std::vector<Step>& steps, bool drop_nonfinite
     CHECK_MESSAGE(same_bits(got.loss_sum, want.metrics.loss_sum),
                   got.loss_sum << " against " << want.metrics.loss_sum);
     CHECK(got.correct == want.metrics.correct);
+    CHECK(got.correct_top5 == want.metrics.correct_top5);
     CHECK(got.count == want.metrics.count);
     CHECK(got.bad_labels == want.bad_labels);
     CHECK(got.nonfinite_losses == want.metrics.nonfinite_losses);
@@ -78,7 +84,9 @@ std::vector<Step> finite_steps() {
   for (int batch : {1, 7, 128, 256, 3, 64}) {
     const double loss = rng.uniform(0.01, 4.0);
     const auto correct = static_cast<int64_t>(rng.below(static_cast<uint64_t>(batch) + 1));
-    steps.push_back({{loss, correct, 0}, batch});
+    const auto correct_top5 =
+        correct + static_cast<int64_t>(rng.below(static_cast<uint64_t>(batch - correct) + 1));
+    steps.push_back({{loss, correct, correct_top5, 0}, batch});
   }
   steps[3].metrics.bad_labels = 2;  // the engine refuses them later; the sums still count them
   return steps;
@@ -101,7 +109,8 @@ TEST_CASE("emulated accumulate_metrics with a non-finite loss: kept, or counted 
   CHECK(std::isnan(kept.loss_sum));
   CHECK(kept.count == 1 + 7 + 128 + 256 + 3 + 64);
   CHECK(kept.nonfinite_losses == 0);
-  // With it, three steps are left out of loss, correct and count, and only counted.
+  // With it, three steps are left out of loss, the counts of correct rows and count, and only
+  // counted.
   const cuda::MetricSums dropped = check_steps(steps, true);
   CHECK(std::isfinite(dropped.loss_sum));
   CHECK(dropped.count == 1 + 128 + 256);

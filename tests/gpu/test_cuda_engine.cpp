@@ -324,6 +324,7 @@ TEST_CASE("one training step of the CUDA engine matches the CPU engine") {
     const Metrics cpu_metrics = cpu->take_metrics(), gpu_metrics = gpu->take_metrics();
     CHECK(gpu_metrics.count == c.batch);
     CHECK(gpu_metrics.correct == cpu_metrics.correct);
+    CHECK(gpu_metrics.correct_top5 == cpu_metrics.correct_top5);
     CHECK(std::fabs(gpu_metrics.loss_sum - cpu_metrics.loss_sum) <=
           kNetRel * (1.0 + std::fabs(cpu_metrics.loss_sum)));
 
@@ -433,6 +434,7 @@ TEST_CASE("evaluation matches the CPU engine and changes no state") {
   const Metrics gpu_metrics = gpu->take_metrics(), cpu_metrics = cpu->take_metrics();
   CHECK(gpu_metrics.count == 4);
   CHECK(gpu_metrics.correct == cpu_metrics.correct);
+  CHECK(gpu_metrics.correct_top5 == cpu_metrics.correct_top5);
   CHECK(std::fabs(gpu_metrics.loss_sum - cpu_metrics.loss_sum) <=
         kNetRel * (1.0 + std::fabs(cpu_metrics.loss_sum)));
 
@@ -451,11 +453,13 @@ TEST_CASE("metrics add up across steps and start again after take_metrics") {
   const Metrics both = engine->take_metrics();
   CHECK(both.count == 7);
   CHECK(both.correct >= 0);
-  CHECK(both.correct <= 7);
+  CHECK(both.correct <= both.correct_top5);
+  CHECK(both.correct_top5 <= 7);
   CHECK(both.loss_sum > 0.0);
   const Metrics none = engine->take_metrics();
   CHECK(none.count == 0);
   CHECK(none.correct == 0);
+  CHECK(none.correct_top5 == 0);
   CHECK(none.loss_sum == 0.0);
 }
 

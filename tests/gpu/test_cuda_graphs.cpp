@@ -135,6 +135,7 @@ void check_identical(OptimizerKind optimizer, Precision precision,
     CHECK(std::memcmp(&eager.metrics[i].loss_sum, &graphed.metrics[i].loss_sum,
                       sizeof(eager.metrics[i].loss_sum)) == 0);
     CHECK(eager.metrics[i].correct == graphed.metrics[i].correct);
+    CHECK(eager.metrics[i].correct_top5 == graphed.metrics[i].correct_top5);
     CHECK(eager.metrics[i].count == graphed.metrics[i].count);
     CHECK(eager.metrics[i].count == 5 * kBatch + kLastBatch);
     CHECK(eager.metrics[i].skipped_steps == graphed.metrics[i].skipped_steps);

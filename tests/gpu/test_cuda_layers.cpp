@@ -663,22 +663,24 @@ TEST_CASE("metric sums add each step's loss times its batch, correct rows and ba
   cudaStream_t stream = context.stream();
   DeviceBuffer<cuda::MetricSums> sums(1);
   RDDP_CUDA_CHECK(cudaMemsetAsync(sums.get(), 0, sums.bytes(), stream));
-  const std::vector<cuda::XentMetrics> steps{{0.5, 3, 0}, {1.25, 1, 2}};
+  const std::vector<cuda::XentMetrics> steps{{0.5, 3, 4, 0}, {1.25, 1, 3, 2}};
   const int batches[] = {4, 3};
   double want_loss = 0;
-  int64_t want_correct = 0, want_count = 0, want_bad = 0;
+  int64_t want_correct = 0, want_top5 = 0, want_count = 0, want_bad = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
     const DeviceBuffer<cuda::XentMetrics> step = to_device(std::vector{steps[i]}, stream);
     cuda::accumulate_metrics(step.get(), batches[i], sums.get(), stream);
     context.synchronize();
     want_loss += steps[i].loss * batches[i];
     want_correct += steps[i].correct;
+    want_top5 += steps[i].correct_top5;
     want_count += batches[i];
     want_bad += steps[i].bad_labels;
   }
   const cuda::MetricSums got = to_host(sums, stream)[0];
   CHECK(got.loss_sum == want_loss);
   CHECK(got.correct == want_correct);
+  CHECK(got.correct_top5 == want_top5);
   CHECK(got.count == want_count);
   CHECK(got.bad_labels == want_bad);
 }

@@ -377,11 +377,12 @@ void test_host_collectives(const DistributedContext& context, Comm& comm, RankCh
   Metrics local;
   local.loss_sum = 0.5 + rank;
   local.correct = 3 * rank;
+  local.correct_top5 = 5 * rank + 1;
   local.count = 10 + rank;
   const Metrics total = reduce_metrics(comm, local);
   const int64_t rank_sum = static_cast<int64_t>(world) * (world - 1) / 2;
   checks.check(total.loss_sum == 0.5 * world + static_cast<double>(rank_sum) && total.correct == 3 * rank_sum &&
-                   total.count == 10 * world + rank_sum,
+                   total.correct_top5 == 5 * rank_sum + world && total.count == 10 * world + rank_sum,
                "metrics are summed over the ranks");
 
   checks.check(any_rank(comm, rank == world - 1, "test any") && !any_rank(comm, false, "test none"),

@@ -12,7 +12,8 @@ DistributedSampler(shuffle=False), its sums all-reduced.
 SETTINGS.json holds one object with the keys of SETTINGS below. The results are files in its
 "out" directory:
   steps-rank{R}.jsonl   one {"global_step", "lr", "loss"} line per step, each rank its own
-  epochs.jsonl          rank 0: one {"epoch", "val_loss", "val_accuracy"} line per epoch
+  epochs.jsonl          rank 0: one {"epoch", "val_loss", "val_accuracy", "val_top5_accuracy"}
+                        line per epoch
   final.pt              rank 0: the state_dict after the last step
 "dtype" may be "float64", to see how far float32 rounding alone moves a run.
 """
@@ -46,18 +47,19 @@ def batches(sampler, batch_size):
 
 def evaluate(model, x, y, rank, world, batch_size, dtype):
     sampler = DistributedSampler(range(len(x)), num_replicas=world, rank=rank, shuffle=False)
-    sums = torch.zeros(3, dtype=torch.float64)  # loss, correct, count
+    sums = torch.zeros(4, dtype=torch.float64)  # loss, correct, correct in the top 5, count
     model.eval()
     with torch.no_grad():
         for index in batches(sampler, batch_size):
             logits = model(normalise(x[index], dtype))
             sums[0] += F.cross_entropy(logits, y[index], reduction="sum").item()
             sums[1] += (logits.argmax(1) == y[index]).sum().item()
-            sums[2] += len(index)
+            sums[2] += (logits.topk(5, dim=1).indices == y[index, None]).any(dim=1).sum().item()
+            sums[3] += len(index)
     model.train()
     if world > 1:
         dist.all_reduce(sums)
-    return sums[0].item() / sums[2].item(), sums[1].item() / sums[2].item()
+    return tuple(value / sums[3].item() for value in sums[:3].tolist())
 
 
 def run_rank(rank, s):
@@ -93,9 +95,11 @@ def run_rank(rank, s):
                 pytorch_recipe.backward_and_step(optimizer, loss, lr)
                 global_step += 1
                 steps.write(json.dumps({"global_step": global_step, "lr": lr, "loss": loss.item()}) + "\n")
-            val_loss, val_accuracy = evaluate(trained, val_x, val_y, rank, world, s["batch_size"], dtype)
+            val_loss, val_accuracy, val_top5 = evaluate(trained, val_x, val_y, rank, world,
+                                                        s["batch_size"], dtype)
             epochs.write(json.dumps({"epoch": epoch + 1, "val_loss": val_loss,
-                                     "val_accuracy": val_accuracy}) + "\n")
+                                     "val_accuracy": val_accuracy,
+                                     "val_top5_accuracy": val_top5}) + "\n")
     if rank == 0:
         torch.save(model.state_dict(), os.path.join(s["out"], "final.pt"))
     if world > 1:

@@ -105,23 +105,32 @@ def check_xent(tool, workdir, rng, batch, classes, smoothing):
     logits = (4.0 * rng.standard_normal((batch, classes))).astype(np.float32)
     labels = rng.integers(0, classes, batch).astype(np.int32)
     labels[::2] = logits[::2].argmax(axis=1)  # so that 'correct' counts more than chance
+    # and every third label the fifth or sixth largest logit's, where top-5 decides
+    order = np.argsort(-logits, axis=1, kind="stable")
+    if classes > 5:
+        rows = np.arange(1, batch, 3)
+        labels[rows] = order[rows, 4 + np.arange(len(rows)) % 2]
     x = torch.from_numpy(logits.copy()).requires_grad_()
     loss = torch.nn.functional.cross_entropy(x, torch.from_numpy(labels).long(),
                                              label_smoothing=smoothing)
     loss.backward()
-    correct = int((x.detach().argmax(dim=1) == torch.from_numpy(labels).long()).sum())
+    target = torch.from_numpy(labels).long()
+    correct = int((x.detach().argmax(dim=1) == target).sum())
+    top5 = x.detach().topk(min(5, classes), dim=1).indices
+    correct_top5 = int((top5 == target[:, None]).any(dim=1).sum())
 
     with open(run_tool(tool, "xent", [logits, labels],
                        {"batch": batch, "classes": classes, "smoothing": smoothing}, workdir),
               "rb") as f:
         our_loss = np.fromfile(f, np.float64, 1)[0]
-        our_correct = int(np.fromfile(f, np.int64, 1)[0])
+        our_correct, our_top5 = (int(n) for n in np.fromfile(f, np.int64, 2))
         our_dlogits = np.fromfile(f, np.float32)
     # Sums of C float32 exponentials in different orders: up to (C + 64) ulps on every
     # probability, so on (p - target) / N up to the 1/N of the target.
     rel = (classes + 64) * FLT_EPSILON
-    ok = our_correct == correct
-    print(f"  {name}: correct: ours {our_correct}, torch {correct}")
+    ok = our_correct == correct and our_top5 == correct_top5
+    print(f"  {name}: correct: ours {our_correct}, torch {correct}; "
+          f"top-5: ours {our_top5}, torch {correct_top5}")
     ok &= report(name, "loss", np.array([our_loss]), np.array([loss.item()]), rel, rel)
     ok &= report(name, "dlogits", our_dlogits, x.grad.numpy().ravel(), rel, rel / batch)
     return ok

@@ -8,8 +8,8 @@ and the cosine schedule, and evaluate after every epoch. The PyTorch side is
 tests/parity/ddp_reference.py, written as a PyTorch user would write it. Each step, the
 evaluations and the weights written at the end are compared:
   - the learning rate of every step, to the 9 digits resnet_ddp logs;
-  - the loss of every step (on two ranks, rank 0's batch), the validation loss and accuracy of
-    every epoch;
+  - the loss of every step (on two ranks, rank 0's batch), the validation loss and the top-1
+    and top-5 accuracy of every epoch;
   - the BatchNorm running statistics after the last step (rank 0's, which DDP broadcasts);
   - what training changed: the parameters after the last step minus the initial ones, as
     ||ours - PyTorch|| / ||PyTorch|| over all of them.
@@ -164,11 +164,14 @@ def compare(case, init, ours, theirs):
 
     for o, t in zip(o_epochs, t_epochs):
         epoch, error = t["epoch"], relative(o["val_loss"], t["val_loss"])
-        if error > VAL_LOSS or o["val_accuracy"] != t["val_accuracy"]:
+        if (error > VAL_LOSS or o["val_accuracy"] != t["val_accuracy"]
+                or o["val_top5_accuracy"] != t["val_top5_accuracy"]):
             failures.append(f"{name}: epoch {epoch}: validation loss {o['val_loss']:.9g} accuracy "
-                            f"{o['val_accuracy']:.4f}, PyTorch {t['val_loss']:.9g} {t['val_accuracy']:.4f}")
-        print(f"{name}: epoch {epoch}: validation loss {o['val_loss']:.6f} accuracy {o['val_accuracy']:.4f}, "
-              f"PyTorch {t['val_loss']:.6f} {t['val_accuracy']:.4f} (relative error {error:.1e})")
+                            f"{o['val_accuracy']:.4f} top-5 {o['val_top5_accuracy']:.4f}, PyTorch "
+                            f"{t['val_loss']:.9g} {t['val_accuracy']:.4f} {t['val_top5_accuracy']:.4f}")
+        print(f"{name}: epoch {epoch}: validation loss {o['val_loss']:.6f} accuracy {o['val_accuracy']:.4f} "
+              f"top-5 {o['val_top5_accuracy']:.4f}, PyTorch {t['val_loss']:.6f} {t['val_accuracy']:.4f} "
+              f"{t['val_top5_accuracy']:.4f} (relative error {error:.1e})")
 
     worst, squares, reference = (0.0, "-"), 0.0, 0.0
     for key, start in init.items():

@@ -44,6 +44,7 @@ inline void check_same_bits(const EngineOutcome& a, const EngineOutcome& b) {
   for (const auto& [x, y] : {std::pair{a.train, b.train}, std::pair{a.eval, b.eval}}) {
     CHECK(same_bits(x.loss_sum, y.loss_sum));
     CHECK(x.correct == y.correct);
+    CHECK(x.correct_top5 == y.correct_top5);
     CHECK(x.count == y.count);
   }
 }

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <numeric>
 #include <vector>
 
 #include "resnet_ddp/cpu/softmax_xent.h"
@@ -59,6 +60,7 @@ inline void check_xent_against_twin(const std::vector<float>& logits, const std:
 
   const double rel = (classes + 64) * static_cast<double>(FLT_EPSILON);
   CHECK(got.metrics.correct == want_metrics.correct);
+  CHECK(got.metrics.correct_top5 == want_metrics.correct_top5);
   CHECK(got.metrics.bad_labels == 0);
   // A row's loss is lse - (1-eps) z_y - eps/C sum z: terms of size up to ~8 * logit_scale.
   CHECK(std::abs(got.metrics.loss - want_metrics.loss) <=
@@ -79,6 +81,20 @@ inline std::vector<int32_t> random_labels(Rng& rng, int batch, int classes) {
   return labels;
 }
 
+// Every third row's label moved to its 5th or 6th largest logit, where top-5 is decided (random
+// labels of a thousand classes would almost never be).
+inline void put_labels_at_top5_edge(const std::vector<float>& logits, int classes,
+                                    std::vector<int32_t>& labels) {
+  if (classes < 6) return;
+  for (size_t n = 1; n < labels.size(); n += 3) {
+    const float* x = logits.data() + n * classes;
+    std::vector<int> order(classes);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return x[a] > x[b]; });
+    labels[n] = order[4 + (n / 3) % 2];
+  }
+}
+
 // Random logits for every batch and class count (with and without label smoothing).
 inline void check_random_logits(std::initializer_list<int> batches,
                                 std::initializer_list<int> class_counts, const Stream& stream) {
@@ -92,8 +108,9 @@ inline void check_random_logits(std::initializer_list<int> batches,
         Rng rng(derive_seed(batch * 4099 + classes, smoothing == 0 ? "plain" : "smoothed"));
         const std::vector<float> logits =
             normal_floats(rng, static_cast<size_t>(batch) * classes, logit_scale);
-        check_xent_against_twin(logits, random_labels(rng, batch, classes), batch, classes,
-                                smoothing, logit_scale, stream);
+        std::vector<int32_t> labels = random_labels(rng, batch, classes);
+        put_labels_at_top5_edge(logits, classes, labels);
+        check_xent_against_twin(logits, labels, batch, classes, smoothing, logit_scale, stream);
       }
     }
   }
@@ -108,7 +125,8 @@ inline void check_ties_huge_and_bits(int batch, std::initializer_list<int> class
     Rng rng(derive_seed(classes, "ties"));
     std::vector<float> ties(static_cast<size_t>(batch) * classes);
     for (float& x : ties) x = static_cast<float>(rng.below(4));
-    const auto labels = random_labels(rng, batch, classes);
+    std::vector<int32_t> labels = random_labels(rng, batch, classes);
+    put_labels_at_top5_edge(ties, classes, labels);
     check_xent_against_twin(ties, labels, batch, classes, 0.1f, 4.0, stream);
 
     std::vector<float> huge(ties.size());
@@ -139,6 +157,14 @@ inline void check_bad_labels(const Stream& stream) {
     const XentOutputs got = run_xent_kernel(logits, labels, batch, classes, 0.0f, stream);
     CHECK(got.metrics.bad_labels == 2);
     CHECK(std::isnan(got.metrics.loss));
+    // Only the good rows count as correct.
+    std::vector<float> good_logits(logits.begin(), logits.begin() + classes);
+    good_logits.insert(good_logits.end(), logits.begin() + 3 * classes, logits.end());
+    const std::vector<int32_t> good_labels = {labels[0], labels[3]};
+    const cpu::XentResult good = cpu::softmax_cross_entropy<float>(
+        good_logits.data(), good_labels.data(), 2, classes, 0.0f, nullptr);
+    CHECK(got.metrics.correct == good.correct);
+    CHECK(got.metrics.correct_top5 == good.correct_top5);
     // The good rows are written (the poison is NaN); the bad ones are NaN either way.
     CHECK(std::all_of(got.dlogits.begin(), got.dlogits.begin() + classes,
                       [](float g) { return std::isfinite(g); }));

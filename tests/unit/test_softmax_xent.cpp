@@ -2,8 +2,10 @@
 
 #include <cfloat>
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <numeric>
 #include <vector>
 
 #include "resnet_ddp/cpu/softmax_xent.h"
@@ -22,7 +24,19 @@ struct NaiveXent {
   long double loss = 0;
   std::vector<long double> dlogits;
   int64_t correct = 0;
+  int64_t correct_top5 = 0;
 };
+
+// Whether the label is among the row's first k classes, sorted by logit with the lower index
+// first among equals (no NaN here).
+template <typename T>
+bool label_in_top(const T* x, int classes, int label, int k) {
+  std::vector<int> order(classes);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return x[a] > x[b]; });
+  return std::find(order.begin(), order.begin() + std::min(k, classes), label) !=
+         order.begin() + std::min(k, classes);
+}
 
 template <typename T>
 NaiveXent naive_xent(const std::vector<T>& logits, const std::vector<int32_t>& labels, int batch,
@@ -47,6 +61,7 @@ NaiveXent naive_xent(const std::vector<T>& logits, const std::vector<int32_t>& l
     for (int c = 1; c < classes; ++c)
       if (x[c] > x[first_max]) first_max = c;
     out.correct += first_max == labels[n];
+    out.correct_top5 += label_in_top(x, classes, labels[n], 5);
   }
   return out;
 }
@@ -80,6 +95,7 @@ void check_against_naive(int batch, int classes, double eps, double scale, uint6
   const double rel = (classes + 64) * unit;
 
   CHECK(got.correct == want.correct);
+  CHECK(got.correct_top5 == want.correct_top5);
   // The loss terms are of the order of |z| <= 8 * scale, each with error rel.
   CHECK(std::abs(got.loss - static_cast<double>(want.loss)) <=
         rel * (8 * scale + std::abs(static_cast<double>(want.loss))));
@@ -177,6 +193,28 @@ TEST_CASE("'correct' counts the first maximal logit, as torch.argmax") {
   // Without the NaN row the four tie rows alone: 2 correct.
   CHECK(cpu::softmax_cross_entropy<float>(logits.data(), labels.data(), 4, classes, 0.0f, nullptr)
             .correct == 2);
+}
+
+TEST_CASE("'correct_top5' counts labels among the five largest logits, ties to the lower index") {
+  const int classes = 8;
+  const std::vector<float> logits = {7, 6, 5, 4, 3, 2, 1, 0,   // label 4 is 5th: in
+                                     7, 6, 5, 4, 3, 2, 1, 0,   // label 5 is 6th: out
+                                     1, 1, 1, 1, 1, 1, 1, 1,   // all tied: index 4 is 5th
+                                     1, 1, 1, 1, 1, 1, 1, 1,   // ... and index 5 is 6th
+                                     0, 9, 9, 9, 9, 9, 0, 9,   // label 7 behind five ties
+                                     0, 0, 0, 0, 0, 0, 0, 9};  // label 7 first: top-1 too
+  const std::vector<int32_t> labels = {4, 5, 4, 5, 7, 7};
+  const int batch = static_cast<int>(labels.size());
+  const auto got = cpu::softmax_cross_entropy<float>(logits.data(), labels.data(), batch,
+                                                     classes, 0.0f, nullptr);
+  CHECK(got.correct_top5 == 3);  // rows 0, 2 and 5
+  CHECK(got.correct == 1);       // row 5
+  // Five classes or fewer: every label is among the first five, even the smallest logit's.
+  const std::vector<float> four = {3, 2, 1, 0};
+  const int32_t last = 3;
+  const auto small = cpu::softmax_cross_entropy<float>(four.data(), &last, 1, 4, 0.0f, nullptr);
+  CHECK(small.correct_top5 == 1);
+  CHECK(small.correct == 0);
 }
 
 TEST_CASE("a -inf logit leaves the unsmoothed loss finite") {

@@ -20,16 +20,19 @@ namespace rddp::cuda {
 // One row's result: the first kernel writes one per row, a second sums them in a fixed order,
 // so the loss is reproducible bit for bit with no floating-point atomics.
 struct XentRow {
-  float loss;         // the row's (smoothed) cross-entropy; NaN when the label is bad
-  int32_t correct;    // 1 when the row's first maximal logit is the label
-  int32_t bad_label;  // 1 when the label is outside [0, classes)
+  float loss;            // the row's (smoothed) cross-entropy; NaN when the label is bad
+  int32_t correct;       // 1 when the row's first maximal logit is the label
+  int32_t correct_top5;  // 1 when the label is among its first 5 (softmax_xent_math.h's rank)
+  int32_t bad_label;     // 1 when the label is outside [0, classes)
 };
 
 struct XentMetrics {
-  double loss;         // mean over the batch, as nn.CrossEntropyLoss(reduction="mean")
-  int64_t correct;     // rows whose first maximal logit is the label
-  int64_t bad_labels;  // rows whose label is outside [0, classes): their loss and dlogits are
-                       // NaN; a kernel cannot throw, so the caller must refuse a non-zero count
+  double loss;           // mean over the batch, as nn.CrossEntropyLoss(reduction="mean")
+  int64_t correct;       // rows whose first maximal logit is the label
+  int64_t correct_top5;  // rows whose label is among the first 5 logits
+  int64_t bad_labels;    // rows whose label is outside [0, classes): their loss and dlogits
+                         // are NaN; a kernel cannot throw, so the caller must refuse a non-zero
+                         // count
 };
 
 // logits and dlogits are [batch, classes] row-major on the device, labels [batch]; dlogits may

@@ -104,6 +104,7 @@ void ohwi_to_oihw(int out_channels, int in_channels, int kernel, const From* ohw
 struct MetricSums {
   double loss_sum;  // sum over steps of mean loss * batch
   int64_t correct;
+  int64_t correct_top5;
   int64_t count;
   int64_t bad_labels;
   int64_t nonfinite_losses;  // steps left out of the sums above (drop_nonfinite only)

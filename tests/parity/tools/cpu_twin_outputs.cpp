@@ -6,7 +6,8 @@
 //     OUT: the N parameters after the last step, then each moment buffer the optimizer keeps.
 //   cpu_twin_outputs xent IN OUT batch=B classes=C smoothing=eps
 //     IN: B*C float32 logits, then B int32 labels.
-//     OUT: the mean loss (float64), the correct count (int64), then B*C float32 dlogits.
+//     OUT: the mean loss (float64), the top-1 and top-5 correct counts (int64), then B*C
+//     float32 dlogits.
 // Everything is little-endian raw binary, as numpy's tofile/fromfile write and read it.
 #include <cstdint>
 #include <cstdio>
@@ -93,7 +94,7 @@ void run_xent(Input& in, std::ofstream& out, const Settings& settings) {
   const cpu::XentResult result = cpu::softmax_cross_entropy(
       logits.data(), labels.data(), batch, classes, smoothing, dlogits.data());
   write(out, std::vector<double>{result.loss});
-  write(out, std::vector<int64_t>{result.correct});
+  write(out, std::vector<int64_t>{result.correct, result.correct_top5});
   write(out, dlogits);
 }
 
