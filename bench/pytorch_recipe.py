@@ -11,9 +11,9 @@ so that the two can be compared on the same machine in the same run:
     python3 bench/pytorch_recipe.py --epochs 5 [--device cuda] [--lr-schedule cosine]
         [--warmup-epochs E] [--limit-train N] [--log-json FILE]
 
-Prints one line per epoch and, last, `final validation accuracy X%`. --log-json appends one
-JSON object per step and per epoch with resnet_ddp's --log-json keys and number format, so
-that the same tools read both. Reads the idx files of Debian's dataset-fashion-mnist (or
+Prints one line per epoch and, last, `final validation accuracy X% (top-5 Y%)`. --log-json
+appends one JSON object per step and per epoch with resnet_ddp's --log-json keys and number
+format, so that the same tools read both. Reads the idx files of Debian's dataset-fashion-mnist (or
 --data DIR) directly, so it needs no download.
 """
 import argparse
@@ -138,7 +138,7 @@ def build_model():
 
 def evaluate(model, images, labels, device, batch):
     model.eval()
-    correct, loss_sum = 0, 0.0
+    correct, correct_top5, loss_sum = 0, 0, 0.0
     with torch.no_grad():
         for start in range(0, len(images), batch):
             x = normalise(images[start:start + batch], device)
@@ -146,8 +146,9 @@ def evaluate(model, images, labels, device, batch):
             logits = model(x)
             loss_sum += F.cross_entropy(logits, y, reduction="sum").item()
             correct += (logits.argmax(1) == y).sum().item()
+            correct_top5 += (logits.topk(5, dim=1).indices == y[:, None]).any(dim=1).sum().item()
     model.train()
-    return loss_sum / len(images), correct / len(images)
+    return loss_sum / len(images), correct / len(images), correct_top5 / len(images)
 
 
 def main():
@@ -188,7 +189,7 @@ def main():
     steps_per_epoch = (len(train_x) + args.batch_size - 1) // args.batch_size
     schedule = LrSchedule(args.lr_schedule, args.lr, args.epochs, steps_per_epoch, args.warmup_epochs)
     log = open(args.log_json, "a") if args.log_json else None
-    accuracy, global_step = 0.0, 0
+    accuracy, top5, global_step = 0.0, 0.0, 0
     for epoch in range(args.epochs):
         start = time.time()
         # DistributedSampler with one replica: randperm seeded by seed + epoch.
@@ -212,20 +213,22 @@ def main():
                 log.write(json_record(type="step", epoch=epoch + 1, global_step=global_step, lr=lr,
                                       loss=step_loss, accuracy=step_correct / len(index),
                                       images_per_s=len(index) / (time.time() - step_start)) + "\n")
-        val_loss, accuracy = evaluate(model, val_x, val_y, device, 512)
+        val_loss, accuracy, top5 = evaluate(model, val_x, val_y, device, 512)
         elapsed = time.time() - start
         print(f"epoch {epoch + 1}/{args.epochs}: train loss {loss_sum / seen:.4f} acc {100 * correct / seen:.2f}% "
-              f"| val loss {val_loss:.4f} acc {100 * accuracy:.2f}% | {elapsed:.1f} s, {seen / elapsed:.0f} img/s",
+              f"| val loss {val_loss:.4f} acc {100 * accuracy:.2f}% (top-5 {100 * top5:.2f}%) "
+              f"| {elapsed:.1f} s, {seen / elapsed:.0f} img/s",
               flush=True)
         if log:
             log.write(json_record(type="epoch", epoch=epoch + 1, global_step=global_step, lr=lr,
                                   train_loss=loss_sum / seen, train_accuracy=correct / seen,
-                                  val_loss=val_loss, val_accuracy=accuracy, seconds=elapsed,
+                                  val_loss=val_loss, val_accuracy=accuracy, val_top5_accuracy=top5,
+                                  seconds=elapsed,
                                   images_per_s=seen / elapsed) + "\n")
             log.flush()
     if log:
         log.close()
-    print(f"final validation accuracy {100 * accuracy:.2f}%")
+    print(f"final validation accuracy {100 * accuracy:.2f}% (top-5 {100 * top5:.2f}%)")
 
 
 if __name__ == "__main__":
