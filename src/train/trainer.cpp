@@ -522,7 +522,7 @@ int Trainer::run() {
                     "in training are normal, many mean fp16 overflows: try --precision bf16 or a lower --lr");
     Json epoch_json;
     epoch_json.str("type", "epoch").num("epoch", epoch + 1).num("global_step", global_step_)
-.num("lr", lr).num("train_loss", mean_loss(train)).num("train_accuracy", accuracy(train))
+        .num("lr", lr).num("train_loss", mean_loss(train)).num("train_accuracy", accuracy(train))
         .num("train_top5_accuracy", top5_accuracy(train))
         .num("val_loss", mean_loss(val)).num("val_accuracy", accuracy(val))
         .num("val_top5_accuracy", top5_accuracy(val))

@@ -46,10 +46,13 @@ TRANSFORM = T.Compose([T.Resize(256), T.CenterCrop(224), T.ToTensor(),
                        T.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])])
 
 
+def inputs(paths):
+    return torch.stack([TRANSFORM(Image.open(path).convert("RGB")) for path in paths])
+
+
 def torchvision_logits(model, paths):
-    batch = torch.stack([TRANSFORM(Image.open(path).convert("RGB")) for path in paths])
     with torch.no_grad():
-        return model(batch)
+        return model(inputs(paths))
 
 
 def clear_rank(logits, label):
@@ -82,7 +85,7 @@ def main():
                 module.momentum = None  # a cumulative mean over the batches seen
         model.train()
         with torch.no_grad():
-            model(torch.stack([TRANSFORM(Image.open(path).convert("RGB")) for path in staged]))
+            model(inputs(staged))
         model.eval()
         logits = torchvision_logits(model, staged).numpy()
 
