@@ -97,6 +97,42 @@ __global__ void vector_load_kernel(const float* in, float* out) {
   out[0] = reinterpret_cast<const Quad*>(in)->v[0];
 }
 
+// out[t] = in[t - 1] (out[0] = in[0]) through shared memory with no barrier between the store
+// and the load: a race that the forward order hides, since thread t - 1 has run by then.
+__global__ void racy_neighbour_kernel(const int* in, int* out) {
+  __shared__ int value[64];
+  const unsigned t = threadIdx.x;
+  value[t] = in[t];
+  out[t] = value[t > 0 ? t - 1 : 0];
+}
+
+// Two block sums of 64 threads through one shared array, with the barrier after the first sum's
+// loads left out: out[t] is the first sum as thread t saw it, out[64 + t] the second. Correct
+// while the warps move in step; a warp that runs ahead stores its second partial where the other
+// warp has yet to load its first.
+__global__ void reused_partials_kernel(const int* in, int* out) {
+  __shared__ int partial[2];
+  const unsigned t = threadIdx.x, warp = t / 32;
+  int v = in[t];
+  for (int lane_mask = 16; lane_mask > 0; lane_mask /= 2) v += __shfl_xor_sync(kFull, v, lane_mask);
+  if (t % 32 == 0) partial[warp] = v;
+  __syncthreads();
+  const int first = partial[0] + partial[1];
+  int w = 2 * in[t];
+  for (int lane_mask = 16; lane_mask > 0; lane_mask /= 2) w += __shfl_xor_sync(kFull, w, lane_mask);
+  if (t % 32 == 0) partial[warp] = w;  // a __syncthreads() belongs before this store
+  __syncthreads();
+  out[t] = first;
+  out[64 + t] = partial[0] + partial[1];
+}
+
+// Block b > 0 reads what block b - 1 wrote, one block a thread: blocks that depend on the order
+// in which the GPU runs them.
+__global__ void chained_blocks_kernel(int* out) {
+  const unsigned b = blockIdx.x;
+  out[b] = b == 0 ? 1 : out[b - 1] + 1;
+}
+
 }  // namespace
 
 void block_sum(const int* in, int* out, int blocks) {
@@ -112,6 +148,9 @@ void write_past_end(int count, int* out) {
   write_past_end_kernel<<<(count + 64) / 64, 64>>>(count, out);
 }
 void vector_load(const float* in, float* out) { vector_load_kernel<<<1, 1>>>(in, out); }
+void racy_neighbour(const int* in, int* out) { racy_neighbour_kernel<<<1, 64>>>(in, out); }
+void reused_partials(const int* in, int* out) { reused_partials_kernel<<<1, 64>>>(in, out); }
+void chained_blocks(int* out, int blocks) { chained_blocks_kernel<<<blocks, 1>>>(out); }
 void too_many_threads(int* out) { early_exit_kernel<<<1, 2048>>>(out); }
 
 }  // namespace emu_probe

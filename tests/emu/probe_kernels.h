@@ -11,6 +11,9 @@ void shuffle_after_exit(int* out);                    // 32 threads
 void hang(int* out);                                  // 64 threads
 void write_past_end(int count, int* out);
 void vector_load(const float* in, float* out);
+void racy_neighbour(const int* in, int* out);  // 64 threads
+void reused_partials(const int* in, int* out); // 64 threads, 128 results
+void chained_blocks(int* out, int blocks);     // one thread a block
 void too_many_threads(int* out);  // a block of 2048 threads
 
 }  // namespace emu_probe

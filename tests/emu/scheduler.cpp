@@ -5,13 +5,18 @@
 // no wait can end, the GPU would hang or read lanes that are not there: the launch fails with
 // what each thread waits for.
 //
+// Threads and blocks run in the order thread_order.h sets: forward, the warps in step, or
+// reversed with each warp running ahead (forward_turns, reverse_turns).
+//
 // Most kernels never wait. So a block starts on one fiber, the runner, which takes its threads
 // one after another while none waits; the first thread to wait keeps the runner, and the threads
 // after it get fibers of their own. The order in which threads run is the same either way.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -19,6 +24,7 @@
 #include "cuda_emu.h"
 #include "fiber.h"
 #include "launch_fault.h"
+#include "thread_order.h"
 
 namespace emu::detail {
 
@@ -61,7 +67,8 @@ struct Grid {
   EmuThread* running = nullptr;
   Fiber scheduler;
   Fiber runner;
-  int next_for_runner = 0;  // the first thread not yet started
+  bool reverse = false;     // thread_order() of this launch
+  int next_for_runner = 0;  // the first turn (nth_thread) not yet started
   bool runner_kept = false;  // a thread waited on the runner: it takes no more threads
   FiberStacks stacks;
   std::string fault;  // set by a thread that cannot go on
@@ -72,12 +79,17 @@ Grid& grid() {
   return g;
 }
 
+// The k-th thread the runner starts: the order in which forward_turns or reverse_turns first
+// reach the threads.
+int nth_thread(const Grid& g, int k) { return g.reverse ? g.count - 1 - k : k; }
+
 std::string where(const Config& c) {
   std::ostringstream out;
   out << "kernel " << c.kernel << " (launched at " << c.file << ":" << c.line << "), block ("
       << block_idx.x << "," << block_idx.y << "," << block_idx.z << ") of (" << grid_dim.x << ","
       << grid_dim.y << "," << grid_dim.z << "), " << block_dim.x << "x" << block_dim.y << "x"
       << block_dim.z << " threads";
+  if (grid().reverse) out << " (threads and blocks in reverse order)";
   return out.str();
 }
 
@@ -163,7 +175,7 @@ void runner_entry() {
   Grid& g = grid();
   fiber_started(g.scheduler);
   while (!g.runner_kept && g.next_for_runner < g.count) {
-    EmuThread& t = g.threads[g.next_for_runner++];
+    EmuThread& t = g.threads[nth_thread(g, g.next_for_runner++)];
     t.runs_on = &g.runner;
     g.running = &t;
     current_place = &t.place;
@@ -216,9 +228,10 @@ bool release_block_barrier(Grid& g) {
 
 // Releases each group of lanes of a warp that all wait at the same intrinsic with the same
 // mask. A mask that names a lane that has exited or does not exist can never complete.
-bool release_warp_collectives(Grid& g) {
+bool release_warp_collectives(Grid& g, int first_warp, int end_warp) {
   bool released = false;
-  for (int base = 0; base < g.count; base += kWarpSize) {
+  for (int base = first_warp * kWarpSize; base < g.count && base < end_warp * kWarpSize;
+       base += kWarpSize) {
     const int lanes = std::min(kWarpSize, g.count - base);
     for (int lane = 0; lane < lanes; ++lane) {
       EmuThread& t = g.threads[base + lane];
@@ -263,6 +276,49 @@ bool release_warp_collectives(Grid& g) {
   return released;
 }
 
+// Runs thread i, if it is ready, until it exits or waits.
+void take_turn(Grid& g, int i) {
+  EmuThread& t = g.threads[i];
+  if (t.state != State::ready) return;
+  if (t.runs_on == nullptr && !g.runner_kept) {
+    // Not started: the runner starts it, and the threads after it while none waits.
+    switch_fiber(g.scheduler, g.runner);
+  } else {
+    if (t.runs_on == nullptr) {
+      // Stacks lie a multiple of the page size apart; staggering their tops keeps the hot
+      // frames of the threads out of each other's cache sets.
+      const size_t stagger = static_cast<size_t>(i % 61) * 64;
+      prepare_fiber(t.fiber, g.stacks.stack(i), FiberStacks::stack_bytes() - stagger, &thread_entry);
+      t.runs_on = &t.fiber;
+    }
+    g.running = &t;
+    current_place = &t.place;
+    switch_fiber(g.scheduler, *t.runs_on);
+  }
+  if (!g.fault.empty()) fail_block(g, g.fault);
+}
+
+int warp_count(const Grid& g) { return (g.count + kWarpSize - 1) / kWarpSize; }
+
+// Forward: every thread gets a turn, 0 first, before any warp intrinsic or barrier releases, so
+// the warps move in step.
+void forward_turns(Grid& g) {
+  for (int i = 0; i < g.count; ++i) take_turn(g, i);
+}
+
+// Reverse: the last warp first, its lanes last to first, and each warp runs on through its warp
+// intrinsics until it exits or waits at a barrier before the next warp starts. So a warp may also
+// get ahead of the others by a whole phase, as on a GPU, and store where another warp has yet to
+// load.
+void reverse_turns(Grid& g) {
+  for (int warp = warp_count(g) - 1; warp >= 0; --warp) {
+    const int base = warp * kWarpSize, lanes = std::min(kWarpSize, g.count - base);
+    do {
+      for (int lane = lanes - 1; lane >= 0; --lane) take_turn(g, base + lane);
+    } while (release_warp_collectives(g, warp, warp + 1));
+  }
+}
+
 void run_block(Grid& g) {
   g.live = g.count;
   for (int i = 0; i < g.count; ++i) {
@@ -275,28 +331,12 @@ void run_block(Grid& g) {
   prepare_fiber(g.runner, g.stacks.stack(static_cast<size_t>(g.count)), FiberStacks::stack_bytes(),
                 &runner_entry);
   for (;;) {
-    for (int i = 0; i < g.count; ++i) {
-      EmuThread& t = g.threads[i];
-      if (t.state != State::ready) continue;
-      if (t.runs_on == nullptr && !g.runner_kept) {
-        // Not started: the runner starts it, and the threads after it while none waits.
-        switch_fiber(g.scheduler, g.runner);
-      } else {
-        if (t.runs_on == nullptr) {
-          // Stacks lie a multiple of the page size apart; staggering their tops keeps the hot
-          // frames of the threads out of each other's cache sets.
-          const size_t stagger = static_cast<size_t>(i % 61) * 64;
-          prepare_fiber(t.fiber, g.stacks.stack(i), FiberStacks::stack_bytes() - stagger, &thread_entry);
-          t.runs_on = &t.fiber;
-        }
-        g.running = &t;
-        current_place = &t.place;
-        switch_fiber(g.scheduler, *t.runs_on);
-      }
-      if (!g.fault.empty()) fail_block(g, g.fault);
-    }
+    if (g.reverse)
+      reverse_turns(g);
+    else
+      forward_turns(g);
     if (g.live == 0) return;
-    if (release_block_barrier(g) || release_warp_collectives(g)) continue;
+    if (release_block_barrier(g) || release_warp_collectives(g, 0, warp_count(g))) continue;
     fail_block(g, "no thread can go on: a barrier or warp intrinsic that not every thread it "
                   "waits for reaches (a hang on the GPU)");
   }
@@ -326,6 +366,7 @@ void run_grid(const Config& config, void (*body)(void*), void* context) {
     throw LaunchFault(std::string("emulated launch of ") + config.kernel +
                       " asks for dynamic shared memory, which the emulator does not provide");
   }
+  g.reverse = thread_order() == ThreadOrder::reverse;
   g.config = &config;
   g.body = body;
   g.context = context;
@@ -341,12 +382,14 @@ void run_grid(const Config& config, void (*body)(void*), void* context) {
                                static_cast<unsigned>(i) / config.block.x % config.block.y,
                                static_cast<unsigned>(i) / (config.block.x * config.block.y)};
   }
-  for (unsigned z = 0; z < config.grid.z; ++z)
-    for (unsigned y = 0; y < config.grid.y; ++y)
-      for (unsigned x = 0; x < config.grid.x; ++x) {
-        block_idx = uint3{x, y, z};
-        run_block(g);
-      }
+  const uint64_t blocks = uint64_t{config.grid.x} * config.grid.y * config.grid.z;
+  for (uint64_t k = 0; k < blocks; ++k) {
+    const uint64_t b = g.reverse ? blocks - 1 - k : k;
+    block_idx = uint3{static_cast<unsigned>(b % config.grid.x),
+                      static_cast<unsigned>(b / config.grid.x % config.grid.y),
+                      static_cast<unsigned>(b / (uint64_t{config.grid.x} * config.grid.y))};
+    run_block(g);
+  }
   g.running = nullptr;
   current_place = nullptr;
   g.config = nullptr;
@@ -383,3 +426,35 @@ uint64_t warp_collective(WarpOp op, const char* name, unsigned mask, uint64_t va
 }
 
 }  // namespace emu::detail
+
+namespace emu {
+namespace {
+
+std::optional<ThreadOrder>& chosen_order() {
+  static std::optional<ThreadOrder> order;
+  return order;
+}
+
+ThreadOrder order_from_environment() {
+  const char* set = std::getenv("RDDP_EMU_THREAD_ORDER");
+  if (set == nullptr || *set == '\0' || std::strcmp(set, "forward") == 0)
+    return ThreadOrder::forward;
+  if (std::strcmp(set, "reverse") == 0) return ThreadOrder::reverse;
+  throw LaunchFault(std::string("RDDP_EMU_THREAD_ORDER is \"") + set +
+                    "\"; set it to forward or reverse, or leave it unset");
+}
+
+}  // namespace
+
+ThreadOrder thread_order() {
+  if (!chosen_order()) chosen_order() = order_from_environment();
+  return *chosen_order();
+}
+
+void set_thread_order(ThreadOrder order) { chosen_order() = order; }
+
+const char* to_string(ThreadOrder order) {
+  return order == ThreadOrder::reverse ? "reverse" : "forward";
+}
+
+}  // namespace emu

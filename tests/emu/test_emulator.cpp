@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include "launch_fault.h"
 #include "probe_kernels.h"
 #include "stream_work.h"
+#include "thread_order.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/device_buffer.h"
 
@@ -46,6 +48,27 @@ std::string fault_of(Launch&& launch) {
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
+}
+
+// Runs the emulator in `order` for the life of the object, then in the order before.
+class OrderFor {
+ public:
+  explicit OrderFor(emu::ThreadOrder order) : before_(emu::thread_order()) {
+    emu::set_thread_order(order);
+  }
+  ~OrderFor() { emu::set_thread_order(before_); }
+  OrderFor(const OrderFor&) = delete;
+  OrderFor& operator=(const OrderFor&) = delete;
+
+ private:
+  emu::ThreadOrder before_;
+};
+
+std::vector<int> racy_neighbour_output(const std::vector<int>& in) {
+  const auto d_in = upload(in);
+  DeviceBuffer<int> d_out(in.size());
+  emu_probe::racy_neighbour(d_in.get(), d_out.get());
+  return download(d_out.get(), in.size(), nullptr);
 }
 
 }  // namespace
@@ -114,6 +137,77 @@ TEST_CASE("emulator: threads that wait for each other fail the launch instead of
   DeviceBuffer<int> votes(2);
   emu_probe::block_votes(votes.get());
   CHECK(download(votes.get(), 2, nullptr) == std::vector<int>{48, 1});
+}
+
+TEST_CASE("emulator: a race the forward order hides fails in the reverse order") {
+  std::vector<int> first(64), second(64), shifted_first(64), shifted_second(64);
+  for (int t = 0; t < 64; ++t) {
+    first[t] = 1000 + t;
+    second[t] = 2000 + t;
+  }
+  for (int t = 0; t < 64; ++t) {
+    shifted_first[t] = first[t > 0 ? t - 1 : 0];
+    shifted_second[t] = second[t > 0 ? t - 1 : 0];
+  }
+  {
+    OrderFor forward(emu::ThreadOrder::forward);
+    CHECK(racy_neighbour_output(first) == shifted_first);
+  }
+  OrderFor reverse(emu::ThreadOrder::reverse);
+  const std::vector<int> out = racy_neighbour_output(second);
+  // Thread t runs before t - 1 has stored: it reads what the last launch left there.
+  CHECK(out[0] == second[0]);
+  for (int t = 1; t < 64; ++t) CHECK(out[t] == first[t - 1]);
+  CHECK(out != shifted_second);
+}
+
+TEST_CASE("emulator: in the reverse order a warp runs ahead and overwrites what another reads") {
+  std::vector<int> in(64);
+  int sums[2] = {0, 0};
+  for (int t = 0; t < 64; ++t) {
+    in[t] = t * t % 13 + 1;
+    sums[t / 32] += in[t];
+  }
+  const int first = sums[0] + sums[1], second = 2 * first;
+  const auto d_in = upload(in);
+  DeviceBuffer<int> d_out(128);
+  std::vector<int> expected(128, first);
+  std::fill(expected.begin() + 64, expected.end(), second);
+  {
+    OrderFor forward(emu::ThreadOrder::forward);
+    emu_probe::reused_partials(d_in.get(), d_out.get());
+    CHECK(download(d_out.get(), 128, nullptr) == expected);
+  }
+  OrderFor reverse(emu::ThreadOrder::reverse);
+  emu_probe::reused_partials(d_in.get(), d_out.get());
+  const std::vector<int> out = download(d_out.get(), 128, nullptr);
+  // Warp 1 ran first and stored its second partial before warp 0 loaded the first ones.
+  for (int t = 0; t < 32; ++t) CHECK(out[t] == sums[0] + 2 * sums[1]);
+  for (int t = 32; t < 64; ++t) CHECK(out[t] == first);
+  for (int t = 64; t < 128; ++t) CHECK(out[t] == second);
+}
+
+TEST_CASE("emulator: the reverse order runs the blocks of a grid last to first") {
+  DeviceBuffer<int> out(5);
+  {
+    OrderFor forward(emu::ThreadOrder::forward);
+    RDDP_CUDA_CHECK(cudaMemset(out.get(), 0, out.bytes()));
+    emu_probe::chained_blocks(out.get(), 5);
+    CHECK(download(out.get(), 5, nullptr) == std::vector<int>{1, 2, 3, 4, 5});
+  }
+  OrderFor reverse(emu::ThreadOrder::reverse);
+  RDDP_CUDA_CHECK(cudaMemset(out.get(), 0, out.bytes()));
+  emu_probe::chained_blocks(out.get(), 5);
+  CHECK(download(out.get(), 5, nullptr) == std::vector<int>{1, 1, 1, 1, 1});
+}
+
+TEST_CASE("emulator: a fault in the reverse order says so") {
+  OrderFor reverse(emu::ThreadOrder::reverse);
+  DeviceBuffer<int> out(64);
+  const std::string fault = fault_of([&] { emu_probe::hang(out.get()); });
+  CHECK(contains(fault, "hang_kernel"));
+  CHECK(contains(fault, "threads and blocks in reverse order"));
+  CHECK(contains(fault, "no thread can go on"));
 }
 
 TEST_CASE("emulator: a write past the end of a buffer fails the launch") {
