@@ -37,7 +37,12 @@
 #                 with residual + ReLU) beside cuDNN's (and in NHWC its SPATIAL_PERSISTENT mode)
 #                 at every BatchNorm shape of ResNet-18 (32x32 batch 128, 224x224 batch 256;
 #                 NCHW and NHWC; fp32 and bf16), the whole table in <report>-kernels.txt
-#   8 throughput  bench/run_throughput.sh with its own budget (--budget 470), last
+#   8 sanitize    compute-sanitizer's memcheck, racecheck and synccheck over the gpu tests of our
+#                 kernels (test_kernels.cu, test_cuda_batchnorm_kernels.cpp), checking only our
+#                 kernels (namespace rddp): out-of-bounds and misaligned accesses, shared-memory
+#                 races, barriers not every thread reaches. Skipped, saying so, where the machine
+#                 has no compute-sanitizer
+#   9 throughput  bench/run_throughput.sh with its own budget (--budget 470), last
 #
 # Each step has its own time limit, cut to what is left of its part's budget; a step that the
 # budget leaves no time for is NOT RUN and counts as failed. The report is
@@ -66,7 +71,7 @@ per_class=${RDDP_DATA_PER_CLASS:-640}
 bin=$build/resnet_ddp
 pack_bin=$build/resnet_ddp_pack
 
-parts=(tests fashion precision engine mixed data kernels throughput)
+parts=(tests fashion precision engine mixed data kernels sanitize throughput)
 describe_part() {
   case $1 in
     tests) echo "gpu tests (CUDA vs CPU, bf16, fp16, NHWC) and the NCCL communicator tests" ;;
@@ -76,6 +81,7 @@ describe_part() {
     mixed) echo "300 synthetic steps in bf16 and fp16, NCHW and NHWC, cuDNN's and our fused BatchNorm; fp16's skipped steps" ;;
     data) echo "JPEG folder vs resnet_ddp_pack pack: data-wait share per epoch" ;;
     kernels) echo "bench/kernels_bench: our kernels' bandwidth, our BatchNorm beside cuDNN's at ResNet-18's shapes" ;;
+    sanitize) echo "compute-sanitizer memcheck, racecheck and synccheck on the gpu tests of our kernels" ;;
     throughput) echo "bench/run_throughput.sh --budget 470 against PyTorch" ;;
   esac
 }
@@ -520,6 +526,44 @@ part_kernels() {
   # The whole table goes beside the report: the output tail the report keeps would cut it.
   step 300 "kernel benchmarks" "$build/bench/kernels_bench"
   [ $dry_run = 1 ] || cp "$logs/kernel_benchmarks.log" "${report%.md}-kernels.txt"
+}
+
+# compute-sanitizer: on PATH, in the CUDA toolkit, or from a Python environment's
+# nvidia-cuda-sanitizer-api wheel.
+find_compute_sanitizer() {
+  local candidate
+  for candidate in "$(command -v compute-sanitizer 2>/dev/null)" \
+    "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer" /usr/local/cuda/bin/compute-sanitizer; do
+    [ -n "$candidate" ] && [ -x "$candidate" ] && { echo "$candidate"; return 0; }
+  done
+  candidate=$(find /usr /opt /root /home -name compute-sanitizer -type f -perm -u+x 2>/dev/null | head -1)
+  [ -n "$candidate" ] && echo "$candidate"
+}
+
+part_sanitize() {
+  local sanitizer
+  sanitizer=$(find_compute_sanitizer)
+  if [ -z "$sanitizer" ]; then
+    [ $dry_run = 1 ] || {
+      echo "   SKIPPED: no compute-sanitizer on this machine (PATH, \$CUDA_HOME/bin, /usr/local/cuda/bin, Python's nvidia wheels)"
+      printf '\n**SKIPPED: no compute-sanitizer on this machine**\n' >>"$report"
+      return
+    }
+    sanitizer=compute-sanitizer
+  fi
+  # Only our kernels (namespace rddp::cuda, so "rddp" in both the mangled and the plain name) are
+  # checked; cuDNN's and cuBLAS's, which the tests call as references, run unchecked and at
+  # full speed. An older compute-sanitizer without --kernel-regex checks every kernel.
+  local only_ours=()
+  if [ $dry_run = 1 ] || "$sanitizer" --help 2>&1 | grep -q -- '--kernel-regex'; then
+    only_ours=(--kernel-regex kns=rddp)
+  fi
+  local tests=("$build/tests/gpu_tests" '--source-file=*/test_kernels.cu,*/test_cuda_batchnorm_kernels.cpp')
+  local tool
+  for tool in memcheck racecheck synccheck; do
+    step 160 "compute-sanitizer $tool, our kernels" \
+      "$sanitizer" --tool "$tool" --error-exitcode 1 "${only_ours[@]}" "${tests[@]}"
+  done
 }
 
 part_throughput() {
