@@ -61,7 +61,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   say "installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   log=$(mktemp)
-  if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+  # A mirror that drops a connection now and then should not fail a fresh machine's set-up:
+  # apt retries each download, and the whole update and install is tried three times.
+  apt_install() {
+    apt-get -o Acquire::Retries=3 update -qq &&
+      apt-get -o Acquire::Retries=3 install -y -qq --no-install-recommends "${missing[@]}"
+  }
+  installed=0
+  for attempt in 1 2 3; do
+    if apt_install >>"$log" 2>&1; then installed=1; break; fi
+    [ $attempt -eq 3 ] || { say "apt-get failed (attempt $attempt of 3); trying again in 15 s"; sleep 15; }
+  done
+  if [ $installed -eq 0 ]; then
     cat "$log" >&2
     say "apt-get failed (above); install by hand: apt-get install ${missing[*]}"
     rm -f "$log"
