@@ -1,6 +1,8 @@
 // Metrics sums and agreement checks on host values.
 #include "resnet_ddp/dist/host_collectives.h"
 
+#include <limits>
+
 #include "resnet_ddp/dist/fatal.h"
 #include "resnet_ddp/error.h"
 
@@ -43,6 +45,20 @@ void require_same(Comm& host_comm, int64_t value, const std::string& what) {
                       "wait forever for the others: give every rank the same data and settings "
                       "(the distributed sampler pads or drops so that each rank gets as many "
                       "batches as the others)");
+}
+
+RankDisagreement ranks_differing_from_rank0(Comm& host_comm, uint64_t value, const std::string& what) {
+  require_host_memory(host_comm, what);
+  uint64_t rank0 = value;
+  host_comm.broadcast(&rank0, sizeof rank0, 0, "rank 0's " + what);
+  const bool differs = value != rank0;
+  int64_t count = differs ? 1 : 0;
+  int64_t first = differs ? host_comm.rank() : std::numeric_limits<int64_t>::max();
+  auto counted = host_comm.start_allreduce(&count, 1, DataType::i64, Reduction::sum, "count of ranks differing in " + what);
+  auto lowest = host_comm.start_allreduce(&first, 1, DataType::i64, Reduction::min, "first rank differing in " + what);
+  counted->synchronize();
+  lowest->synchronize();
+  return {count, count > 0 ? first : -1, rank0};
 }
 
 bool any_rank(Comm& host_comm, bool flag, const std::string& what) {

@@ -19,6 +19,7 @@
 #include "resnet_ddp/train/console.h"
 #include "resnet_ddp/train/lr_schedule.h"
 #include "resnet_ddp/train/preemption.h"
+#include "resnet_ddp/train/replica_check.h"
 #include "resnet_ddp/train/shared_folder_listing.h"
 #include "resnet_ddp/weights.h"
 
@@ -374,6 +375,9 @@ void Trainer::show_settings() const {
                                        (group_.size() > 1 ? "" : "; with one rank it only rounds the gradients")
                                  : std::string("fp32")},
       {"checkpoints", options_.checkpoint_dir.empty() ? "none" : options_.checkpoint_dir},
+      {"replica check", group_.size() > 1 ? "every rank's weights and optimizer state against rank 0's "
+                                            "(CRC-32) after every epoch"
+                                          : "none (one rank)"},
   });
 }
 
@@ -532,6 +536,11 @@ int Trainer::run() {
       epoch_json.num("skipped_steps", static_cast<double>(train.skipped_steps))
           .num("nonfinite_losses", static_cast<double>(train.nonfinite_losses));
     metrics_log.write(epoch_json.text());
+    // Before the checkpoint, so that the newest checkpoint never holds replicas that drifted.
+    if (group_.size() > 1)
+      check_replicas_agree(*engine_, engine_config_.spec, group_,
+                           "after epoch " + std::to_string(epoch + 1) + " (global step " +
+                               std::to_string(global_step_) + ")");
     // A run stopped by --max-steps mid-epoch saves where it stopped, so --resume carries on.
     if (step < steps_per_epoch_) checkpoint(epoch, step);
     else checkpoint(epoch + 1, 0);

@@ -395,6 +395,20 @@ void test_host_collectives(const DistributedContext& context, Comm& comm, RankCh
     equal_accepted = false;
   }
   checks.check(equal_accepted, "require_same accepts equal values");
+
+  const RankDisagreement none = ranks_differing_from_rank0(comm, 0xfeedULL, "test fingerprint");
+  checks.check(none.ranks == 0 && none.first == -1 && none.rank0_value == 0xfeedULL,
+               "ranks_differing_from_rank0: none when every rank holds rank 0's value");
+  // The last rank, then every rank but 0, holds another value.
+  const RankDisagreement last =
+      ranks_differing_from_rank0(comm, rank == world - 1 && world > 1 ? 7 : 5, "test fingerprint");
+  checks.check(last.ranks == (world > 1 ? 1 : 0) && last.first == (world > 1 ? world - 1 : -1) &&
+                   last.rank0_value == 5,
+               "ranks_differing_from_rank0 names the one rank whose value differs");
+  const RankDisagreement all_but_0 =
+      ranks_differing_from_rank0(comm, static_cast<uint64_t>(rank) << 40, "test fingerprint");
+  checks.check(all_but_0.ranks == world - 1 && all_but_0.first == (world > 1 ? 1 : -1) && all_but_0.rank0_value == 0,
+               "ranks_differing_from_rank0 counts every rank that differs and names the lowest");
   if (world == 1) return;
   // The last rank would run one step more than the others.
   const int64_t steps = rank == world - 1 ? 11 : 10;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The resnet_ddp program under mpirun: two ranks train to bit-identical weights
-# (with float32 and with bfloat16 gradient allreduce);
+# (with float32 and with bfloat16 gradient allreduce), and a rank whose weights drift from rank
+# 0's (started with another --lr) ends the job at the epoch's end;
 # a preemption signal on one rank checkpoints and ends every rank with code 75, and the job
 # resumes; a rank killed mid-run ends the whole job promptly, with messages. DEVICE is the
 # --device the ranks train on: cpu (the default), or cuda, for the GPU path (NCCL) with one GPU
@@ -39,7 +40,22 @@ grep -q "world size       2 ranks" "$work/out" || fail "rank 0 does not report w
 [ "$(grep -c 'world size' "$work/out")" = 1 ] || fail "the settings table must come from rank 0 only"
 cmp -s "$work/w-0.rddp" "$work/w-1.rddp" || fail "the ranks end with different weights"
 grep -q "device           $device" "$work/out" || fail "rank 0 does not report --device $device"
+grep -q "replica check    every rank's weights and optimizer state against rank 0's" "$work/out" ||
+  fail "rank 0 does not report the replica check"
 ok "2 ranks on $device: world size 2 reported once, bit-identical weights on both ranks"
+
+# Replicas that drift apart end the job at the epoch's end, before its checkpoint: here rank 1
+# is started with another learning rate (mpiexec's form for a program per rank).
+"${mpiexec[@]}" -n 1 "${train[@]}" --epochs 2 --checkpoint-dir "$work/drift" : \
+  -n 1 "${train[@]}" --epochs 2 --checkpoint-dir "$work/drift" --lr 0.002 >"$work/out" 2>&1 &&
+  fail "ranks with different weights trained on"
+for rank in 0 1; do
+  grep -q "\[rank $rank/2 [^]]*\] error: after epoch 1 (global step 4), the weights and optimizer state of 1 of 2 ranks differ from rank 0's (the first: rank 1;" \
+    "$work/out" || fail "rank $rank did not report the ranks whose weights drifted"
+done
+grep -q "epoch 2/2" "$work/out" && fail "training went on after the replicas drifted"
+ls "$work/drift"/checkpoint-*.rddp >/dev/null 2>&1 && fail "a checkpoint was written of drifted replicas"
+ok "rank 1 with another --lr: both ranks stop after epoch 1 naming rank 1, no checkpoint written"
 
 # --grad-allreduce bf16: the same training with gradients sent as bfloat16. The weights still
 # agree to the bit across ranks, and differ from the float32 run's (the rounding is real).

@@ -17,6 +17,15 @@ Metrics reduce_metrics(Comm& host_comm, const Metrics& local, const std::string&
 // rank, naming this rank's value and the range over the ranks.
 void require_same(Comm& host_comm, int64_t value, const std::string& what);
 
+// How many ranks hold a value other than rank 0's, the lowest of them (-1 when none) and rank
+// 0's value: the same answer on every rank, e.g. for a fingerprint of each rank's weights.
+struct RankDisagreement {
+  int64_t ranks = 0;
+  int64_t first = -1;
+  uint64_t rank0_value = 0;
+};
+RankDisagreement ranks_differing_from_rank0(Comm& host_comm, uint64_t value, const std::string& what);
+
 // True on every rank when `flag` is true on any (e.g. one rank was told to stop).
 bool any_rank(Comm& host_comm, bool flag, const std::string& what);
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "resnet_ddp/dist/grad_allreduce.h"
+#include "resnet_ddp/dist/host_collectives.h"
 #include "resnet_ddp/engine.h"
 
 namespace rddp {
@@ -36,6 +37,8 @@ class ProcessGroup {
   virtual Metrics sum(const Metrics& local) = 0;
   // Throws Error on every rank when ranks disagree on `value` (e.g. steps per epoch).
   virtual void require_same(int64_t value, const std::string& what) = 0;
+  // How many ranks' `value` differs from rank 0's, and the first of them (host_collectives.h).
+  virtual dist::RankDisagreement compare_with_rank0(uint64_t value, const std::string& what) = 0;
   // True on every rank when `flag` is true on any (e.g. a preemption signal on one rank).
   virtual bool any(bool flag) = 0;
   // Returns on every rank once all have called it.
