@@ -158,6 +158,9 @@ class Trainer {
   Metrics take_checked_metrics(int64_t epoch, int64_t step, double lr);
   // Writes a checkpoint (rank 0) when --checkpoint-dir is set; every rank calls it.
   void checkpoint(int64_t epoch, int64_t step_in_epoch);
+  // Every rank's weights and optimizer state against rank 0's (replica_check.h), at most once a
+  // global step; `when` ("after epoch 2") names the moment in the error.
+  void check_replicas(const std::string& when);
 
   const TrainOptions& options_;
   ProcessGroup& group_;
@@ -176,6 +179,7 @@ class Trainer {
   TrainPosition start_;  // where training begins (after --resume, where it left off)
   int64_t global_step_ = 0;
   int64_t last_finite_step_ = 0;  // global step of the last metrics read with a finite loss
+  int64_t replicas_checked_at_ = -1;  // global step of the last replica check
 };
 
 void Trainer::open_data() {
@@ -376,7 +380,7 @@ void Trainer::show_settings() const {
                                  : std::string("fp32")},
       {"checkpoints", options_.checkpoint_dir.empty() ? "none" : options_.checkpoint_dir},
       {"replica check", group_.size() > 1 ? "every rank's weights and optimizer state against rank 0's "
-                                            "(CRC-32) after every epoch"
+                                            "(CRC-32) after every epoch and before every checkpoint"
                                           : "none (one rank)"},
   });
 }
@@ -403,8 +407,17 @@ Metrics Trainer::evaluate(int epoch) {
   return group_.sum(engine_->take_metrics());
 }
 
+void Trainer::check_replicas(const std::string& when) {
+  if (group_.size() == 1 || replicas_checked_at_ == global_step_) return;
+  check_replicas_agree(*engine_, engine_config_.spec, group_,
+                       when + " (global step " + std::to_string(global_step_) + ")");
+  replicas_checked_at_ = global_step_;
+}
+
 void Trainer::checkpoint(int64_t epoch, int64_t step_in_epoch) {
   if (options_.checkpoint_dir.empty()) return;
+  // No checkpoint holds replicas that drifted apart: --resume starts from one that does not.
+  check_replicas("at step " + std::to_string(step_in_epoch) + " of epoch " + std::to_string(epoch + 1));
   if (console_.is_main()) {
     ModelState<float> model(engine_config_.spec);
     OptimizerState optimizer;
@@ -536,11 +549,7 @@ int Trainer::run() {
       epoch_json.num("skipped_steps", static_cast<double>(train.skipped_steps))
           .num("nonfinite_losses", static_cast<double>(train.nonfinite_losses));
     metrics_log.write(epoch_json.text());
-    // Before the checkpoint, so that the newest checkpoint never holds replicas that drifted.
-    if (group_.size() > 1)
-      check_replicas_agree(*engine_, engine_config_.spec, group_,
-                           "after epoch " + std::to_string(epoch + 1) + " (global step " +
-                               std::to_string(global_step_) + ")");
+    check_replicas("after epoch " + std::to_string(epoch + 1));
     // A run stopped by --max-steps mid-epoch saves where it stopped, so --resume carries on.
     if (step < steps_per_epoch_) checkpoint(epoch, step);
     else checkpoint(epoch + 1, 0);

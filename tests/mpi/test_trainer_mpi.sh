@@ -44,18 +44,23 @@ grep -q "replica check    every rank's weights and optimizer state against rank 
   fail "rank 0 does not report the replica check"
 ok "2 ranks on $device: world size 2 reported once, bit-identical weights on both ranks"
 
-# Replicas that drift apart end the job at the epoch's end, before its checkpoint: here rank 1
-# is started with another learning rate (mpiexec's form for a program per rank).
-"${mpiexec[@]}" -n 1 "${train[@]}" --epochs 2 --checkpoint-dir "$work/drift" : \
-  -n 1 "${train[@]}" --epochs 2 --checkpoint-dir "$work/drift" --lr 0.002 >"$work/out" 2>&1 &&
-  fail "ranks with different weights trained on"
-for rank in 0 1; do
-  grep -q "\[rank $rank/2 [^]]*\] error: after epoch 1 (global step 4), the weights and optimizer state of 1 of 2 ranks differ from rank 0's (the first: rank 1;" \
-    "$work/out" || fail "rank $rank did not report the ranks whose weights drifted"
-done
+# Replicas that drift apart end the job at the epoch's end, and before any checkpoint: here rank
+# 1 is started with another learning rate (mpiexec's form for a program per rank).
+drift() { "${mpiexec[@]}" -n 1 "${train[@]}" --epochs 2 "$@" : -n 1 "${train[@]}" --epochs 2 "$@" --lr 0.002; }
+drift_reported() {
+  for rank in 0 1; do
+    grep -q "\[rank $rank/2 [^]]*\] error: $1, the weights and optimizer state of 1 of 2 ranks differ from rank 0's (the first: rank 1;" \
+      "$work/out" || fail "rank $rank did not report the drift $1"
+  done
+}
+drift >"$work/out" 2>&1 && fail "ranks with different weights trained on"
+drift_reported "after epoch 1 (global step 4)"
 grep -q "epoch 2/2" "$work/out" && fail "training went on after the replicas drifted"
+drift --checkpoint-dir "$work/drift" --checkpoint-every 2 >"$work/out" 2>&1 &&
+  fail "ranks with different weights trained on"
+drift_reported "at step 2 of epoch 1 (global step 2)"
 ls "$work/drift"/checkpoint-*.rddp >/dev/null 2>&1 && fail "a checkpoint was written of drifted replicas"
-ok "rank 1 with another --lr: both ranks stop after epoch 1 naming rank 1, no checkpoint written"
+ok "rank 1 with another --lr: both ranks stop naming rank 1, after epoch 1, or at the first --checkpoint-every checkpoint, writing none"
 
 # --grad-allreduce bf16: the same training with gradients sent as bfloat16. The weights still
 # agree to the bit across ranks, and differ from the float32 run's (the rounding is real).
