@@ -2,7 +2,10 @@
 """Markdown tables of throughput records: resnet_ddp (bench/cuda_step_bench) beside PyTorch
 (bench/pytorch_ddp.py), one row per configuration, from the JSON lines they print.
 
-    compare_throughput.py FILE...           tables on stdout (other lines in FILE are skipped)
+    compare_throughput.py FILE...           tables on stdout (other lines in FILE are skipped, so
+                                            results .md files, which end with their raw records,
+                                            serve too: several runs on one GPU merge, a
+                                            measurement winning over a run that gave none)
     compare_throughput.py --check FILE...   only check that every implementation counted the
                                             same model (parameters, FLOPs per image)
 
@@ -122,9 +125,14 @@ def tables(records):
     columns = sorted({column(r) for r in runs},
                      key=lambda c: (known.index(c) if c in known else len(known), c))
     others = [c for c in columns if c != OURS]
+    # Files of several runs on one GPU merge into one table (a machine lent for 10 minutes a
+    # command measures the columns in turns): a measurement fills its cell whatever came before,
+    # a run that gave none only a cell that holds no measurement yet.
     groups = {}
     for r in runs:
-        groups.setdefault(config_key(r), {})[column(r)] = r
+        cell = groups.setdefault(config_key(r), {})
+        if ok(r) or not ok(cell.get(column(r))):
+            cell[column(r)] = r
 
     def order(key):
         world, ddp, stem, size, batch, classes, optimizer, precision = key
@@ -238,8 +246,12 @@ def main(argv):
         return 1 if problems else 0
     for problem in problems:
         print(f"**Model mismatch, the rows below compare different models**: {problem}\n")
+    gpus = sorted({r.get("gpu", "unknown") for r in records if r["record"] == "throughput"})
+    if len(gpus) > 1:
+        print(f"**Records of several GPUs ({', '.join(gpus)}), merged into one table: give the "
+              f"files of one GPU**\n")
     print(tables(records))
-    return 1 if problems else 0
+    return 1 if problems or len(gpus) > 1 else 0
 
 
 if __name__ == "__main__":

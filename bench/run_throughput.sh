@@ -38,7 +38,8 @@
 # resnet_ddp-graphs, resnet_ddp-fusedbn-graphs, pytorch-eager, pytorch-compile (all by default),
 # and, only when named, resnet_ddp-floatinput (batches uploaded as normalised floats, as before
 # they travelled as uint8 pixels: the before of that change), so that a machine lent for 10 minutes a command can measure them in two commands, each
-# writing its own results file. --precisions LIST (tf32, bf16, fp32, fp16) and --sizes LIST (32,
+# writing its own results file; `bench/compare_throughput.py A.md B.md` merges their tables (a
+# measurement in one wins over "not run" in the other). --precisions LIST (tf32, bf16, fp32, fp16) and --sizes LIST (32,
 # 224) narrow the configurations the same way.
 #
 # --grad-allreduce TYPE runs every configuration with DDP in a world of one (--ddp on both sides)

@@ -26,4 +26,20 @@ check "the fastest of ours over the fastest eager layout: $row" grep -qF "| 1.20
 check "the plain column's own ratio to eager NCHW stays: 13000 / 12000" grep -qF "| 1.08 |" <<<"$row"
 check "a run that gave no figure says why" grep -qF "timed out after 150 s" <<<"$row"
 check "no ratio against a mode with no figure" grep -qE "\| - \|$" <<<"$row"
+
+# Two runs' files merge: the second run measured compile and left out eager's NCHW run; the
+# table keeps the first run's eager figure and takes the second's compile figure.
+{
+  record pytorch-compile nchw 17000
+  echo '{"record":"throughput","impl":"pytorch-eager","status":"not run: time budget spent","gpu":"G","world_size":1,"ddp":false,"stem":"cifar","image_size":32,"batch_per_gpu":128,"classes":10,"optimizer":"adamw","precision":"bf16","memory_format":"nchw"}'
+} >"$work/second.jsonl"
+expect 0 "fastest resnet_ddp variant" -- "$python" "$tables" "$work/records.jsonl" "$work/second.jsonl"
+row=$(grep '^| 1 | 32x32' "$work/out" | head -1)
+check "merged: eager NCHW keeps the first run's 12000 and compile takes 17000: $row" \
+  grep -qF "| 13000 | 12000 | 17000 |" <<<"$row"
+check "merged: no status where a figure exists" bash -c '! grep -qF "not run: time budget spent" <<<"$1"' _ "$row"
+
+# Files of two GPUs are refused: one table compares one GPU's runs.
+sed 's/"gpu":"G"/"gpu":"H"/' "$work/second.jsonl" >"$work/other-gpu.jsonl"
+expect 1 "Records of several GPUs \(G, H\)" -- "$python" "$tables" "$work/records.jsonl" "$work/other-gpu.jsonl"
 finish
