@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/gpu_check.sh keeps several parts run in one command within the command's --budget, so
 # that they fit a machine lent for a fixed time a command. No GPU is needed: a stand-in
-# nvidia-smi names one, and a stand-in kernels_bench outlives any budget.
+# nvidia-smi names one, and a stand-in kernels_bench outlives any budget. The sanitize part runs
+# each compute-sanitizer tool (a stand-in that logs its arguments) over the kernel tests.
 source "$(dirname "$0")/lib.sh"
 script=$RDDP_SOURCE_DIR/scripts/gpu_check.sh
 
@@ -26,6 +27,30 @@ check "the command ended within its budget and the kill grace ($((SECONDS - star
 report=$(ls "$work"/reports/gpu-check-Stand-in-GPU-*.md)
 check "the report names the command's budget and the cut step" \
   grep -q "kernel benchmarks: FAIL (ran past its limit of 1[0-2] s)" "$report"
+
+# The sanitize part runs each tool over the kernel tests, checking only our kernels.
+expect 0 "compute-sanitizer --tool racecheck --error-exitcode 1 --kernel-regex kns=rddp .*gpu_tests" -- \
+  "$script" --dry-run --part sanitize
+mkdir -p "$work/build/tests"
+printf '#!/bin/sh\necho "gpu tests: $*"\n' >"$work/build/tests/gpu_tests"
+cat >"$work/bin/compute-sanitizer" <<'STANDIN'
+#!/bin/sh
+if [ "$1" = --help ]; then echo "  --kernel-regex <regex>"; exit 0; fi
+echo "$*" >>"$SANITIZER_LOG"
+while [ $# -gt 0 ]; do
+  case $1 in --tool|--error-exitcode|--kernel-regex) shift 2 ;; *) break ;; esac
+done
+exec "$@"
+STANDIN
+chmod +x "$work/build/tests/gpu_tests" "$work/bin/compute-sanitizer"
+PATH=$work/bin:$PATH SANITIZER_LOG=$work/sanitizer.log RDDP_BUILD_DIR=$work/build \
+  RDDP_REPORT_DIR=$work/reports RDDP_COMMIT=test \
+  expect 0 "compute-sanitizer synccheck, our kernels\$" -- "$script" --part sanitize --budget 120
+for tool in memcheck racecheck synccheck; do
+  check "the sanitize part ran $tool on the kernel tests, our kernels only" \
+    grep -q -- "--tool $tool --error-exitcode 1 --kernel-regex kns=rddp $work/build/tests/gpu_tests --source-file=\*/test_kernels.cu,\*/test_cuda_batchnorm_kernels.cpp" \
+    "$work/sanitizer.log"
+done
 
 # With the budget spent, a step is not started at all, and says whose budget it was.
 PATH=$work/bin:$PATH RDDP_BUILD_DIR=$work/build RDDP_REPORT_DIR=$work/reports RDDP_COMMIT=test \
