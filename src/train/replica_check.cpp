@@ -5,7 +5,6 @@
 
 #include "resnet_ddp/crc32.h"
 #include "resnet_ddp/dist/fatal.h"
-#include "resnet_ddp/model_state.h"
 
 namespace rddp {
 
@@ -23,18 +22,16 @@ std::string hex(uint64_t value) {
 
 }  // namespace
 
-uint32_t replica_fingerprint(Engine& engine, const ModelSpec& spec) {
-  ModelState<float> model(spec);
-  OptimizerState optimizer;
-  engine.save_state(model, optimizer);
+uint32_t replica_fingerprint(const ModelState<float>& model, const OptimizerState& optimizer) {
   uint32_t crc = crc_of(0, model.params);
   crc = crc_of(crc, optimizer.first_moment);
   crc = crc_of(crc, optimizer.second_moment);
   return crc32_update(crc, &optimizer.step_count, sizeof optimizer.step_count);
 }
 
-void check_replicas_agree(Engine& engine, const ModelSpec& spec, ProcessGroup& group, const std::string& when) {
-  const uint32_t mine = replica_fingerprint(engine, spec);
+void check_replicas_agree(const ModelState<float>& model, const OptimizerState& optimizer, ProcessGroup& group,
+                          const std::string& when) {
+  const uint32_t mine = replica_fingerprint(model, optimizer);
   const dist::RankDisagreement differing =
       group.compare_with_rank0(mine, "fingerprint of the weights and optimizer state");
   if (differing.ranks == 0) return;

@@ -156,11 +156,13 @@ class Trainer {
   Metrics evaluate(int epoch);
   // This rank's metrics since the last call; a loss that is no longer finite stops training.
   Metrics take_checked_metrics(int64_t epoch, int64_t step, double lr);
-  // Writes a checkpoint (rank 0) when --checkpoint-dir is set; every rank calls it.
-  void checkpoint(int64_t epoch, int64_t step_in_epoch);
-  // Every rank's weights and optimizer state against rank 0's (replica_check.h), at most once a
-  // global step; `when` ("after epoch 2") names the moment in the error.
-  void check_replicas(const std::string& when);
+  // Where a checkpoint may be written, `epoch` whole epochs and `step_in_epoch` steps in; every
+  // rank calls it. With several ranks, every rank's weights and optimizer state are compared with
+  // rank 0's first (replica_check.h), so that no checkpoint holds replicas that drifted apart and
+  // --resume starts from one that does not; then rank 0 writes the checkpoint when
+  // --checkpoint-dir is set. One download of the engine's state serves both. `always_compare`
+  // compares without --checkpoint-dir too (each epoch's end).
+  void checkpoint(int64_t epoch, int64_t step_in_epoch, bool always_compare = false);
 
   const TrainOptions& options_;
   ProcessGroup& group_;
@@ -179,7 +181,6 @@ class Trainer {
   TrainPosition start_;  // where training begins (after --resume, where it left off)
   int64_t global_step_ = 0;
   int64_t last_finite_step_ = 0;  // global step of the last metrics read with a finite loss
-  int64_t replicas_checked_at_ = -1;  // global step of the last replica check
 };
 
 void Trainer::open_data() {
@@ -407,21 +408,21 @@ Metrics Trainer::evaluate(int epoch) {
   return group_.sum(engine_->take_metrics());
 }
 
-void Trainer::check_replicas(const std::string& when) {
-  if (group_.size() == 1 || replicas_checked_at_ == global_step_) return;
-  check_replicas_agree(*engine_, engine_config_.spec, group_,
-                       when + " (global step " + std::to_string(global_step_) + ")");
-  replicas_checked_at_ = global_step_;
-}
-
-void Trainer::checkpoint(int64_t epoch, int64_t step_in_epoch) {
-  if (options_.checkpoint_dir.empty()) return;
-  // No checkpoint holds replicas that drifted apart: --resume starts from one that does not.
-  check_replicas("at step " + std::to_string(step_in_epoch) + " of epoch " + std::to_string(epoch + 1));
+void Trainer::checkpoint(int64_t epoch, int64_t step_in_epoch, bool always_compare) {
+  const bool write = !options_.checkpoint_dir.empty();
+  const bool compare = group_.size() > 1 && (write || always_compare);
+  if (!write && !compare) return;
+  ModelState<float> model(engine_config_.spec);
+  OptimizerState optimizer;
+  if (compare || console_.is_main()) engine_->save_state(model, optimizer);
+  if (compare) {
+    const std::string when = step_in_epoch == 0 ? "after epoch " + std::to_string(epoch)
+                                                : "at step " + std::to_string(step_in_epoch) + " of epoch " +
+                                                      std::to_string(epoch + 1);
+    check_replicas_agree(model, optimizer, group_, when + " (global step " + std::to_string(global_step_) + ")");
+  }
+  if (!write) return;
   if (console_.is_main()) {
-    ModelState<float> model(engine_config_.spec);
-    OptimizerState optimizer;
-    engine_->save_state(model, optimizer);
     TrainPosition position = start_;
     position.epoch = epoch;
     position.step_in_epoch = step_in_epoch;
@@ -549,10 +550,9 @@ int Trainer::run() {
       epoch_json.num("skipped_steps", static_cast<double>(train.skipped_steps))
           .num("nonfinite_losses", static_cast<double>(train.nonfinite_losses));
     metrics_log.write(epoch_json.text());
-    check_replicas("after epoch " + std::to_string(epoch + 1));
     // A run stopped by --max-steps mid-epoch saves where it stopped, so --resume carries on.
-    if (step < steps_per_epoch_) checkpoint(epoch, step);
-    else checkpoint(epoch + 1, 0);
+    if (step < steps_per_epoch_) checkpoint(epoch, step, /*always_compare=*/true);
+    else checkpoint(epoch + 1, 0, /*always_compare=*/true);
   }
   report_cuda_graphs();
 

@@ -27,7 +27,10 @@ uint32_t fingerprint_after(const std::function<void(ModelState<float>&, Optimize
   engine->save_state(model, optimizer);
   edit(model, optimizer);
   engine->load_state(model, &optimizer);
-  return replica_fingerprint(*engine, config.spec);
+  ModelState<float> loaded(config.spec);
+  OptimizerState loaded_optimizer;
+  engine->save_state(loaded, loaded_optimizer);
+  return replica_fingerprint(loaded, loaded_optimizer);
 }
 
 float next_up(float value) { return std::nextafter(value, INFINITY); }

@@ -8,18 +8,20 @@
 #include <string>
 
 #include "resnet_ddp/engine.h"
+#include "resnet_ddp/model_state.h"
 #include "resnet_ddp/train/process_group.h"
 
 namespace rddp {
 
-// CRC-32 of what must be equal on every rank: the parameters, the optimizer's moments and its
-// step count. Not BatchNorm's running statistics, which each rank updates from its own batch
-// after taking rank 0's. Waits for the engine's device.
-uint32_t replica_fingerprint(Engine& engine, const ModelSpec& spec);
+// CRC-32 of what must be equal on every rank, from the engine's saved state: the parameters, the
+// optimizer's moments and its step count. Not BatchNorm's running statistics, which each rank
+// updates from its own batch after taking rank 0's.
+uint32_t replica_fingerprint(const ModelState<float>& model, const OptimizerState& optimizer);
 
 // Compares this rank's fingerprint with rank 0's; when any rank differs, throws
 // dist::AllRanksError on every rank, naming how many differ, the first of them, and `when`
 // ("after epoch 3 (global step 1200)").
-void check_replicas_agree(Engine& engine, const ModelSpec& spec, ProcessGroup& group, const std::string& when);
+void check_replicas_agree(const ModelState<float>& model, const OptimizerState& optimizer, ProcessGroup& group,
+                          const std::string& when);
 
 }  // namespace rddp
