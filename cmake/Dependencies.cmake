@@ -95,4 +95,4 @@ add_library(rddp_deps INTERFACE)
 add_library(rddp::deps ALIAS rddp_deps)
 target_include_directories(rddp_deps SYSTEM INTERFACE ${CUDNN_INCLUDE_DIR} ${NCCL_INCLUDE_DIR})
 target_link_libraries(rddp_deps INTERFACE
-  CUDA::cudart CUDA::cublas ${CUDNN_LIBRARY} ${NCCL_LIBRARY} MPI::MPI_CXX ZLIB::ZLIB JPEG::JPEG OpenMP::OpenMP_CXX Threads::Threads)
+  CUDA::cudart CUDA::cublas CUDA::nvtx3 ${CUDNN_LIBRARY} ${NCCL_LIBRARY} MPI::MPI_CXX ZLIB::ZLIB JPEG::JPEG OpenMP::OpenMP_CXX Threads::Threads)

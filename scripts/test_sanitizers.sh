@@ -36,14 +36,16 @@ mkdir -p "$build"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1" -DRDDP_TEST_SOURCE_FLAGS=-O1 \
   -DCMAKE_CXX_FLAGS="$sanitize" \
-  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" -DRDDP_BUILD_BENCH=OFF \
+  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
+  -DCMAKE_MODULE_LINKER_FLAGS="-fsanitize=address,undefined" -DRDDP_BUILD_BENCH=OFF \
   -DCMAKE_CUDA_ARCHITECTURES="${RDDP_CUDA_ARCHS:-90}" >"$build/configure.log" 2>&1 ||
   { cat "$build/configure.log"; exit 1; }
 # Only the programs of the cpu and mpi tests: the GPU tests take long to build, and the
 # sanitizers see none of the device code they exercise.
 # emulated_kernel_tests runs kernels/*.cu on the CPU (tests/emu): its fibers tell ASan of every
 # stack switch, so the sanitizers see the kernels' host-side code and their emulated threads.
-targets=(unit_tests emulated_kernel_tests resnet_ddp resnet_ddp_pack)
+# nvtx_recorder: the NVTX tool the profiling tests load into resnet_ddp.
+targets=(unit_tests emulated_kernel_tests resnet_ddp resnet_ddp_pack nvtx_recorder)
 for source in "$root"/tests/mpi/*.cpp; do targets+=("$(basename "$source" .cpp)"); done
 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 

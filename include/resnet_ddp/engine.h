@@ -162,6 +162,11 @@ class Engine {
   // Whole state in host memory, for checkpoints and weight files. Waits for the device.
   virtual void save_state(ModelState<float>& model, OptimizerState& optimizer) = 0;
   virtual void load_state(const ModelState<float>& model, const OptimizerState* optimizer) = 0;
+
+  // Starts (on) or stops a profiler's collection, for a profiler started with a capture range
+  // (nsys --capture-range=cudaProfilerApi); stopping first waits for the work enqueued so far.
+  // The CPU engine has nothing to switch: the trainer's "profiled steps" range marks the steps.
+  virtual void profiler_capture(bool /*on*/) {}
 };
 
 // Throws Error when the pixel normalisation does not fit the model's input channels.

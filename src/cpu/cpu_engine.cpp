@@ -8,6 +8,7 @@
 #include "resnet_ddp/data/normalize.h"
 #include "resnet_ddp/engine.h"
 #include "resnet_ddp/error.h"
+#include "resnet_ddp/profile_range.h"
 
 namespace rddp {
 
@@ -54,17 +55,25 @@ class CpuEngine final : public Engine {
   void train_step(const HostBatch& batch, double lr, StepHooks* hooks) override {
     check_batch_fits(config_, batch);
     if (hooks) hooks->before_forward();
-    const float* logits = executor_.forward(input_of(batch), batch.size, true);
-    const cpu::XentResult result =
-        cpu::softmax_cross_entropy(logits, batch.labels, batch.size, config_.spec.num_classes,
-                                   static_cast<float>(config_.label_smoothing), dlogits_.data());
-    record(result, batch.size);
-    if (hooks) {
-      executor_.backward(dlogits_.data(), [hooks](const TensorInfo& info) { hooks->grad_ready(info); });
-      hooks->before_optimizer();
-    } else {
-      executor_.backward(dlogits_.data());
+    const float* logits = [&] {
+      const ProfileRange range("forward");
+      return executor_.forward(input_of(batch), batch.size, true);
+    }();
+    {
+      const ProfileRange range("loss");
+      record(cpu::softmax_cross_entropy(logits, batch.labels, batch.size, config_.spec.num_classes,
+                                        static_cast<float>(config_.label_smoothing), dlogits_.data()),
+             batch.size);
     }
+    {
+      const ProfileRange range("backward");
+      if (hooks)
+        executor_.backward(dlogits_.data(), [hooks](const TensorInfo& info) { hooks->grad_ready(info); });
+      else
+        executor_.backward(dlogits_.data());
+    }
+    if (hooks) hooks->before_optimizer();
+    const ProfileRange range("optimizer");
     optimizer_.step(state_.params.data(), state_.grads.data(), lr);
   }
 

@@ -29,6 +29,8 @@
 // StepHooks (the DDP reducer) count gradients, arm the watchdog for each allreduce and query
 // events on the host while backward is enqueued; none of that would happen on replay, so a step
 // with hooks always runs eagerly, and the trainer refuses graphs with more than one rank.
+#include <cuda_profiler_api.h>
+
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
@@ -49,6 +51,7 @@
 #include "resnet_ddp/cuda/loss_scaling.h"
 #include "resnet_ddp/cuda/staged_value.h"
 #include "resnet_ddp/error.h"
+#include "resnet_ddp/profile_range.h"
 
 namespace rddp {
 
@@ -206,7 +209,10 @@ class CudaEngine final : public Engine {
     check_learning_rate(lr);
     executor_.check_batch(batch.size, /*training=*/true);
     cudaStream_t stream = context_.stream();
-    const cuda::BatchUpload::Slot slot = upload_.upload(batch, stream);
+    const cuda::BatchUpload::Slot slot = [&] {
+      const ProfileRange range("upload batch");
+      return upload_.upload(batch, stream);
+    }();
     if (hooks) hooks->before_forward();
     refresh_params_copy();
     stage_optimizer_scalars(lr);
@@ -220,14 +226,17 @@ class CudaEngine final : public Engine {
       upload_.release(slot, stream);
       if (mode == cuda::GraphStepMode::replay) {
         ++graph_stats_.replays;
+        const ProfileRange range("graph replay");
         graph_.replay(stream);
       } else {
+        const ProfileRange range("graph capture");
         capture_and_run_step(batch.size);
       }
     }
     // Every BatchNorm counted one more training batch; the counters live on the host, where
     // only checkpoints read them.
     for (int64_t& counter : counters_) ++counter;
+    const ProfileRange range("wait for batch copy");
     upload_.wait_until_read(slot);
   }
 
@@ -284,6 +293,15 @@ class CudaEngine final : public Engine {
           cudaMemsetAsync(skipped, 0, sizeof(scaling.skipped_steps), context_.stream()));
     }
     return metrics;
+  }
+
+  void profiler_capture(bool on) override {
+    if (on) {
+      RDDP_CUDA_CHECK(cudaProfilerStart());
+      return;
+    }
+    RDDP_CUDA_CHECK(cudaStreamSynchronize(context_.stream()));
+    RDDP_CUDA_CHECK(cudaProfilerStop());
   }
 
   void save_state(ModelState<float>& model, OptimizerState& optimizer) override {
@@ -391,19 +409,29 @@ class CudaEngine final : public Engine {
   void enqueue_step(const cuda::NetworkInput& input, const int32_t* labels, int batch,
                     StepHooks* hooks, const cuda::BatchUpload::Slot* slot) {
     cudaStream_t stream = context_.stream();
-    const float* logits = executor_.forward(input, batch, /*training=*/true);
-    loss(logits, labels, batch, dlogits_.get());
-    if (loss_scaling())
-      cuda::scale_loss_gradient(dlogits_.get(),
-                                static_cast<int64_t>(batch) * config_.spec.num_classes,
-                                state_.loss_scaling.get(), stream);
-    if (hooks)
-      executor_.backward(dlogits_.get(),
-                         [hooks](const TensorInfo& tensor) { hooks->grad_ready(tensor); });
-    else
-      executor_.backward(dlogits_.get());
+    const float* logits = [&] {
+      const ProfileRange range("forward");
+      return executor_.forward(input, batch, /*training=*/true);
+    }();
+    {
+      const ProfileRange range("loss");
+      loss(logits, labels, batch, dlogits_.get());
+      if (loss_scaling())
+        cuda::scale_loss_gradient(dlogits_.get(),
+                                  static_cast<int64_t>(batch) * config_.spec.num_classes,
+                                  state_.loss_scaling.get(), stream);
+    }
+    {
+      const ProfileRange range("backward");
+      if (hooks)
+        executor_.backward(dlogits_.get(),
+                           [hooks](const TensorInfo& tensor) { hooks->grad_ready(tensor); });
+      else
+        executor_.backward(dlogits_.get());
+    }
     if (slot) upload_.release(*slot, stream);
     if (hooks) hooks->before_optimizer();
+    const ProfileRange range("optimizer");
     enqueue_optimizer();
   }
 

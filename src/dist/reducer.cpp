@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "resnet_ddp/error.h"
+#include "resnet_ddp/profile_range.h"
 
 namespace rddp::dist {
 
@@ -49,6 +50,7 @@ void Reducer::broadcast_state() {
 
 void Reducer::sync_buffers() {
   if (comm_.size() == 1) return;
+  const ProfileRange range("broadcast batchnorm statistics");
   comm_.start_broadcast(engine_.running_stats(), engine_.layout().running_stat_elements() * sizeof(float), 0,
                         "broadcast of the BatchNorm running statistics at step " + std::to_string(step_))
       ->wait();
@@ -94,6 +96,7 @@ void Reducer::launch(int bucket, const TensorInfo& completed_by) {
   const Bucket& slice = plan_.buckets[bucket];
   const size_t count = slice.end - slice.begin;
   const std::string what = "allreduce of bucket " + std::to_string(bucket) + " at step " + std::to_string(step_);
+  const ProfileRange range("allreduce bucket " + std::to_string(bucket));
   std::shared_ptr<CommRequest> request;
   DataType type = DataType::f32;
   if (staging_) {
@@ -130,6 +133,7 @@ void Reducer::finish(InFlight& flight) {
 
 void Reducer::before_optimizer() {
   if (next_launch_ != static_cast<int>(plan_.buckets.size())) fail_missing_gradients();
+  const ProfileRange range("wait for allreduce");
   for (InFlight& flight : in_flight_) {
     if (flight.done) continue;
     flight.request->wait();

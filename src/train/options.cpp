@@ -56,6 +56,21 @@ int64_t parse_integer(const std::string& flag, const std::string& text, int64_t 
   return value;
 }
 
+// "A-B" (A <= B) or "A" (that step alone), steps counted from 1.
+void parse_step_range(const std::string& flag, const std::string& text, int64_t& first, int64_t& last) {
+  const size_t dash = text.find('-');
+  const auto digits = [](const std::string& part) {
+    return !part.empty() && part.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (!digits(text.substr(0, dash)) || (dash != std::string::npos && !digits(text.substr(dash + 1))))
+    fail(flag, ": '", text, "' is not a step range; give FIRST-LAST (global steps from 1), e.g. 100-120");
+  const int64_t most = std::numeric_limits<int64_t>::max();
+  first = parse_integer(flag, text.substr(0, dash), 1, most);
+  last = dash == std::string::npos ? first : parse_integer(flag, text.substr(dash + 1), 1, most);
+  if (last < first)
+    fail(flag, ": '", text, "' ends before it starts; give FIRST-LAST with FIRST <= LAST, e.g. 100-120");
+}
+
 template <typename Enum>
 Enum parse_choice(const std::string& flag, const std::string& text,
                   std::initializer_list<std::pair<const char*, Enum>> choices) {
@@ -227,6 +242,9 @@ const std::vector<Flag>& flags() {
        [](TrainOptions& o, auto&, auto& v) { o.log_json = v; }},
       {"--print-every", "N", "steps between progress lines when stdout is not a terminal (default 50)",
        [](TrainOptions& o, auto& f, auto& v) { o.print_every = parse_integer(f, v, 1, kMaxCount); }},
+      {"--profile-steps", "A-B", "profile global steps A to B: cudaProfilerStart before step A, cudaProfilerStop "
+                                 "after B (nsys profile --capture-range=cudaProfilerApi)",
+       [](TrainOptions& o, auto& f, auto& v) { parse_step_range(f, v, o.profile_first_step, o.profile_last_step); }},
       // Distributed
       {"--bucket-mb", "MB", "gradient allreduce bucket size in MiB (default 25; the first bucket is 1 MiB)",
        [](TrainOptions& o, auto& f, auto& v) { o.bucket_mb = parse_real(f, v, 0.01, 4096); }},
@@ -267,6 +285,8 @@ void check_combinations(const TrainOptions& o) {
     fail("--data DIR is required (or --dataset synthetic for generated images)");
   if (o.resume && o.checkpoint_dir.empty()) fail("--resume needs --checkpoint-dir DIR");
   if (o.checkpoint_every > 0 && o.checkpoint_dir.empty()) fail("--checkpoint-every needs --checkpoint-dir DIR");
+  if (o.eval_only && o.profile_first_step > 0)
+    fail("--profile-steps marks training steps, and --eval trains none: drop one of the two");
   if (o.eval_only && o.init_path.empty() && !o.resume)
     fail("--eval needs weights to evaluate: --init FILE, or --resume with --checkpoint-dir");
   if (o.init_reset_classifier && o.init_path.empty()) fail("--init-reset-classifier goes with --init FILE");

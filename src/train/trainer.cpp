@@ -15,10 +15,12 @@
 #include "resnet_ddp/data/malloc_tuning.h"
 #include "resnet_ddp/engine_factory.h"
 #include "resnet_ddp/error.h"
+#include "resnet_ddp/profile_range.h"
 #include "resnet_ddp/train/checkpoint.h"
 #include "resnet_ddp/train/console.h"
 #include "resnet_ddp/train/lr_schedule.h"
 #include "resnet_ddp/train/preemption.h"
+#include "resnet_ddp/train/profiler_window.h"
 #include "resnet_ddp/train/replica_check.h"
 #include "resnet_ddp/train/shared_folder_listing.h"
 #include "resnet_ddp/weights.h"
@@ -383,6 +385,13 @@ void Trainer::show_settings() const {
       {"replica check", group_.size() > 1 ? "every rank's weights and optimizer state against rank 0's "
                                             "(CRC-32) after every epoch and before every checkpoint"
                                           : "none (one rank)"},
+      {"profiling", "NVTX ranges in domain resnet_ddp" +
+                        (options_.profile_first_step == 0
+                             ? std::string()
+                             : "; profiler collects global steps " + std::to_string(options_.profile_first_step) +
+                                   " to " + std::to_string(options_.profile_last_step) +
+                                   (device_ == DeviceKind::cuda ? " (cudaProfilerStart/Stop)"
+                                                                : " (the \"profiled steps\" range)"))},
   });
 }
 
@@ -402,6 +411,7 @@ Metrics Trainer::take_checked_metrics(int64_t epoch, int64_t step, double lr) {
 }
 
 Metrics Trainer::evaluate(int epoch) {
+  const ProfileRange range("evaluate");
   group_.sync_buffers();
   val_loader_->start_epoch(static_cast<uint64_t>(epoch));
   while (auto lease = val_loader_->next()) engine_->eval_step(host_batch(*lease, engine_config_.input));
@@ -412,6 +422,7 @@ void Trainer::checkpoint(int64_t epoch, int64_t step_in_epoch, bool always_compa
   const bool write = !options_.checkpoint_dir.empty();
   const bool compare = group_.size() > 1 && (write || always_compare);
   if (!write && !compare) return;
+  const ProfileRange range("checkpoint");
   ModelState<float> model(engine_config_.spec);
   OptimizerState optimizer;
   if (compare || console_.is_main()) engine_->save_state(model, optimizer);
@@ -419,6 +430,7 @@ void Trainer::checkpoint(int64_t epoch, int64_t step_in_epoch, bool always_compa
     const std::string when = step_in_epoch == 0 ? "after epoch " + std::to_string(epoch)
                                                 : "at step " + std::to_string(step_in_epoch) + " of epoch " +
                                                       std::to_string(epoch + 1);
+    const ProfileRange range("replica check");
     check_replicas_agree(model, optimizer, group_, when + " (global step " + std::to_string(global_step_) + ")");
   }
   if (!write) return;
@@ -459,9 +471,11 @@ int Trainer::run() {
   // often than in a log file, never every step.
   const int64_t report_every = console_.interactive() ? std::min(options_.print_every, 10) : options_.print_every;
   global_step_ = last_finite_step_ = start_.global_step;
+  ProfilerWindow profiler(*engine_, options_.profile_first_step, options_.profile_last_step);
   Metrics last_val;
   bool reached_max_steps = false;
   for (int64_t epoch = start_.epoch; epoch < options_.epochs && !reached_max_steps; ++epoch) {
+    const ProfileRange epoch_range("epoch " + std::to_string(epoch + 1));
     const int64_t first_step = epoch == start_.epoch ? start_.step_in_epoch : 0;
     const Clock::time_point epoch_start = Clock::now();
     Clock::time_point window_start = epoch_start;
@@ -470,21 +484,30 @@ int Trainer::run() {
     double data_wait = 0, lr = schedule.at(global_step_);
     int64_t step = first_step;
     while (true) {
+      profiler.before_step(global_step_ + 1);
       {
         // The engine has read the batch when train_step returns: the buffer goes back to
         // the loader at once, before anything slow.
-        const data::Loader::Lease lease = train_loader_->next();
+        const data::Loader::Lease lease = [&] {
+          const ProfileRange range("data wait");
+          return train_loader_->next();
+        }();
         if (!lease) break;
         data_wait += lease->wait_seconds;
         lr = schedule.at(global_step_);
+        const ProfileRange range("train step " + std::to_string(global_step_ + 1));
         engine_->train_step(host_batch(*lease, engine_config_.input), lr, train_step_hooks());
       }
       ++step;
       ++global_step_;
+      profiler.after_step(global_step_);
       const bool at_max = options_.max_steps > 0 && global_step_ >= options_.max_steps;
       if (step % report_every == 0 || step == steps_per_epoch_ || at_max) {
         // Rank 0's own running metrics: a progress line needs no collective.
-        const Metrics recent = take_checked_metrics(epoch, step, lr);
+        const Metrics recent = [&] {
+          const ProfileRange range("read metrics");
+          return take_checked_metrics(epoch, step, lr);
+        }();
         epoch_local += recent;
         window += recent;
         const double images_per_s = window.count * group_.size() / seconds_since(window_start);
@@ -554,6 +577,8 @@ int Trainer::run() {
     if (step < steps_per_epoch_) checkpoint(epoch, step, /*always_compare=*/true);
     else checkpoint(epoch + 1, 0, /*always_compare=*/true);
   }
+  const std::string profiler_warning = profiler.finish(start_.global_step + 1, global_step_);
+  if (!profiler_warning.empty() && console_.is_main()) console_.warn(profiler_warning);
   report_cuda_graphs();
 
   if (!options_.save_weights.empty()) {

@@ -8,6 +8,7 @@
 // result, and with 256 guard bytes of 0xff on both sides. After every launch the guards of every
 // live allocation are checked: a kernel that wrote out of bounds fails its launch. Reads out of
 // bounds find NaN there (and AddressSanitizer builds see them as well).
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -136,6 +137,16 @@ using emu::detail::kPoison;
 using emu::detail::padded;
 using emu::detail::runtime;
 
+namespace {
+// RDDP_EMU_LOG_PROFILER=1 prints each cudaProfilerStart/Stop on stderr, for the test of
+// --profile-steps.
+cudaError_t note_profiler_call(const char* name) {
+  if (const char* log = std::getenv("RDDP_EMU_LOG_PROFILER"); log != nullptr && std::string(log) == "1")
+    std::fprintf(stderr, "emulated CUDA: %s\n", name);
+  return cudaSuccess;
+}
+}  // namespace
+
 extern "C" {
 
 cudaError_t cudaMalloc(void** pointer, size_t bytes) {
@@ -239,6 +250,11 @@ cudaError_t cudaDeviceSynchronize(void) {
   finish_stream(nullptr);
   return cudaSuccess;
 }
+
+// No profiler is attached here, so collection has nothing to switch, as on a GPU without one
+// (note_profiler_call).
+cudaError_t cudaProfilerStart(void) { return note_profiler_call("cudaProfilerStart"); }
+cudaError_t cudaProfilerStop(void) { return note_profiler_call("cudaProfilerStop"); }
 
 // Pinned memory is plain host memory; only cudaFreeHost's check of what it frees is kept.
 cudaError_t cudaHostAlloc(void** pointer, size_t bytes, unsigned int /*flags*/) {

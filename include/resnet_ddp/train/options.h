@@ -58,6 +58,10 @@ struct TrainOptions {
   std::string log_json;
   std::string save_weights;  // final weights file, written by rank 0
   int print_every = 50;      // steps between plain progress lines when stdout is no terminal
+  // Global steps (1-based, as progress lines count them) during which a profiler started with
+  // a capture range collects: cudaProfilerStart before the first, cudaProfilerStop after the
+  // last (0, 0: none).
+  int64_t profile_first_step = 0, profile_last_step = 0;
 
   double bucket_mb = 25.0;
   dist::GradAllreduce grad_allreduce = dist::GradAllreduce::fp32;
