@@ -8,6 +8,7 @@
 //                   [--warmup 15] [--windows 5] [--steps-per-window 30]
 //                   [--conv-algorithms timed|heuristic] [--deterministic] [--ddp] [--bucket-mb 25]
 //                   [--grad-allreduce fp32|bf16] [--cuda-graphs on|off] [--input pixels|float]
+//                   [--profile]
 //   cuda_step_bench --describe [same flags]   the model, its FLOPs and parameters (no GPU needed)
 //   cuda_step_bench --device-info             the GPU, its known peak FLOP/s, library versions
 //   mpirun -np 8 cuda_step_bench [flags]      one rank per GPU of the node, as resnet_ddp runs
@@ -34,6 +35,8 @@
 // engine's own warm-up steps and replays it; the engine runs without step hooks then, so the
 // split of a step is not measured (its forward+backward holds the whole step) and the report
 // says how many steps were replayed and how many nodes the graph holds.
+// --profile switches a profiler started with `nsys profile --capture-range=cudaProfilerApi` on
+// for the timed windows only, each an NVTX range ("window 1", ...) around resnet_ddp's own.
 // Without a CUDA device it prints SKIPPED and exits 0.
 #include <cudnn.h>
 #include <nccl.h>
@@ -68,6 +71,7 @@
 #include "resnet_ddp/library_versions.h"
 #include "resnet_ddp/model_spec.h"
 #include "resnet_ddp/param_layout.h"
+#include "resnet_ddp/profile_range.h"
 #include "resnet_ddp/rng.h"
 #include "step_events.h"
 
@@ -92,6 +96,7 @@ struct Settings {
   BatchNormImpl batchnorm = BatchNormImpl::cudnn;
   int warmup = 15, windows = 5, steps_per_window = 30;
   bool timed_search = true, deterministic = false, ddp = false, cuda_graphs = false;
+  bool profile = false;  // profiler collects the timed windows only (cudaProfilerStart/Stop)
   double bucket_mb = 25.0;
   dist::GradAllreduce grad_allreduce = dist::GradAllreduce::fp32;
   BatchInput input = BatchInput::pixels;
@@ -140,6 +145,7 @@ Settings parse(int argc, char** argv) {
       s.timed_search = how == "timed";
     } else if (flag == "--deterministic") s.deterministic = true;
     else if (flag == "--ddp") s.ddp = true;
+    else if (flag == "--profile") s.profile = true;
     else if (flag == "--cuda-graphs") {
       const std::string how = value();
       if (how != "on" && how != "off") fail("--cuda-graphs must be 'on' or 'off', got '", how, "'");
@@ -412,7 +418,9 @@ Measurement train_and_time(const Settings& s, Engine& engine, StepHooks* reducer
   m.warmup_s = seconds_since(warmup_start);
   memory.stop();
 
+  if (s.profile) engine.profiler_capture(true);
   for (int w = 0; w < s.windows; ++w) {
+    const ProfileRange range("window " + std::to_string(w + 1));
     for (int i = 0; i < s.steps_per_window; ++i) step(i);
     m.window_ms.push_back(events.window_ms());
     const bench::StepSplit split = events.split(/*whole_steps=*/s.cuda_graphs);
@@ -428,6 +436,7 @@ Measurement train_and_time(const Settings& s, Engine& engine, StepHooks* reducer
       fail("the training loss became ", m.last_loss, " in window ", w + 1,
            ": the figures would not be those of training; check the optimizer settings");
   }
+  if (s.profile) engine.profiler_capture(false);
   memory.sample();
   m.peak_bytes = static_cast<double>(memory.peak_bytes());
   m.end_bytes = static_cast<double>(memory.latest_bytes());

@@ -6,6 +6,7 @@ bench/cuda_step_bench.cpp, made the same way, for the comparison of bench/run_th
                    [--stem auto|imagenet|cifar] [--classes 1000] [--optimizer adamw|sgd]
                    [--precision tf32|fp32|bf16|fp16] [--warmup 15] [--windows 5]
                    [--steps-per-window 30] [--conv-algorithms timed|heuristic] [--ddp]
+                   [--profile]
     pytorch_ddp.py --describe [same flags]     the model's FLOPs and parameters, on the CPU
     torchrun --nproc-per-node 8 pytorch_ddp.py [flags]     DDP, one process per GPU
 
@@ -78,6 +79,9 @@ def parse_args(argv):
     parser.add_argument("--grad-allreduce", choices=["fp32", "bf16"], default="fp32",
                         help="bf16: DDP's bf16_compress_hook (with DDP only; halves the bytes, "
                              "which matters with more than one GPU)")
+    parser.add_argument("--profile", action="store_true",
+                        help="a profiler started with nsys --capture-range=cudaProfilerApi collects "
+                             "the timed windows only, each an NVTX range, as cuda_step_bench --profile")
     args = parser.parse_args(argv)
     for name in ("batch", "size", "classes", "warmup", "windows", "steps_per_window"):
         low = 2 if name == "batch" else 1
@@ -330,16 +334,25 @@ def measure(args):
     memory.stop()
 
     window_ms, splits, last_loss = [], [], float("nan")
+    if args.profile:
+        torch.cuda.cudart().cudaProfilerStart()
     for window in range(args.windows):
         loss_sum = torch.zeros((), device=device)
+        if args.profile:
+            torch.cuda.nvtx.range_push(f"window {window + 1}")
         for i in range(args.steps_per_window):
             step(i)
+        if args.profile:
+            torch.cuda.nvtx.range_pop()
         window_ms.append(events.window_ms())
         splits.append(events.split())
         last_loss = loss_sum.item() / args.steps_per_window
         if not math.isfinite(last_loss):
             sys.exit(f"pytorch_ddp.py: the training loss became {last_loss} in window "
                      f"{window + 1}: the figures would not be those of training")
+    if args.profile:
+        torch.cuda.synchronize(device)
+        torch.cuda.cudart().cudaProfilerStop()
     memory.sample()
     peak_bytes, end_bytes = memory.peak_bytes(), memory.latest_bytes()
     allocated = torch.cuda.max_memory_allocated(device)

@@ -42,7 +42,13 @@
 #                 kernels (namespace rddp): out-of-bounds and misaligned accesses, shared-memory
 #                 races, barriers not every thread reaches. Skipped, saying so, where the machine
 #                 has no compute-sanitizer
-#   9 throughput  bench/run_throughput.sh with its own budget (--budget 470), last
+#   9 profile     Nsight Systems over 10 timed training steps at 224x224 batch 256 bf16: ours in
+#                 NCHW with cuDNN's BatchNorm, ours in NHWC with our fused BatchNorm, and
+#                 torch.compile's, each collected between cudaProfilerStart and Stop (the
+#                 benchmarks' --profile); the GPU kernels' time by kernel and by resnet_ddp's
+#                 NVTX range (forward, backward, optimizer), in <report>-profile-<name>.txt.
+#                 Skipped, saying so, where the machine has no nsys
+#  10 throughput  bench/run_throughput.sh with its own budget (--budget 470), last
 #
 # Each step has its own time limit, cut to what is left of its part's budget; a step that the
 # budget leaves no time for is NOT RUN and counts as failed. The report is
@@ -71,7 +77,7 @@ per_class=${RDDP_DATA_PER_CLASS:-640}
 bin=$build/resnet_ddp
 pack_bin=$build/resnet_ddp_pack
 
-parts=(tests fashion precision engine mixed data kernels sanitize throughput)
+parts=(tests fashion precision engine mixed data kernels sanitize profile throughput)
 describe_part() {
   case $1 in
     tests) echo "gpu tests (CUDA vs CPU, bf16, fp16, NHWC) and the NCCL communicator tests" ;;
@@ -82,6 +88,7 @@ describe_part() {
     data) echo "JPEG folder vs resnet_ddp_pack pack: data-wait share per epoch" ;;
     kernels) echo "bench/kernels_bench: our kernels' bandwidth, our BatchNorm beside cuDNN's at ResNet-18's shapes" ;;
     sanitize) echo "compute-sanitizer memcheck, racecheck and synccheck on the gpu tests of our kernels" ;;
+    profile) echo "nsys over 10 steps at 224x224 bf16: ours (NCHW cuDNN BatchNorm, NHWC fused BatchNorm) and torch.compile's; kernel time by kernel and by range" ;;
     throughput) echo "bench/run_throughput.sh --budget 470 against PyTorch" ;;
   esac
 }
@@ -528,21 +535,23 @@ part_kernels() {
   [ $dry_run = 1 ] || cp "$logs/kernel_benchmarks.log" "${report%.md}-kernels.txt"
 }
 
-# compute-sanitizer: on PATH, in the CUDA toolkit, or from a Python environment's
-# nvidia-cuda-sanitizer-api wheel.
-find_compute_sanitizer() {
-  local candidate
-  for candidate in "$(command -v compute-sanitizer 2>/dev/null)" \
-    "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer" /usr/local/cuda/bin/compute-sanitizer; do
+# find_tool NAME [PATH...]: the program NAME on PATH, in the CUDA toolkit, at one of the PATHs
+# given, or anywhere under /usr, /opt, /root or /home (a Python environment's nvidia wheels carry
+# compute-sanitizer, for one).
+find_tool() {
+  local name=$1 candidate
+  shift
+  for candidate in "$(command -v "$name" 2>/dev/null)" "${CUDA_HOME:-/usr/local/cuda}/bin/$name" \
+    "/usr/local/cuda/bin/$name" "$@"; do
     [ -n "$candidate" ] && [ -x "$candidate" ] && { echo "$candidate"; return 0; }
   done
-  candidate=$(find /usr /opt /root /home -name compute-sanitizer -type f -perm -u+x 2>/dev/null | head -1)
+  candidate=$(find /usr /opt /root /home -name "$name" -type f -perm -u+x 2>/dev/null | head -1)
   [ -n "$candidate" ] && echo "$candidate"
 }
 
 part_sanitize() {
   local sanitizer
-  sanitizer=$(find_compute_sanitizer)
+  sanitizer=$(find_tool compute-sanitizer)
   if [ -z "$sanitizer" ]; then
     [ $dry_run = 1 ] || {
       echo "   SKIPPED: no compute-sanitizer on this machine (PATH, \$CUDA_HOME/bin, /usr/local/cuda/bin, Python's nvidia wheels)"
@@ -563,6 +572,46 @@ part_sanitize() {
   for tool in memcheck racecheck synccheck; do
     step 160 "compute-sanitizer $tool, our kernels" \
       "$sanitizer" --tool "$tool" --error-exitcode 1 "${only_ours[@]}" "${tests[@]}"
+  done
+}
+
+part_profile() {
+  local nsys
+  nsys=$(find_tool nsys /opt/nvidia/nsight-systems/*/bin/nsys)
+  if [ -z "$nsys" ]; then
+    [ $dry_run = 1 ] || {
+      echo "   SKIPPED: no nsys on this machine (PATH, \$CUDA_HOME/bin, /usr/local/cuda/bin, /opt/nvidia/nsight-systems)"
+      printf '\n**SKIPPED: no nsys on this machine**\n' >>"$report"
+      return
+    }
+    nsys=nsys
+  fi
+  local python
+  python=$("$root/scripts/find_python.sh" torch torchvision 2>/dev/null) || python=""
+  [ -n "$python" ] || [ $dry_run = 0 ] || python=python3
+  # The configuration where torch.compile led most at the last measurement; 10 warm-up steps
+  # (timed convolution search and compilation happen there, unprofiled), then 10 collected.
+  local shape=(--size 224 --batch 256 --precision bf16 --warmup 10 --windows 1 --steps-per-window 10 --profile)
+  local collect=("$nsys" profile --capture-range=cudaProfilerApi --capture-range-end=stop --trace=cuda,nvtx
+                 --sample=none --cpuctxsw=none --force-overwrite=true)
+  local name
+  for name in resnet_ddp-nchw resnet_ddp-nhwc-fusedbn pytorch-compile; do
+    local program=("$build/bench/cuda_step_bench" "${shape[@]}") limit=120
+    case $name in
+      resnet_ddp-nhwc-fusedbn) program+=(--memory-format nhwc --batchnorm fused) ;;
+      pytorch-compile)
+        [ -n "$python" ] || { verdict_line no "no Python with torch and torchvision for the torch.compile profile"; continue; }
+        program=("$python" "$root/bench/pytorch_ddp.py" --mode compile "${shape[@]}") limit=180 ;;
+    esac
+    step "$limit" "nsys profile, $name" "${collect[@]}" -o "$logs/profile-$name" "${program[@]}" || continue
+    # The kernel summary under its name since nsys 2023, else its older one; the GPU time of
+    # each NVTX range where this nsys has that report.
+    step 30 "nsys stats, $name" bash -c '
+      "$1" stats --report cuda_gpu_kern_sum "$2" || "$1" stats --report gpukernsum "$2" || exit 1
+      "$1" stats --report nvtx_gpu_proj_sum "$2" || echo "(no nvtx_gpu_proj_sum report in this nsys)"' \
+      _ "$nsys" "$logs/profile-$name.nsys-rep"
+    [ $dry_run = 1 ] || cp "$logs/nsys_stats_$(printf '%s' "$name" | tr -cs 'A-Za-z0-9' '_').log" \
+      "${report%.md}-profile-$name.txt"
   done
 }
 

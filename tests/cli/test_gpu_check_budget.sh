@@ -2,7 +2,8 @@
 # scripts/gpu_check.sh keeps several parts run in one command within the command's --budget, so
 # that they fit a machine lent for a fixed time a command. No GPU is needed: a stand-in
 # nvidia-smi names one, and a stand-in kernels_bench outlives any budget. The sanitize part runs
-# each compute-sanitizer tool (a stand-in that logs its arguments) over the kernel tests.
+# each compute-sanitizer tool (a stand-in that logs its arguments) over the kernel tests; the
+# profile part runs each benchmark under nsys (a stand-in too) and keeps its summaries.
 source "$(dirname "$0")/lib.sh"
 script=$RDDP_SOURCE_DIR/scripts/gpu_check.sh
 
@@ -51,6 +52,36 @@ for tool in memcheck racecheck synccheck; do
     grep -q -- "--tool $tool --error-exitcode 1 --kernel-regex kns=rddp $work/build/tests/gpu_tests --source-file=\*/test_kernels.cu,\*/test_cuda_batchnorm_kernels.cpp" \
     "$work/sanitizer.log"
 done
+
+# The profile part collects each benchmark's timed windows under nsys (a stand-in that runs the
+# program and writes what it printed as the report), then keeps nsys' kernel summaries.
+expect 0 "nsys profile --capture-range=cudaProfilerApi --capture-range-end=stop .* --profile --memory-format nhwc --batchnorm fused" -- \
+  "$script" --dry-run --part profile
+cat >"$work/bin/nsys" <<'STANDIN'
+#!/bin/sh
+command=$1
+shift
+if [ "$command" = stats ]; then
+  for last in "$@"; do :; done
+  echo "kernel time by kernel and range of: $(cat "$last")"
+  exit 0
+fi
+while [ "$1" != -o ]; do shift; done
+output=$2
+shift 2
+"$@" >"$output.nsys-rep"
+STANDIN
+printf '#!/bin/sh\necho "step bench $*"\n' >"$work/build/bench/cuda_step_bench"
+printf '#!/bin/sh\n[ "$1" = -c ] || echo "pytorch $*"\n' >"$work/bin/python"
+chmod +x "$work/bin/nsys" "$work/build/bench/cuda_step_bench" "$work/bin/python"
+PATH=$work/bin:$PATH RDDP_PYTHON=$work/bin/python RDDP_BUILD_DIR=$work/build RDDP_REPORT_DIR=$work/reports \
+  RDDP_COMMIT=test expect 0 "nsys stats, pytorch-compile\$" -- "$script" --part profile --budget 120
+check "our NHWC fused-BatchNorm run was profiled over its timed windows only" \
+  grep -q "of: step bench --size 224 --batch 256 --precision bf16 --warmup 10 --windows 1 --steps-per-window 10 --profile --memory-format nhwc --batchnorm fused" \
+  "$work"/reports/gpu-check-Stand-in-GPU-*-profile-resnet_ddp-nhwc-fusedbn.txt
+check "torch.compile's run too" \
+  grep -q "of: pytorch .*/bench/pytorch_ddp.py --mode compile --size 224 .* --profile" \
+  "$work"/reports/gpu-check-Stand-in-GPU-*-profile-pytorch-compile.txt
 
 # With the budget spent, a step is not started at all, and says whose budget it was.
 PATH=$work/bin:$PATH RDDP_BUILD_DIR=$work/build RDDP_REPORT_DIR=$work/reports RDDP_COMMIT=test \
