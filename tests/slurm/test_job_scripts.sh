@@ -2,7 +2,8 @@
 # The job scripts users submit (scripts/slurm/*.sbatch), run for real by sbatch on two of the
 # local node's GPU slots, with a stand-in for resnet_ddp that keeps the program's side of the
 # checkpoint contract: one task per GPU with its loader CPUs, the near-time-limit signal that
-# checkpoints and requeues, the scancel that checkpoints and ends, the benchmark's runs.
+# checkpoints and requeues, the scancel that checkpoints and ends, the benchmark's runs, the
+# profile's runs under nsys (a stand-in too).
 # shellcheck source=tests/slurm/slurm_test_lib.sh
 source "$(dirname "$0")/slurm_test_lib.sh"
 slurm_test_begin job_scripts
@@ -58,4 +59,31 @@ expect_file_lines 1 '^=== 2 of 2 GPUs, 300 steps$' "$job_out"
 expect_file_lines 1 "^rank 0 of 1: .*SLURM_CPUS_PER_TASK=1, arguments: --data $DATA --max-steps 300\$" "$job_out"
 expect_file_lines 2 "^rank [01] of 2: .*SLURM_CPUS_PER_TASK=1, arguments: --data $DATA --max-steps 300\$" "$job_out"
 expect_file_lines 3 "^rank [01]: benchmark of 300 steps done\$" "$job_out"
+
+# The profile: every rank under nsys (a stand-in that runs the program, keeps what it printed as
+# the report, and summarises a report by naming it), collecting steps 100-110, the run ending
+# after the last; rank 0's summaries end the output.
+mkdir -p "$tree/bin"
+cat >"$tree/bin/nsys" <<'STANDIN'
+#!/bin/bash
+if [ "$1" = stats ]; then echo "summary $3 of $4: $(head -n 1 "$4")"; exit 0; fi
+echo "nsys $*" | head -c 160 >"nsys-options.$SLURM_PROCID"
+while [ "$1" != -o ]; do shift; done
+name=${2//%q\{SLURM_PROCID\}/$SLURM_PROCID}
+shift 2
+"$@" | tee "$name.nsys-rep"
+STANDIN
+chmod +x "$tree/bin/nsys"
+NSYS=$tree/bin/nsys submit_job "$tree" --gpus-per-node=2 scripts/slurm/profile.sbatch
+wait_for_job_end "$job" 60
+show_job_output
+expect_job_state COMPLETED
+expect_file_lines 2 "^rank [01] of 2: .*SLURM_CPUS_PER_TASK=1, arguments: --data $DATA --profile-steps 100-110 --max-steps 110\$" "$job_out"
+for rank in 0 1; do
+  grep -q "^rank $rank of 2: " "$tree/profile-$job-rank$rank.nsys-rep" || fail "no report of rank $rank under nsys"
+  grep -q -- "--capture-range=cudaProfilerApi --capture-range-end=stop" "$tree/nsys-options.$rank" ||
+    fail "rank $rank's nsys does not collect between cudaProfilerStart and Stop"
+done
+expect_file_lines 1 "^summary cuda_gpu_kern_sum of profile-$job-rank0.nsys-rep: rank 0 of 2" "$job_out"
+expect_file_lines 1 "^summary nvtx_gpu_proj_sum of profile-$job-rank0.nsys-rep: rank 0 of 2" "$job_out"
 pass
