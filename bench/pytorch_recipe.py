@@ -128,11 +128,16 @@ def json_record(**fields):
     return "{" + ",".join(parts) + "}"
 
 
-def build_model():
+def build_model(stem="cifar"):
+    """torchvision's resnet18 for one input channel and 10 classes, with resnet_ddp's cifar stem
+    (3x3/1 convolution, no max pooling) or torchvision's own imagenet stem (7x7/2, max pooling)."""
     model = torchvision.models.resnet18(num_classes=10)
-    model.conv1 = nn.Conv2d(1, 64, 3, 1, 1, bias=False)
+    if stem == "cifar":
+        model.conv1 = nn.Conv2d(1, 64, 3, 1, 1, bias=False)
+        model.maxpool = nn.Identity()
+    else:
+        model.conv1 = nn.Conv2d(1, 64, 7, 2, 3, bias=False)
     nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")
-    model.maxpool = nn.Identity()
     return model
 
 

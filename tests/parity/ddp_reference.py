@@ -1,6 +1,6 @@
 """The PyTorch side of test_training_run.py: resnet_ddp's training run, written the way a PyTorch
-user writes it. torchvision's resnet18 (cifar stem, 1 input channel, 10 classes) from a given
-state_dict, wrapped in DistributedDataParallel over gloo when there is more than one rank (its
+user writes it. torchvision's resnet18 (1 input channel, 10 classes; the cifar stem, or the
+imagenet stem where "stem" says so) from a given state_dict, wrapped in DistributedDataParallel over gloo when there is more than one rank (its
 defaults: 25 MB buckets, rank 0's buffers broadcast before each forward); DistributedSampler
 (shuffle, seed, set_epoch, no drop_last) cut into batches as a DataLoader would;
 torch.optim.AdamW or SGD with momentum, the learning rate of every step from
@@ -15,7 +15,8 @@ SETTINGS.json holds one object with the keys of SETTINGS below. The results are 
   epochs.jsonl          rank 0: one {"epoch", "val_loss", "val_accuracy", "val_top5_accuracy"}
                         line per epoch
   final.pt              rank 0: the state_dict after the last step
-"dtype" may be "float64", to see how far float32 rounding alone moves a run.
+"dtype" may be "float64", to see how far float32 rounding alone moves a run. "stem" is optional
+("cifar" unless given).
 """
 import json
 import os
@@ -70,7 +71,7 @@ def run_rank(rank, s):
                                 world_size=world, rank=rank)
     train_x, train_y = pytorch_recipe.load_split(s["data"], "train", s["limit_train"])
     val_x, val_y = pytorch_recipe.load_split(s["data"], "t10k", s["limit_val"])
-    model = pytorch_recipe.build_model()
+    model = pytorch_recipe.build_model(s.get("stem", "cifar"))
     model.load_state_dict(torch.load(s["init"]))
     model = model.to(dtype)
     trained = DistributedDataParallel(model) if world > 1 else model
