@@ -311,16 +311,17 @@ part_fashion() {
 fashion_epochs_table() {
   local lr=($(epoch_field "$1" lr)) ours_loss=($(epoch_field "$1" train_loss)) theirs_loss=($(epoch_field "$2" train_loss))
   local ours_acc=($(epoch_field "$1" val_accuracy)) theirs_acc=($(epoch_field "$2" val_accuracy)) i
+  local ours_top5=($(epoch_field "$1" val_top5_accuracy)) theirs_top5=($(epoch_field "$2" val_top5_accuracy))
   {
     echo
-    echo "| epoch | lr at its end | train loss: resnet_ddp | PyTorch | val accuracy: resnet_ddp | PyTorch |"
-    echo "| ---: | ---: | ---: | ---: | ---: | ---: |"
+    echo "| epoch | lr at its end | train loss: resnet_ddp | PyTorch | val top-1: resnet_ddp | PyTorch | val top-5: resnet_ddp | PyTorch |"
+    echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     for ((i = 0; i < epochs; i++)); do
       awk -v e=$((i + 1)) -v lr="${lr[i]:--}" -v a="${ours_loss[i]:-}" -v b="${theirs_loss[i]:-}" \
-          -v c="${ours_acc[i]:-}" -v d="${theirs_acc[i]:-}" '
+          -v c="${ours_acc[i]:-}" -v d="${theirs_acc[i]:-}" -v f="${ours_top5[i]:-}" -v g="${theirs_top5[i]:-}" '
         function loss(x) { return x == "" ? "-" : sprintf("%.4f", x) }
         function pct(x) { return x == "" ? "-" : sprintf("%.2f %%", 100 * x) }
-        BEGIN { printf "| %d | %s | %s | %s | %s | %s |\n", e, lr, loss(a), loss(b), pct(c), pct(d) }'
+        BEGIN { printf "| %d | %s | %s | %s | %s | %s | %s | %s |\n", e, lr, loss(a), loss(b), pct(c), pct(d), pct(f), pct(g) }'
     done
   } >>"$report"
 }
