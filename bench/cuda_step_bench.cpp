@@ -4,7 +4,7 @@
 //
 //   cuda_step_bench [--batch 256] [--size 224] [--stem auto|imagenet|cifar] [--classes 1000]
 //                   [--optimizer adamw|sgd] [--precision tf32|fp32|bf16|fp16]
-//                   [--memory-format auto|nchw|nhwc] [--batchnorm cudnn|fused]
+//                   [--memory-format auto|nchw|nhwc] [--batchnorm cudnn|fused|cudnn-persistent]
 //                   [--warmup 15] [--windows 5] [--steps-per-window 30]
 //                   [--conv-algorithms timed|heuristic] [--deterministic] [--ddp] [--bucket-mb 25]
 //                   [--grad-allreduce fp32|bf16] [--cuda-graphs on|off] [--input pixels|float]
@@ -30,7 +30,9 @@
 // what the two cast kernels and NCCL's bf16 pass cost.
 // `--memory-format auto` is resnet_ddp's default: nchw at every precision. `--batchnorm fused`
 // runs our BatchNorm kernels with ReLU and the residual add folded in (batchnorm_impl.h); its
-// records are named resnet_ddp-fusedbn, so that tables set them beside cuDNN's.
+// records are named resnet_ddp-fusedbn, so that tables set them beside cuDNN's;
+// `--batchnorm cudnn-persistent` (resnet_ddp-persistentbn) trains cuDNN's BatchNorm in its
+// SPATIAL_PERSISTENT mode, as PyTorch does in channels_last.
 // --cuda-graphs on (one process, no --ddp, as resnet_ddp allows) captures the step after the
 // engine's own warm-up steps and replays it; the engine runs without step hooks then, so the
 // split of a step is not measured (its forward+backward holds the whole step) and the report
@@ -129,9 +131,10 @@ Settings parse(int argc, char** argv) {
     else if (flag == "--memory-format") s.memory_format = value();
     else if (flag == "--batchnorm") {
       const std::string kind = value();
-      if (kind != "cudnn" && kind != "fused")
-        fail("--batchnorm must be 'cudnn' or 'fused', got '", kind, "'");
-      s.batchnorm = kind == "fused" ? BatchNormImpl::fused : BatchNormImpl::cudnn;
+      if (kind == "cudnn") s.batchnorm = BatchNormImpl::cudnn;
+      else if (kind == "fused") s.batchnorm = BatchNormImpl::fused;
+      else if (kind == "cudnn-persistent") s.batchnorm = BatchNormImpl::cudnn_persistent;
+      else fail("--batchnorm must be 'cudnn', 'fused' or 'cudnn-persistent', got '", kind, "'");
     }
     else if (flag == "--warmup") s.warmup = parse_int(flag, value().c_str(), 1, 100000);
     else if (flag == "--windows") s.windows = parse_int(flag, value().c_str(), 1, 1000);
@@ -231,6 +234,7 @@ std::string optimizer_text(const OptimizerConfig& o) {
 std::string impl_name(const Settings& s) {
   std::string name = "resnet_ddp";
   if (s.batchnorm == BatchNormImpl::fused) name += "-fusedbn";
+  if (s.batchnorm == BatchNormImpl::cudnn_persistent) name += "-persistentbn";
   if (s.cuda_graphs) name += "-graphs";
   if (s.input == BatchInput::normalized_float) name += "-floatinput";
   return name;

@@ -107,7 +107,10 @@ struct Plan {
         descriptors(policy.data_type, policy.format),
         format(policy.format == CUDNN_TENSOR_NHWC ? MemoryFormat::nhwc : MemoryFormat::nchw),
         nhwc(format == MemoryFormat::nhwc),
-        fused_bn(batchnorm_impl == BatchNormImpl::fused) {}
+        fused_bn(batchnorm_impl == BatchNormImpl::fused),
+        bn_training_mode(batchnorm_impl == BatchNormImpl::cudnn_persistent
+                             ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT
+                             : CUDNN_BATCHNORM_SPATIAL) {}
 
   const ParamLayout& layout;
   DeviceModel model;
@@ -128,6 +131,8 @@ struct Plan {
   // rather than cuDNN's BatchNorm followed by passes of their own; their partial sums go to
   // bn_scratch, which every BatchNorm uses in turn.
   bool fused_bn;
+  // cuDNN's BatchNorm mode for the training forward and backward (cuDNN's layers only).
+  cudnnBatchNormMode_t bn_training_mode;
   std::byte* bn_scratch = nullptr;
   size_t bn_scratch_bytes = 0;
 
@@ -248,7 +253,8 @@ void plan_batchnorm(Plan<T>& plan, BatchNorm<T>& bn, const BatchNormDesc& desc,
   bn.input = input;
   bn.output = output;
   bn.layer = std::make_unique<BatchNormLayer>(desc.channels, input->height, input->width,
-                                              data_type_of<T>(), plan.cudnn_format());
+                                              data_type_of<T>(), plan.cudnn_format(),
+                                              plan.bn_training_mode);
   plan.arena.request(&bn.save_mean, static_cast<size_t>(desc.channels));
   plan.arena.request(&bn.save_invstd, static_cast<size_t>(desc.channels));
 }

@@ -157,11 +157,14 @@ const std::vector<Flag>& flags() {
          o.memory_format_given = true;
        }},
       {"--batchnorm", "KIND",
-       "GPU BatchNorm kernels: cudnn (default) or fused (ours, with the ReLU and the residual add "
-       "folded in; fast in nhwc)",
+       "GPU BatchNorm kernels: cudnn (default), fused (ours, with the ReLU and the residual add "
+       "folded in; fast in nhwc) or cudnn-persistent (cuDNN's SPATIAL_PERSISTENT mode for training, "
+       "as PyTorch's channels_last)",
        [](TrainOptions& o, auto& f, auto& v) {
-         o.batchnorm = parse_choice<BatchNormImpl>(
-             f, v, {{"cudnn", BatchNormImpl::cudnn}, {"fused", BatchNormImpl::fused}});
+         o.batchnorm = parse_choice<BatchNormImpl>(f, v,
+                                                   {{"cudnn", BatchNormImpl::cudnn},
+                                                    {"fused", BatchNormImpl::fused},
+                                                    {"cudnn-persistent", BatchNormImpl::cudnn_persistent}});
        }},
       {"--deterministic", nullptr,
        "GPU: the same bits every run: only deterministic cuDNN algorithms, chosen by heuristic "
@@ -292,9 +295,9 @@ void check_combinations(const TrainOptions& o) {
   if (o.init_reset_classifier && o.init_path.empty()) fail("--init-reset-classifier goes with --init FILE");
   if (!o.init_path.empty() && o.resume) fail("--init and --resume both choose the starting weights: use one");
   if (o.warmup_epochs > o.epochs) fail("--warmup-epochs ", o.warmup_epochs, " is longer than --epochs ", o.epochs);
-  if (o.batchnorm == BatchNormImpl::fused && o.device == DeviceChoice::cpu)
-    fail("--batchnorm fused chooses GPU kernels, but --device cpu trains on the CPU, which has one "
-         "BatchNorm: drop one of the two");
+  if (o.batchnorm != BatchNormImpl::cudnn && o.device == DeviceChoice::cpu)
+    fail("--batchnorm ", to_string(o.batchnorm), " chooses GPU kernels, but --device cpu trains on the CPU, "
+         "which has one BatchNorm: drop one of the two");
   if (o.cuda_graphs && o.device == DeviceChoice::cpu)
     fail("--cuda-graphs on replays CUDA work and needs the CUDA engine: drop --device cpu, or use "
          "--cuda-graphs off");

@@ -210,10 +210,20 @@ void Trainer::open_data() {
 // bucket's gradients, launching its allreduce, arming the watchdog for it and polling its event;
 // the NCCL calls alone could be captured, but a replay would run them unwatched and without the
 // bookkeeping that keeps every rank's launch order checked, so graphs are for one rank only.
+// What the settings table says of each BatchNorm implementation.
+const char* batchnorm_description(BatchNormImpl impl) {
+  switch (impl) {
+    case BatchNormImpl::fused: return " (our kernels, ReLU and residual add folded in)";
+    case BatchNormImpl::cudnn_persistent: return " (cuDNN, SPATIAL_PERSISTENT mode in training)";
+    case BatchNormImpl::cudnn: break;
+  }
+  return " (cuDNN)";
+}
+
 void Trainer::check_gpu_only_options() const {
-  if (options_.batchnorm == BatchNormImpl::fused && device_ != DeviceKind::cuda)
-    fail("--batchnorm fused chooses GPU kernels, but this run trains on the CPU (", device_reason_,
-         "): drop --batchnorm, or run where a GPU answers");
+  if (options_.batchnorm != BatchNormImpl::cudnn && device_ != DeviceKind::cuda)
+    fail("--batchnorm ", to_string(options_.batchnorm), " chooses GPU kernels, but this run trains on the CPU (",
+         device_reason_, "): drop --batchnorm, or run where a GPU answers");
   if (!options_.cuda_graphs) return;
   if (device_ != DeviceKind::cuda)
     fail("--cuda-graphs on replays CUDA work, but this run trains on the CPU (", device_reason_,
@@ -363,9 +373,7 @@ void Trainer::show_settings() const {
                                   (options_.memory_format_given ? "" : " (the default)")
                             : std::string("nchw (the CPU engine's only layout)")},
       {"batchnorm", device_ == DeviceKind::cuda ? std::string(to_string(options_.batchnorm)) +
-                                                      (options_.batchnorm == BatchNormImpl::fused
-                                                           ? " (our kernels, ReLU and residual add folded in)"
-                                                           : " (cuDNN)")
+                                                      batchnorm_description(options_.batchnorm)
                                                 : std::string("the CPU engine's")},
       {"cuda graphs", options_.cuda_graphs
                           ? "on: the training step captured after " +

@@ -17,6 +17,9 @@ run=("$RDDP_EMULATED_BIN" --dataset synthetic --device cuda --batch-size 8 --lim
 
 # A GPU takes the loader's uint8 pixels and normalises them itself.
 expect 0 "normalisation +none \(on the GPU, from the batch's uint8 pixels\)" -- "${run[@]}" --max-steps 1
+# cuDNN's BatchNorm in its persistent mode, as PyTorch trains channels_last.
+expect 0 "batchnorm +cudnn-persistent \(cuDNN, SPATIAL_PERSISTENT mode in training\)" -- \
+  "${run[@]}" --max-steps 2 --memory-format nhwc --precision bf16 --batchnorm cudnn-persistent
 expect 0 "cuda graphs: 2 of 6 training steps replayed from the graph \([0-9]+ nodes\)" -- \
   "${run[@]}" --cuda-graphs on --save-weights "$work/graphs.rddp"
 expect 0 "weights written" -- "${run[@]}" --cuda-graphs off --save-weights "$work/eager.rddp"
