@@ -129,13 +129,7 @@ Settings parse(int argc, char** argv) {
     else if (flag == "--optimizer") s.optimizer = parse_optimizer(value());
     else if (flag == "--precision") s.precision = value();
     else if (flag == "--memory-format") s.memory_format = value();
-    else if (flag == "--batchnorm") {
-      const std::string kind = value();
-      if (kind == "cudnn") s.batchnorm = BatchNormImpl::cudnn;
-      else if (kind == "fused") s.batchnorm = BatchNormImpl::fused;
-      else if (kind == "cudnn-persistent") s.batchnorm = BatchNormImpl::cudnn_persistent;
-      else fail("--batchnorm must be 'cudnn', 'fused' or 'cudnn-persistent', got '", kind, "'");
-    }
+    else if (flag == "--batchnorm") s.batchnorm = parse_batchnorm_impl(flag, value());
     else if (flag == "--warmup") s.warmup = parse_int(flag, value().c_str(), 1, 100000);
     else if (flag == "--windows") s.windows = parse_int(flag, value().c_str(), 1, 1000);
     else if (flag == "--steps-per-window")

@@ -2,6 +2,8 @@
 
 #include <zlib.h>
 
+#include <cstdio>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include <wmmintrin.h>
@@ -238,6 +240,12 @@ uint32_t update(Method method, uint32_t crc, const void* data, size_t size) {
 
 uint32_t crc32_update(uint32_t crc, const void* data, size_t size) {
   return crc32_detail::update(crc32_detail::fastest(), crc, data, size);
+}
+
+std::string crc32_hex(uint32_t crc) {
+  char text[16];
+  std::snprintf(text, sizeof(text), "0x%08x", crc);
+  return text;
 }
 
 }  // namespace rddp

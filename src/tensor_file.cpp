@@ -214,12 +214,6 @@ struct FileCloser {
   void operator()(std::FILE* stream) const { std::fclose(stream); }
 };
 
-std::string crc_hex(uint32_t crc) {
-  char text[16];
-  std::snprintf(text, sizeof(text), "0x%08x", crc);
-  return text;
-}
-
 void read_header(Cursor& in, const std::string& path, TensorFile& file, uint64_t& tensor_count) {
   char magic[8] = {};  // GCC cannot see that read() fills it before the CRC reads it
   const uint64_t head_size = std::min<uint64_t>(sizeof(magic), in.remaining());
@@ -256,10 +250,10 @@ void read_header(Cursor& in, const std::string& path, TensorFile& file, uint64_t
   const uint32_t computed = in.crc();
   const auto stored = in.get<uint32_t>();
   if (computed != stored)
-    in.corrupt("the header's CRC-32 is " + crc_hex(computed) + " but the file records " +
-               crc_hex(stored));
+    in.corrupt("the header's CRC-32 is " + crc32_hex(computed) + " but the file records " +
+               crc32_hex(stored));
   if (flags != 0)
-    fail("'", path, "' uses format features this build does not know (flags ", crc_hex(flags),
+    fail("'", path, "' uses format features this build does not know (flags ", crc32_hex(flags),
          "): read it with the resnet_ddp that wrote it, or a newer one");
 }
 
@@ -311,8 +305,8 @@ TensorRecord read_record(Cursor& in, uint64_t index, uint64_t count, const std::
   const auto computed = static_cast<uint32_t>(
       crc32_combine(header_crc, in.crc(), static_cast<z_off_t>(byte_count)));
   if (computed != stored_crc)
-    in.corrupt("its CRC-32 is " + crc_hex(computed) + " but the file records " +
-               crc_hex(stored_crc) + ", so its name, shape or values were damaged");
+    in.corrupt("its CRC-32 is " + crc32_hex(computed) + " but the file records " +
+               crc32_hex(stored_crc) + ", so its name, shape or values were damaged");
   return record;
 }
 

@@ -1,5 +1,7 @@
 #pragma once
 // Which kernels compute the CUDA engine's BatchNorm layers (the CPU engine has one kind).
+#include <string>
+
 namespace rddp {
 
 enum class BatchNormImpl {
@@ -25,5 +27,9 @@ inline const char* to_string(BatchNormImpl impl) {
   }
   return "cudnn";
 }
+
+// The implementation named `text` (as to_string names it); throws Error naming `flag` and the
+// names it accepts otherwise.
+BatchNormImpl parse_batchnorm_impl(const std::string& flag, const std::string& text);
 
 }  // namespace rddp

@@ -5,12 +5,16 @@
 // value is the same either way.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace rddp {
 
 // zlib's crc32(crc, data, size) for any size: start from 0, and pass the result back in to
 // continue over more bytes.
 uint32_t crc32_update(uint32_t crc, const void* data, size_t size);
+
+// A CRC-32 as messages print it: 0x and 8 hexadecimal digits.
+std::string crc32_hex(uint32_t crc);
 
 // The ways crc32_update may take, so that tests check each one this CPU has.
 namespace crc32_detail {

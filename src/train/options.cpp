@@ -161,10 +161,7 @@ const std::vector<Flag>& flags() {
        "folded in; fast in nhwc) or cudnn-persistent (cuDNN's SPATIAL_PERSISTENT mode for training, "
        "as PyTorch's channels_last)",
        [](TrainOptions& o, auto& f, auto& v) {
-         o.batchnorm = parse_choice<BatchNormImpl>(f, v,
-                                                   {{"cudnn", BatchNormImpl::cudnn},
-                                                    {"fused", BatchNormImpl::fused},
-                                                    {"cudnn-persistent", BatchNormImpl::cudnn_persistent}});
+         o.batchnorm = parse_batchnorm_impl(f, v);
        }},
       {"--deterministic", nullptr,
        "GPU: the same bits every run: only deterministic cuDNN algorithms, chosen by heuristic "

@@ -1,6 +1,5 @@
 #include "resnet_ddp/train/replica_check.h"
 
-#include <cstdio>
 #include <vector>
 
 #include "resnet_ddp/crc32.h"
@@ -12,12 +11,6 @@ namespace {
 
 uint32_t crc_of(uint32_t crc, const std::vector<float>& values) {
   return crc32_update(crc, values.data(), values.size() * sizeof(float));
-}
-
-std::string hex(uint64_t value) {
-  char text[20];
-  std::snprintf(text, sizeof text, "%08llx", static_cast<unsigned long long>(value));
-  return text;
 }
 
 }  // namespace
@@ -38,7 +31,7 @@ void check_replicas_agree(const ModelState<float>& model, const OptimizerState& 
   throw dist::AllRanksError(
       when + ", the weights and optimizer state of " + std::to_string(differing.ranks) + " of " +
       std::to_string(group.size()) + " ranks differ from rank 0's (the first: rank " + std::to_string(differing.first) +
-      "; CRC-32 here " + hex(mine) + ", on rank 0 " + hex(differing.rank0_value) +
+      "; CRC-32 here " + crc32_hex(mine) + ", on rank 0 " + crc32_hex(static_cast<uint32_t>(differing.rank0_value)) +
       "). Data-parallel replicas must stay identical, so training stops here and checkpoints none of this. "
       "Either the ranks were started with different settings (every rank needs the same flags, e.g. --lr), or a "
       "rank computed wrongly: look for a faulty GPU or node (Xid or ECC errors in its kernel log, nvidia-smi -q) "

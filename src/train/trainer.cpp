@@ -438,7 +438,7 @@ void Trainer::checkpoint(int64_t epoch, int64_t step_in_epoch, bool always_compa
     const std::string when = step_in_epoch == 0 ? "after epoch " + std::to_string(epoch)
                                                 : "at step " + std::to_string(step_in_epoch) + " of epoch " +
                                                       std::to_string(epoch + 1);
-    const ProfileRange range("replica check");
+    const ProfileRange comparing("replica check");
     check_replicas_agree(model, optimizer, group_, when + " (global step " + std::to_string(global_step_) + ")");
   }
   if (!write) return;
