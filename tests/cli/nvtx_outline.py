@@ -15,6 +15,11 @@ def outline(lines, domain):
     spans = {}  # span id -> name
     out = []
     problems = []
+
+    def first_thread_depth():
+        """How many ranges the first thread to open one has open now."""
+        return len(next(iter(threads.values()))[1]) if threads else 0
+
     for number, line in enumerate(lines, 1):
         words = line.rstrip("\n").split(" ", 3)
         kind = words[0]
@@ -35,13 +40,11 @@ def outline(lines, domain):
             if words[2] != domain:
                 continue
             spans[words[1]] = words[3]
-            depth = len(next(iter(threads.values()))[1]) if threads else 0
-            out.append("  " * depth + "[" + words[3])
+            out.append("  " * first_thread_depth() + "[" + words[3])
         elif kind == "end":
             if words[1] not in spans:
                 continue  # another domain's, or ended twice (caught below)
-            depth = len(next(iter(threads.values()))[1]) if threads else 0
-            out.append("  " * depth + "]" + spans.pop(words[1]))
+            out.append("  " * first_thread_depth() + "]" + spans.pop(words[1]))
         else:
             problems.append(f"line {number}: unknown record {line.strip()!r}")
     for index, stack in threads.values():
