@@ -12,8 +12,8 @@ enum class BatchNormImpl {
   // BatchNorm the residual add, folded into the pass that writes the output, and the ReLU's
   // mask into the backward's passes; their NHWC reductions read along channels.
   fused,
-  // cudnn, with training's forward and backward in CUDNN_BATCHNORM_SPATIAL_PERSISTENT mode, the
-  // mode PyTorch trains channels_last models in (through cuDNN's *Ex calls): the same maths in
+  // cudnn, with training's forward and backward in CUDNN_BATCHNORM_SPATIAL_PERSISTENT mode
+  // through cuDNN's *Ex calls, as PyTorch trains channels_last models: the same maths in
   // cuDNN's kernels for that mode, whose reduction cuDNN documents as deterministic but able to
   // overflow to Inf or NaN on inputs of extreme range, where SPATIAL's does not.
   cudnn_persistent,

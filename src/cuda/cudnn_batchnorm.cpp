@@ -1,5 +1,7 @@
 #include "resnet_ddp/cuda/cudnn_batchnorm.h"
 
+#include <algorithm>
+
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/error.h"
 
@@ -35,6 +37,16 @@ namespace rddp::cuda {
 // GPU run can decide. What is relied on here, that
 // cuDNN accepts NHWC in this mode and computes what the CPU twin does, is checked by the NHWC
 // executor tests in tests/gpu/test_cuda_nhwc.cpp.
+//
+// About the *Ex calls: in SPATIAL_PERSISTENT mode training goes through
+// cudnnBatchNormalizationForwardTrainingEx and cudnnBatchNormalizationBackwardEx with
+// CUDNN_BATCHNORM_OPS_BN, a workspace and a reserve space, as PyTorch's cuDNN BatchNorm has done
+// since it took up those calls for channels_last. cuDNN's API reference lists among the
+// conditions for its semi-persistent NHWC kernels a workspace of the size it asks for, which only
+// the *Ex calls carry (and, in the versions of that reference we read, half-precision data, so
+// bfloat16 and float may not reach those kernels: a GPU run of kernels_bench says). The arguments are PyTorch's: no z, no activation, no y in the backward, and the
+// workspace sizes asked with the same descriptors. The layer keeps no memory itself: the caller
+// passes BatchNormExBuffers, so that the executor can place them in its arena.
 
 BatchNormLayer::BatchNormLayer(int channels, int height, int width, cudnnDataType_t data_type,
                                cudnnTensorFormat_t format, cudnnBatchNormMode_t training_mode)
@@ -62,6 +74,37 @@ void BatchNormLayer::prepare(int batch, TensorDescriptorCache& descriptors) {
   if (!prepared(batch)) batches_[batch] = &descriptors.get(batch, channels_, height_, width_);
 }
 
+BatchNormExBytes BatchNormLayer::ex_bytes(cudnnHandle_t handle, int batch) const {
+  if (!uses_ex()) return {};
+  const auto known = ex_bytes_.find(batch);
+  if (known != ex_bytes_.end()) return known->second;
+  const cudnnTensorDescriptor_t data = at(batch).get();
+  size_t forward = 0, backward = 0, reserve = 0;
+  RDDP_CUDNN_CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+      handle, training_mode_, CUDNN_BATCHNORM_OPS_BN, data, data, data, parameters_->get(),
+      nullptr, &forward));
+  RDDP_CUDNN_CHECK(cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+      handle, training_mode_, CUDNN_BATCHNORM_OPS_BN, data, data, data, nullptr, data,
+      parameters_->get(), nullptr, &backward));
+  RDDP_CUDNN_CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
+      handle, training_mode_, CUDNN_BATCHNORM_OPS_BN, nullptr, data, &reserve));
+  const BatchNormExBytes bytes{std::max(forward, backward), reserve};
+  ex_bytes_[batch] = bytes;
+  return bytes;
+}
+
+void BatchNormLayer::check_ex(cudnnHandle_t handle, int batch,
+                              const BatchNormExBuffers& ex) const {
+  const BatchNormExBytes needed = ex_bytes(handle, batch);
+  if (ex.workspace_bytes < needed.workspace || ex.reserve_bytes < needed.reserve ||
+      (needed.workspace > 0 && ex.workspace == nullptr) ||
+      (needed.reserve > 0 && ex.reserve == nullptr))
+    fail("internal error: cuDNN's BatchNorm of ", batch, "x", channels_, "x", height_, "x",
+         width_, " needs a workspace of ", needed.workspace, " bytes and a reserve space of ",
+         needed.reserve, " but was given ", ex.workspace_bytes, " and ", ex.reserve_bytes,
+         "; please report this");
+}
+
 void BatchNormLayer::check_trainable(int batch) const {
   if (static_cast<long long>(batch) * height_ * width_ == 1)
     fail("batchnorm: batch * height * width is 1 at this layer (input ", batch, "x", channels_,
@@ -85,10 +128,20 @@ void BatchNormLayer::check_type(cudnnDataType_t type) const {
 void BatchNormLayer::forward_train_untyped(cudnnHandle_t handle, int batch, const void* x,
                                            const float* gamma, const float* beta,
                                            float* running_mean, float* running_var, void* y,
-                                           float* save_mean, float* save_invstd) const {
+                                           float* save_mean, float* save_invstd,
+                                           const BatchNormExBuffers& ex) const {
   check_trainable(batch);
   const TensorDescriptor& data = at(batch);
   const float one = 1.0f, zero = 0.0f;
+  if (uses_ex()) {
+    check_ex(handle, batch, ex);
+    RDDP_CUDNN_CHECK(cudnnBatchNormalizationForwardTrainingEx(
+        handle, training_mode_, CUDNN_BATCHNORM_OPS_BN, &one, &zero, data.get(), x, nullptr,
+        nullptr, data.get(), y, parameters_->get(), gamma, beta, kMomentum, running_mean,
+        running_var, kEpsilon, save_mean, save_invstd, nullptr, ex.workspace,
+        ex.workspace_bytes, ex.reserve, ex.reserve_bytes));
+    return;
+  }
   RDDP_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
       handle, training_mode_, &one, &zero, data.get(), x, data.get(), y,
       parameters_->get(), gamma, beta, kMomentum, running_mean, running_var, kEpsilon, save_mean,
@@ -109,14 +162,31 @@ void BatchNormLayer::forward_eval_untyped(cudnnHandle_t handle, int batch, const
 void BatchNormLayer::backward_untyped(cudnnHandle_t handle, int batch, const void* x,
                                       const void* dy, const float* gamma, const float* save_mean,
                                       const float* save_invstd, void* dx, float* dgamma,
-                                      float* dbeta) const {
+                                      float* dbeta, const BatchNormExBuffers& ex) const {
   const TensorDescriptor& data = at(batch);
   const float one = 1.0f, zero = 0.0f;
   // Data and parameter gradients both overwrite (beta 0), as the CPU twin does.
+  if (uses_ex()) {
+    check_ex(handle, batch, ex);
+    RDDP_CUDNN_CHECK(cudnnBatchNormalizationBackwardEx(
+        handle, training_mode_, CUDNN_BATCHNORM_OPS_BN, &one, &zero, &one, &zero, data.get(), x,
+        nullptr, nullptr, data.get(), dy, nullptr, nullptr, data.get(), dx, parameters_->get(),
+        gamma, nullptr, dgamma, dbeta, kEpsilon, save_mean, save_invstd, nullptr, ex.workspace,
+        ex.workspace_bytes, ex.reserve, ex.reserve_bytes));
+    return;
+  }
   RDDP_CUDNN_CHECK(cudnnBatchNormalizationBackward(
       handle, training_mode_, &one, &zero, &one, &zero, data.get(), x, data.get(), dy,
       data.get(), dx, parameters_->get(), gamma, dgamma, dbeta, kEpsilon, save_mean,
       save_invstd));
+}
+
+OwnedBatchNormExBuffers::OwnedBatchNormExBuffers(const BatchNormLayer& layer,
+                                                 cudnnHandle_t handle, int batch) {
+  const BatchNormExBytes bytes = layer.ex_bytes(handle, batch);
+  workspace_ = DeviceBuffer<std::byte>(bytes.workspace);
+  reserve_ = DeviceBuffer<std::byte>(bytes.reserve);
+  view_ = {workspace_.get(), bytes.workspace, reserve_.get(), bytes.reserve};
 }
 
 }  // namespace rddp::cuda

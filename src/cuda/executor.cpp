@@ -76,6 +76,10 @@ struct BatchNorm {
   Activation<T>* output = nullptr;
   float* save_mean = nullptr;
   float* save_invstd = nullptr;
+  // cuDNN's *Ex calls only: what the training forward leaves for the backward (its workspace
+  // is the plan's bn_scratch).
+  std::byte* reserve = nullptr;
+  size_t reserve_bytes = 0;
   std::unique_ptr<BatchNormLayer> layer;
 };
 
@@ -129,7 +133,8 @@ struct Plan {
   bool nhwc;
   // Our BatchNorm kernels (batchnorm_kernels.h), with the ReLU and the residual add inside,
   // rather than cuDNN's BatchNorm followed by passes of their own; their partial sums go to
-  // bn_scratch, which every BatchNorm uses in turn.
+  // bn_scratch, which every BatchNorm uses in turn. (In SPATIAL_PERSISTENT mode cuDNN's *Ex
+  // calls take bn_scratch as their workspace in the same way.)
   bool fused_bn;
   // cuDNN's BatchNorm mode for the training forward and backward (cuDNN's layers only).
   cudnnBatchNormMode_t bn_training_mode;
@@ -387,6 +392,12 @@ BatchNormShape batchnorm_shape(const Plan<T>& plan, const BatchNorm<T>& bn, int 
   return {batch, bn.input->channels, bn.input->height, bn.input->width, plan.format};
 }
 
+template <typename T>
+BatchNormExBuffers ex_buffers(const Plan<T>& plan, const BatchNorm<T>& bn) {
+  if (!bn.layer->uses_ex()) return {};
+  return {plan.bn_scratch, plan.bn_scratch_bytes, bn.reserve, bn.reserve_bytes};
+}
+
 // bn's output from its input: relu?(bn(input) + residual?). Under cuDNN's BatchNorm the residual
 // add and the ReLU are passes of their own (add_relu, relu_forward); ours does them in its own
 // output pass. `residual` may be null.
@@ -412,7 +423,8 @@ void batchnorm_forward(const Plan<T>& plan, const BatchNorm<T>& bn, int batch, b
   if (training)
     bn.layer->forward_train(handle, batch, bn.input->value, plan.param(bn.weight),
                             plan.param(bn.bias), plan.running(bn.running_mean),
-                            plan.running(bn.running_var), y, bn.save_mean, bn.save_invstd);
+                            plan.running(bn.running_var), y, bn.save_mean, bn.save_invstd,
+                            ex_buffers(plan, bn));
   else
     bn.layer->forward_eval(handle, batch, bn.input->value, plan.param(bn.weight),
                            plan.param(bn.bias), plan.running(bn.running_mean),
@@ -444,7 +456,7 @@ void batchnorm_backward(const Plan<T>& plan, const BatchNorm<T>& bn, int batch, 
                     plan.stream());
     bn.layer->backward(plan.context.cudnn(), batch, bn.input->value, output_grad,
                        plan.param(bn.weight), bn.save_mean, bn.save_invstd, bn.input->grad,
-                       plan.grad(bn.weight), plan.grad(bn.bias));
+                       plan.grad(bn.weight), plan.grad(bn.bias), ex_buffers(plan, bn));
   }
   if (ready) {
     ready(*bn.weight);
@@ -496,6 +508,7 @@ void record_uses(Plan<T>& plan) {
     arena.use(&bn.save_mean, op);
     arena.use(&bn.save_invstd, op);
     arena.use(&plan.bn_scratch, op);
+    arena.use(&bn.reserve, op);
     if (forward) {
       arena.use(&bn.output->value, op);
       if (residual != nullptr) arena.use(&residual->value, op);
@@ -668,6 +681,15 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
       plan.bn_scratch_bytes = std::max(plan.bn_scratch_bytes,
                                        batchnorm_scratch_bytes(batchnorm_shape(plan, *bn, max_batch)));
     plan.arena.request(&plan.bn_scratch, plan.bn_scratch_bytes);
+  } else if (plan.bn_training_mode == CUDNN_BATCHNORM_SPATIAL_PERSISTENT) {
+    for (BatchNorm<T>* bn : plan.batchnorms) {
+      bn->layer->prepare(max_batch, plan.descriptors);
+      const BatchNormExBytes bytes = bn->layer->ex_bytes(context.cudnn(), max_batch);
+      plan.bn_scratch_bytes = std::max(plan.bn_scratch_bytes, bytes.workspace);
+      bn->reserve_bytes = bytes.reserve;
+      if (bytes.reserve > 0) plan.arena.request(&bn->reserve, bytes.reserve);
+    }
+    if (plan.bn_scratch_bytes > 0) plan.arena.request(&plan.bn_scratch, plan.bn_scratch_bytes);
   }
   // Everything but the convolutions' workspaces, whose sizes the algorithms chosen below decide.
   record_uses(plan);
@@ -756,8 +778,10 @@ const float* forward_of(Plan<T>& plan, const NetworkInput& input, int batch, boo
     }
     for (const BatchNorm<T>* bn : plan.batchnorms) {
       bn->layer->prepare(batch, plan.descriptors);
-      if (plan.fused_bn &&
-          batchnorm_scratch_bytes(batchnorm_shape(plan, *bn, batch)) > plan.bn_scratch_bytes)
+      const BatchNormExBytes ex = bn->layer->ex_bytes(plan.context.cudnn(), batch);
+      if ((plan.fused_bn &&
+           batchnorm_scratch_bytes(batchnorm_shape(plan, *bn, batch)) > plan.bn_scratch_bytes) ||
+          ex.workspace > plan.bn_scratch_bytes || ex.reserve > bn->reserve_bytes)
         fail("internal error: a batch of ", batch, " images needs more BatchNorm scratch than ",
              "the largest batch, which it was sized for; please report this");
     }

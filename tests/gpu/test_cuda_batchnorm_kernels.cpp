@@ -71,12 +71,14 @@ Outputs<T> run_cudnn(const cuda::ComputeContext& context, const cuda::BatchNormS
   auto d_save_mean = poisoned<float>(channels, stream),
        d_save_invstd = poisoned<float>(channels, stream),
        d_dgamma = poisoned<float>(channels, stream), d_dbeta = poisoned<float>(channels, stream);
+  // SPATIAL_PERSISTENT trains through the *Ex calls, which take this memory.
+  const cuda::OwnedBatchNormExBuffers ex(layer, context.cudnn(), s.batch);
   layer.forward_train(context.cudnn(), s.batch, d_x.get(), d_gamma.get(), d_beta.get(),
                       d_running_mean.get(), d_running_var.get(), d_y.get(), d_save_mean.get(),
-                      d_save_invstd.get());
+                      d_save_invstd.get(), ex.get());
   layer.backward(context.cudnn(), s.batch, d_x.get(), d_g.get(), d_gamma.get(),
                  d_save_mean.get(), d_save_invstd.get(), d_dx.get(), d_dgamma.get(),
-                 d_dbeta.get());
+                 d_dbeta.get(), ex.get());
   Outputs<T> out;
   out.y = to_host(d_y, stream);
   out.dx = to_host(d_dx, stream);

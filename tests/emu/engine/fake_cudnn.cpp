@@ -23,8 +23,10 @@
 //   closer to the CPU twin than a GPU's would be;
 // - only what the engine uses: 4-d descriptors with packed strides, square kernels with equal
 //   padding and stride in both dimensions, dilation 1, one group, cross-correlation, float
-//   compute; BatchNorm in the spatial modes only. Anything else is refused with
-//   CUDNN_STATUS_NOT_SUPPORTED rather than computed wrongly;
+//   compute; BatchNorm in the spatial modes only, and through the *Ex calls with
+//   CUDNN_BATCHNORM_OPS_BN only (their workspace and reserve space are modelled; see the *Ex
+//   section). Anything else is refused with CUDNN_STATUS_NOT_SUPPORTED rather than computed
+//   wrongly;
 // - no asynchrony of its own: work runs when emu::enqueue runs it.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -33,7 +35,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -806,6 +810,47 @@ struct Backward {
   }
 };
 
+// The *Ex calls. Their workspace is scratch, poisoned by every call like a convolution's (the
+// backward asks for more than the forward, so that a caller sizing it by one of them shows). The
+// reserve space carries a record of the training forward: a tag, a hash of x's bytes and the
+// statistics it saved. The backward checks the record against its own x and saved statistics
+// and, if the reserve was overwritten in between or belongs to another batch, writes NaN to
+// every gradient, so that the engine tests comparing gradients fail.
+size_t ex_forward_workspace_bytes(const Layout& x) { return 4 * sizeof(float) * x.c; }
+size_t ex_backward_workspace_bytes(const Layout& x) { return 8 * sizeof(float) * x.c; }
+
+struct ExRecordHeader {
+  uint64_t tag;
+  uint64_t x_hash;
+};
+constexpr uint64_t kExRecordTag = 0x52444450424e4558ULL;
+
+size_t ex_reserve_bytes(const Layout& x) {
+  return sizeof(ExRecordHeader) + 2 * sizeof(float) * static_cast<size_t>(x.c);
+}
+
+// FNV-1a over the bytes.
+uint64_t hash_bytes(const void* data, size_t bytes) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
+  return h;
+}
+
+// The record as the forward of x with these saved statistics writes it (zeros where none saved).
+std::vector<unsigned char> ex_record(const Layout& x, const void* x_data, const float* save_mean,
+                                     const float* save_invstd) {
+  std::vector<unsigned char> record(ex_reserve_bytes(x), 0);
+  const ExRecordHeader header{kExRecordTag, hash_bytes(x_data, byte_size(x))};
+  std::memcpy(record.data(), &header, sizeof(header));
+  if (save_mean != nullptr) {
+    const size_t channel_bytes = sizeof(float) * static_cast<size_t>(x.c);
+    std::memcpy(record.data() + sizeof(header), save_mean, channel_bytes);
+    std::memcpy(record.data() + sizeof(header) + channel_bytes, save_invstd, channel_bytes);
+  }
+  return record;
+}
+
 }  // namespace
 }  // namespace fake_cudnn
 
@@ -1233,6 +1278,166 @@ cudnnStatus_t cudnnBatchNormalizationBackward(
                       scalar(alphaParamDiff),
                       scalar(betaParamDiff)};
   emu::enqueue(handle->stream, work);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t check_ex_ops(const char* function, cudnnBatchNormOps_t bnOps,
+                           cudnnActivationDescriptor_t activationDesc) {
+  if (bnOps != CUDNN_BATCHNORM_OPS_BN)
+    return failure(CUDNN_STATUS_NOT_SUPPORTED, function, "bnOps ", static_cast<int>(bnOps),
+                   " is not CUDNN_BATCHNORM_OPS_BN, the only one emulated");
+  if (activationDesc != nullptr)
+    return failure(CUDNN_STATUS_NOT_SUPPORTED, function,
+                   "an activation descriptor with CUDNN_BATCHNORM_OPS_BN");
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t check_ex_memory(const char* function, const char* name, const void* p,
+                              size_t given, size_t needed) {
+  if (given < needed)
+    return failure(CUDNN_STATUS_BAD_PARAM, function, name, " of ", given, " bytes is below the ",
+                   needed, " asked for");
+  if (needed > 0) FAKE_CUDNN_TRY(check_device(function, name, p, given));
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+    cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps,
+    const cudnnTensorDescriptor_t xDesc, const cudnnTensorDescriptor_t zDesc,
+    const cudnnTensorDescriptor_t yDesc, const cudnnTensorDescriptor_t bnScaleBiasMeanVarDesc,
+    const cudnnActivationDescriptor_t activationDesc, size_t* sizeInBytes) {
+  const char* function = "cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize";
+  (void)zDesc;  // only read with CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION
+  FAKE_CUDNN_TRY(check_handle(function, handle));
+  FAKE_CUDNN_TRY(check_ex_ops(function, bnOps, activationDesc));
+  FAKE_CUDNN_TRY(check_batchnorm(function, mode, {xDesc, yDesc}, bnScaleBiasMeanVarDesc,
+                                 CUDNN_BN_MIN_EPSILON));
+  if (sizeInBytes == nullptr) return failure(CUDNN_STATUS_BAD_PARAM, function, "sizeInBytes is null");
+  *sizeInBytes = ex_forward_workspace_bytes(xDesc->layout);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+    cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps,
+    const cudnnTensorDescriptor_t xDesc, const cudnnTensorDescriptor_t yDesc,
+    const cudnnTensorDescriptor_t dyDesc, const cudnnTensorDescriptor_t dzDesc,
+    const cudnnTensorDescriptor_t dxDesc, const cudnnTensorDescriptor_t dBnScaleBiasDesc,
+    const cudnnActivationDescriptor_t activationDesc, size_t* sizeInBytes) {
+  const char* function = "cudnnGetBatchNormalizationBackwardExWorkspaceSize";
+  (void)yDesc;  // only read with an activation
+  (void)dzDesc;
+  FAKE_CUDNN_TRY(check_handle(function, handle));
+  FAKE_CUDNN_TRY(check_ex_ops(function, bnOps, activationDesc));
+  FAKE_CUDNN_TRY(check_batchnorm(function, mode, {xDesc, dyDesc, dxDesc}, dBnScaleBiasDesc,
+                                 CUDNN_BN_MIN_EPSILON));
+  if (sizeInBytes == nullptr) return failure(CUDNN_STATUS_BAD_PARAM, function, "sizeInBytes is null");
+  *sizeInBytes = ex_backward_workspace_bytes(xDesc->layout);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
+    cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps,
+    const cudnnActivationDescriptor_t activationDesc, const cudnnTensorDescriptor_t xDesc,
+    size_t* sizeInBytes) {
+  const char* function = "cudnnGetBatchNormalizationTrainingExReserveSpaceSize";
+  FAKE_CUDNN_TRY(check_handle(function, handle));
+  FAKE_CUDNN_TRY(check_ex_ops(function, bnOps, activationDesc));
+  if (!spatial(mode))
+    return failure(CUDNN_STATUS_NOT_SUPPORTED, function, "mode ", static_cast<int>(mode),
+                   " is not SPATIAL or SPATIAL_PERSISTENT");
+  FAKE_CUDNN_TRY(check_layout(function, "xDesc", xDesc, xDesc ? &xDesc->layout : nullptr));
+  if (sizeInBytes == nullptr) return failure(CUDNN_STATUS_BAD_PARAM, function, "sizeInBytes is null");
+  *sizeInBytes = ex_reserve_bytes(xDesc->layout);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnBatchNormalizationForwardTrainingEx(
+    cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps, const void* alpha,
+    const void* beta, const cudnnTensorDescriptor_t xDesc, const void* xData,
+    const cudnnTensorDescriptor_t zDesc, const void* zData, const cudnnTensorDescriptor_t yDesc,
+    void* yData, const cudnnTensorDescriptor_t bnScaleBiasMeanVarDesc, const void* bnScale,
+    const void* bnBias, double exponentialAverageFactor, void* resultRunningMean,
+    void* resultRunningVariance, double epsilon, void* resultSaveMean, void* resultSaveInvVariance,
+    cudnnActivationDescriptor_t activationDesc, void* workspace, size_t workSpaceSizeInBytes,
+    void* reserveSpace, size_t reserveSpaceSizeInBytes) {
+  const char* function = "cudnnBatchNormalizationForwardTrainingEx";
+  FAKE_CUDNN_TRY(check_handle(function, handle));
+  FAKE_CUDNN_TRY(check_ex_ops(function, bnOps, activationDesc));
+  if (zDesc != nullptr || zData != nullptr)
+    return failure(CUDNN_STATUS_NOT_SUPPORTED, function, "z with CUDNN_BATCHNORM_OPS_BN");
+  FAKE_CUDNN_TRY(check_batchnorm(function, mode, {xDesc, yDesc}, bnScaleBiasMeanVarDesc, epsilon));
+  const Layout& xl = xDesc->layout;
+  FAKE_CUDNN_TRY(check_ex_memory(function, "the workspace", workspace, workSpaceSizeInBytes,
+                                 ex_forward_workspace_bytes(xl)));
+  FAKE_CUDNN_TRY(check_ex_memory(function, "the reserve space", reserveSpace,
+                                 reserveSpaceSizeInBytes, ex_reserve_bytes(xl)));
+  // The maths and every other check are the legacy call's.
+  FAKE_CUDNN_TRY(cudnnBatchNormalizationForwardTraining(
+      handle, mode, alpha, beta, xDesc, xData, yDesc, yData, bnScaleBiasMeanVarDesc, bnScale,
+      bnBias, exponentialAverageFactor, resultRunningMean, resultRunningVariance, epsilon,
+      resultSaveMean, resultSaveInvVariance));
+  const Layout layout = xl;
+  const auto* save_mean = static_cast<const float*>(resultSaveMean);
+  const auto* save_invstd = static_cast<const float*>(resultSaveInvVariance);
+  emu::enqueue(handle->stream, [=] {
+    poison(workspace, workSpaceSizeInBytes);
+    const std::vector<unsigned char> record = ex_record(layout, xData, save_mean, save_invstd);
+    std::memcpy(reserveSpace, record.data(), record.size());
+  });
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnBatchNormalizationBackwardEx(
+    cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps,
+    const void* alphaDataDiff, const void* betaDataDiff, const void* alphaParamDiff,
+    const void* betaParamDiff, const cudnnTensorDescriptor_t xDesc, const void* xData,
+    const cudnnTensorDescriptor_t yDesc, const void* yData, const cudnnTensorDescriptor_t dyDesc,
+    const void* dyData, const cudnnTensorDescriptor_t dzDesc, void* dzData,
+    const cudnnTensorDescriptor_t dxDesc, void* dxData, const cudnnTensorDescriptor_t dBnScaleBiasDesc,
+    const void* bnScaleData, const void* bnBiasData, void* dBnScaleData, void* dBnBiasData,
+    double epsilon, const void* savedMean, const void* savedInvVariance,
+    cudnnActivationDescriptor_t activationDesc, void* workSpace, size_t workSpaceSizeInBytes,
+    void* reserveSpace, size_t reserveSpaceSizeInBytes) {
+  const char* function = "cudnnBatchNormalizationBackwardEx";
+  (void)yDesc;  // y and the bias are only read with an activation
+  (void)yData;
+  (void)bnBiasData;
+  FAKE_CUDNN_TRY(check_handle(function, handle));
+  FAKE_CUDNN_TRY(check_ex_ops(function, bnOps, activationDesc));
+  if (dzDesc != nullptr || dzData != nullptr)
+    return failure(CUDNN_STATUS_NOT_SUPPORTED, function, "dz with CUDNN_BATCHNORM_OPS_BN");
+  FAKE_CUDNN_TRY(
+      check_batchnorm(function, mode, {xDesc, dyDesc, dxDesc}, dBnScaleBiasDesc, epsilon));
+  const Layout& xl = xDesc->layout;
+  FAKE_CUDNN_TRY(check_ex_memory(function, "the workspace", workSpace, workSpaceSizeInBytes,
+                                 ex_backward_workspace_bytes(xl)));
+  FAKE_CUDNN_TRY(check_ex_memory(function, "the reserve space", reserveSpace,
+                                 reserveSpaceSizeInBytes, ex_reserve_bytes(xl)));
+  // The record is read on the stream when the backward runs, not now: the forward may still be
+  // queued.
+  const Layout layout = xl;
+  const auto* saved_mean = static_cast<const float*>(savedMean);
+  const auto* saved_invstd = static_cast<const float*>(savedInvVariance);
+  auto intact = std::make_shared<bool>(true);
+  emu::enqueue(handle->stream, [=] {
+    const std::vector<unsigned char> record = ex_record(layout, xData, saved_mean, saved_invstd);
+    *intact = std::memcmp(reserveSpace, record.data(), record.size()) == 0;
+    poison(workSpace, workSpaceSizeInBytes);
+  });
+  FAKE_CUDNN_TRY(cudnnBatchNormalizationBackward(
+      handle, mode, alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff, xDesc, xData,
+      dyDesc, dyData, dxDesc, dxData, dBnScaleBiasDesc, bnScaleData, dBnScaleData, dBnBiasData,
+      epsilon, savedMean, savedInvVariance));
+  const size_t dx_bytes = byte_size(dxDesc->layout), channel_bytes = sizeof(float) * xl.c;
+  emu::enqueue(handle->stream, [=] {
+    if (*intact) return;
+    std::fprintf(stderr, "fake cuDNN: %s: the reserve space does not hold the record of this "
+                 "batch's training forward (overwritten in between, or another batch's)\n",
+                 function);
+    poison(dxData, dx_bytes);
+    poison(dBnScaleData, channel_bytes);
+    poison(dBnBiasData, channel_bytes);
+  });
   return CUDNN_STATUS_SUCCESS;
 }
 

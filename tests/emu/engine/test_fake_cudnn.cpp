@@ -1,8 +1,9 @@
 // The host stand-in for cuDNN (fake_cudnn.cpp) against the CPU twins (src/cpu/conv2d.cpp,
 // src/cpu/batchnorm.cpp): every direction of the convolution and every BatchNorm call in float,
 // bfloat16 and half, NCHW and NHWC, with alpha and beta; the algorithm lists the engine's
-// selection sorts through; the workspace destroyed as real cuDNN's scratch would be; and the
-// refusals the engine's checks rely on. Buffers come from the emulated cudaMalloc, so that the
+// selection sorts through; the workspace destroyed as real cuDNN's scratch would be; BatchNorm's
+// *Ex calls with their workspace and the reserve space that must last from forward to backward;
+// and the refusals the engine's checks rely on. Buffers come from the emulated cudaMalloc, so that the
 // fake's device-memory checks accept them.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -1048,4 +1050,171 @@ TEST_CASE("fake cuDNN: BatchNorm refusals") {
             handle.handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, p.x.desc, p.x.get(), p.y.desc,
             p.y.get(), p.params, gamma.get(), bias.get(), kMomentum, mean.get(), nullptr, kEpsilon,
             nullptr, nullptr) == CUDNN_STATUS_BAD_PARAM);
+}
+
+namespace {
+
+// The *Ex calls' memory for a problem, as their size queries ask (CUDNN_BATCHNORM_OPS_BN).
+struct ExMemory {
+  ExMemory(cudnnHandle_t handle, const BatchNormProblem& p) {
+    const cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
+    const cudnnBatchNormOps_t ops = CUDNN_BATCHNORM_OPS_BN;
+    REQUIRE(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+                handle, mode, ops, p.x.desc, p.x.desc, p.y.desc, p.params, nullptr,
+                &forward_bytes) == CUDNN_STATUS_SUCCESS);
+    REQUIRE(cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+                handle, mode, ops, p.x.desc, p.y.desc, p.dy.desc, nullptr, p.x.desc, p.params,
+                nullptr, &backward_bytes) == CUDNN_STATUS_SUCCESS);
+    REQUIRE(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
+                handle, mode, ops, nullptr, p.x.desc, &reserve_bytes) == CUDNN_STATUS_SUCCESS);
+    workspace = std::make_unique<DeviceBytes>(std::max(forward_bytes, backward_bytes));
+    reserve = std::make_unique<DeviceBytes>(reserve_bytes);
+  }
+  size_t forward_bytes = 0, backward_bytes = 0, reserve_bytes = 0;
+  std::unique_ptr<DeviceBytes> workspace, reserve;
+};
+
+cudnnStatus_t forward_ex(cudnnHandle_t handle, const BatchNormProblem& p, const Floats& gamma,
+                         const Floats& bias, Floats& running_mean, Floats& running_var,
+                         Floats& save_mean, Floats& save_invstd, void* workspace,
+                         size_t workspace_bytes, void* reserve, size_t reserve_bytes,
+                         cudnnBatchNormOps_t ops = CUDNN_BATCHNORM_OPS_BN,
+                         const Tensor* z = nullptr) {
+  const float one = 1.0f, zero = 0.0f;
+  return cudnnBatchNormalizationForwardTrainingEx(
+      handle, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, ops, &one, &zero, p.x.desc, p.x.get(),
+      z ? z->desc : nullptr, z ? z->get() : nullptr, p.y.desc, p.y.get(), p.params, gamma.get(),
+      bias.get(), kMomentum, running_mean.get(), running_var.get(), kEpsilon, save_mean.get(),
+      save_invstd.get(), nullptr, workspace, workspace_bytes, reserve, reserve_bytes);
+}
+
+cudnnStatus_t backward_ex(cudnnHandle_t handle, const BatchNormProblem& p, const Floats& gamma,
+                          const Floats& save_mean, const Floats& save_invstd, Tensor& dx,
+                          Floats& dgamma, Floats& dbeta, void* workspace, size_t workspace_bytes,
+                          void* reserve, size_t reserve_bytes) {
+  const float one = 1.0f, zero = 0.0f;
+  return cudnnBatchNormalizationBackwardEx(
+      handle, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN, &one, &zero, &one, &zero,
+      p.x.desc, p.x.get(), nullptr, nullptr, p.dy.desc, p.dy.get(), nullptr, nullptr, dx.desc,
+      dx.get(), p.params, gamma.get(), nullptr, dgamma.get(), dbeta.get(), kEpsilon,
+      save_mean.get(), save_invstd.get(), nullptr, workspace, workspace_bytes, reserve,
+      reserve_bytes);
+}
+
+bool all_bytes(const DeviceBytes& memory, unsigned char value) {
+  const std::vector<unsigned char> bytes = memory.download();
+  return std::all_of(bytes.begin(), bytes.end(), [&](unsigned char b) { return b == value; });
+}
+
+bool any_nan(const std::vector<float>& values) {
+  return std::any_of(values.begin(), values.end(), [](float v) { return std::isnan(v); });
+}
+
+}  // namespace
+
+TEST_CASE("fake cuDNN: BatchNorm's *Ex calls compute what the legacy ones do, with their memory") {
+  Handle handle;
+  std::mt19937 rng(29);
+  for (const BatchNormShape& s : kBatchNormShapes)
+    for (cudnnDataType_t type : kTypes)
+      for (cudnnTensorFormat_t format : kFormats) {
+        const std::string what = std::string(type_name(type)) + " " + format_name(format) + " " +
+                                 std::to_string(s.batch) + "x" + std::to_string(s.channels) +
+                                 "x" + std::to_string(s.height) + "x" + std::to_string(s.width);
+        CAPTURE(what);
+        BatchNormProblem p(s, type, format, rng);
+        const TwinResults r = twin(p);
+        const size_t channels = p.channels();
+        const Floats gamma(p.gamma), bias(p.beta);
+        ExMemory ex(handle.handle, p);
+        // The backward asks for more workspace than the forward; the reserve is never empty.
+        CHECK(ex.backward_bytes > ex.forward_bytes);
+        CHECK(ex.reserve_bytes > 0);
+
+        Floats running_mean(p.running_mean), running_var(p.running_var);
+        Floats save_mean(channels), save_invstd(channels);
+        ex.workspace->fill(0);
+        REQUIRE(forward_ex(handle.handle, p, gamma, bias, running_mean, running_var, save_mean,
+                           save_invstd, ex.workspace->get(), ex.workspace->bytes(),
+                           ex.reserve->get(), ex.reserve->bytes()) == CUDNN_STATUS_SUCCESS);
+        check_close(p.y.values(), blended(r.y, 1.0f, 0.0f, {}, type), type, what + ": y");
+        check_close(running_mean.values(), r.running_mean, CUDNN_DATA_FLOAT, "running mean");
+        check_close(running_var.values(), r.running_var, CUDNN_DATA_FLOAT, "running var");
+        check_close(save_invstd.values(), r.save_invstd, CUDNN_DATA_FLOAT, "saved invstd");
+        CHECK(all_bytes(*ex.workspace, 0xff));  // scratch, destroyed
+
+        Tensor dx(p.dims, type, format);
+        Floats dgamma(channels), dbeta(channels);
+        ex.workspace->fill(0);
+        REQUIRE(backward_ex(handle.handle, p, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
+                            ex.workspace->get(), ex.workspace->bytes(), ex.reserve->get(),
+                            ex.reserve->bytes()) == CUDNN_STATUS_SUCCESS);
+        check_close(dx.values(), blended(r.dx, 1.0f, 0.0f, {}, type), type, what + ": dx");
+        check_close(dgamma.values(), r.dgamma, CUDNN_DATA_FLOAT, what + ": dgamma");
+        check_close(dbeta.values(), r.dbeta, CUDNN_DATA_FLOAT, what + ": dbeta");
+        CHECK(all_bytes(*ex.workspace, 0xff));
+
+        // A reserve overwritten between the forward and the backward poisons every gradient.
+        const std::vector<unsigned char> kept = ex.reserve->download();
+        std::vector<unsigned char> changed = kept;
+        changed.back() ^= 1;
+        ex.reserve->upload(changed);
+        REQUIRE(backward_ex(handle.handle, p, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
+                            ex.workspace->get(), ex.workspace->bytes(), ex.reserve->get(),
+                            ex.reserve->bytes()) == CUDNN_STATUS_SUCCESS);
+        CHECK(any_nan(dx.values()));
+        CHECK(any_nan(dgamma.values()));
+        CHECK(any_nan(dbeta.values()));
+        // So does the backward of another batch than the one the reserve recorded.
+        ex.reserve->upload(kept);
+        std::vector<float> other_x = p.host_x;
+        other_x[0] = rounded(other_x[0] + 0.5f, type);
+        p.x.upload(other_x);
+        REQUIRE(backward_ex(handle.handle, p, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
+                            ex.workspace->get(), ex.workspace->bytes(), ex.reserve->get(),
+                            ex.reserve->bytes()) == CUDNN_STATUS_SUCCESS);
+        CHECK(any_nan(dx.values()));
+      }
+}
+
+TEST_CASE("fake cuDNN: BatchNorm's *Ex refusals") {
+  Handle handle;
+  std::mt19937 rng(31);
+  BatchNormProblem p(kBatchNormShapes[1], CUDNN_DATA_HALF, CUDNN_TENSOR_NHWC, rng);
+  const size_t channels = p.channels();
+  const Floats gamma(p.gamma), bias(p.beta);
+  Floats running_mean(p.running_mean), running_var(p.running_var);
+  Floats save_mean(channels), save_invstd(channels);
+  ExMemory ex(handle.handle, p);
+  void* workspace = ex.workspace->get();
+  void* reserve = ex.reserve->get();
+  const size_t workspace_bytes = ex.workspace->bytes(), reserve_bytes = ex.reserve->bytes();
+  const auto forward = [&](size_t ws_bytes, size_t rs_bytes, void* ws, void* rs) {
+    return forward_ex(handle.handle, p, gamma, bias, running_mean, running_var, save_mean,
+                      save_invstd, ws, ws_bytes, rs, rs_bytes);
+  };
+  CHECK(forward(workspace_bytes, reserve_bytes, workspace, reserve) == CUDNN_STATUS_SUCCESS);
+  CHECK(forward(ex.forward_bytes - 1, reserve_bytes, workspace, reserve) ==
+        CUDNN_STATUS_BAD_PARAM);
+  CHECK(last_error().find("workspace") != std::string::npos);
+  CHECK(forward(workspace_bytes, reserve_bytes - 1, workspace, reserve) == CUDNN_STATUS_BAD_PARAM);
+  CHECK(last_error().find("reserve") != std::string::npos);
+  CHECK(forward(workspace_bytes, reserve_bytes, nullptr, reserve) == CUDNN_STATUS_BAD_PARAM);
+  // The backward needs its own, larger workspace.
+  Tensor dx(p.dims, p.x.type, p.x.format);
+  Floats dgamma(channels), dbeta(channels);
+  CHECK(backward_ex(handle.handle, p, gamma, save_mean, save_invstd, dx, dgamma, dbeta, workspace,
+                    ex.forward_bytes, reserve, reserve_bytes) == CUDNN_STATUS_BAD_PARAM);
+  // The fused operations are not emulated; a z without them is an error.
+  Tensor z(p.dims, p.x.type, p.x.format);
+  CHECK(forward_ex(handle.handle, p, gamma, bias, running_mean, running_var, save_mean,
+                   save_invstd, workspace, workspace_bytes, reserve, reserve_bytes,
+                   CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, &z) == CUDNN_STATUS_NOT_SUPPORTED);
+  CHECK(forward_ex(handle.handle, p, gamma, bias, running_mean, running_var, save_mean,
+                   save_invstd, workspace, workspace_bytes, reserve, reserve_bytes,
+                   CUDNN_BATCHNORM_OPS_BN, &z) == CUDNN_STATUS_NOT_SUPPORTED);
+  size_t bytes = 0;
+  CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
+            handle.handle, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN_ACTIVATION,
+            nullptr, p.x.desc, &bytes) == CUDNN_STATUS_NOT_SUPPORTED);
 }
