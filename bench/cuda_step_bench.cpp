@@ -4,7 +4,8 @@
 //
 //   cuda_step_bench [--batch 256] [--size 224] [--stem auto|imagenet|cifar] [--classes 1000]
 //                   [--optimizer adamw|sgd] [--precision tf32|fp32|bf16|fp16]
-//                   [--memory-format auto|nchw|nhwc] [--batchnorm cudnn|fused|cudnn-persistent]
+//                   [--memory-format auto|nchw|nhwc]
+//                   [--batchnorm cudnn|fused|cudnn-persistent|cudnn-fused]
 //                   [--warmup 15] [--windows 5] [--steps-per-window 30]
 //                   [--conv-algorithms timed|heuristic] [--deterministic] [--ddp] [--bucket-mb 25]
 //                   [--grad-allreduce fp32|bf16] [--cuda-graphs on|off] [--input pixels|float]
@@ -32,7 +33,8 @@
 // runs our BatchNorm kernels with ReLU and the residual add folded in (batchnorm_impl.h); its
 // records are named resnet_ddp-fusedbn, so that tables set them beside cuDNN's;
 // `--batchnorm cudnn-persistent` (resnet_ddp-persistentbn) trains cuDNN's BatchNorm in its
-// SPATIAL_PERSISTENT mode, as PyTorch does in channels_last.
+// SPATIAL_PERSISTENT mode, as PyTorch does in channels_last; `--batchnorm cudnn-fused`
+// (resnet_ddp-cudnnfusedbn, nhwc only) adds cuDNN's own fusion of the ReLU and the residual add.
 // --cuda-graphs on (one process, no --ddp, as resnet_ddp allows) captures the step after the
 // engine's own warm-up steps and replays it; the engine runs without step hooks then, so the
 // split of a step is not measured (its forward+backward holds the whole step) and the report
@@ -175,6 +177,9 @@ Settings parse(int argc, char** argv) {
     fail("--memory-format must be auto, nchw or nhwc, got '", s.memory_format, "'");
   // As resnet_ddp's default (include/resnet_ddp/train/options.h says why).
   if (s.memory_format == "auto") s.memory_format = "nchw";
+  if (s.batchnorm == BatchNormImpl::cudnn_fused && s.memory_format != "nhwc")
+    fail("--batchnorm cudnn-fused is cuDNN's fused BatchNorm, which cuDNN offers for NHWC data "
+         "only: add --memory-format nhwc");
   return s;
 }
 
@@ -229,6 +234,7 @@ std::string impl_name(const Settings& s) {
   std::string name = "resnet_ddp";
   if (s.batchnorm == BatchNormImpl::fused) name += "-fusedbn";
   if (s.batchnorm == BatchNormImpl::cudnn_persistent) name += "-persistentbn";
+  if (s.batchnorm == BatchNormImpl::cudnn_fused) name += "-cudnnfusedbn";
   if (s.cuda_graphs) name += "-graphs";
   if (s.input == BatchInput::normalized_float) name += "-floatinput";
   return name;

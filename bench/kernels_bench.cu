@@ -4,7 +4,9 @@
 // events; the median is printed. Without a CUDA device it prints SKIPPED and exits 0.
 // BatchNorm is timed beside cuDNN's legacy BatchNorm (BatchNormLayer), which it replaces, at
 // ResNet-18's shapes, so that one run gives the before and the after; in NHWC also beside
-// cuDNN's SPATIAL_PERSISTENT mode through its *Ex calls, as PyTorch trains channels_last.
+// cuDNN's SPATIAL_PERSISTENT mode through its *Ex calls, as PyTorch trains channels_last, and
+// that mode with cuDNN's own fusion of the residual add and ReLU; NHWC also in fp16, the type
+// cuDNN documents that fusion for.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -230,6 +232,17 @@ void bench_batchnorm(const Reporter& report, const cuda::ComputeContext& context
     if (!persistent_memory) persistent_memory.emplace(persistent, context.cudnn(), batch);
     return persistent_memory->get();
   };
+  // cuDNN's own fusion of a block's residual add and ReLU into that mode (--batchnorm
+  // cudnn-fused), NHWC only, with memory of its own likewise.
+  cuda::BatchNormLayer cudnn_fused(channels, size, size, cuda::data_type_of<T>(), cudnn_format,
+                                   CUDNN_BATCHNORM_SPATIAL_PERSISTENT,
+                                   cuda::BatchNormFusion::add_relu);
+  cudnn_fused.prepare(batch, descriptors);
+  std::optional<cuda::OwnedBatchNormExBuffers> cudnn_fused_memory;
+  auto cudnn_fused_ex = [&]() -> cuda::BatchNormExBuffers {
+    if (!cudnn_fused_memory) cudnn_fused_memory.emplace(cudnn_fused, context.cudnn(), batch);
+    return cudnn_fused_memory->get();
+  };
   const bool nhwc = format == MemoryFormat::nhwc;
 
   const std::string label = std::to_string(batch) + "x" + std::to_string(channels) + "x" +
@@ -267,6 +280,12 @@ void bench_batchnorm(const Reporter& report, const cuda::ComputeContext& context
       persistent.forward_train(context.cudnn(), batch, x, gamma, beta, running_mean, running_var,
                                y, save_mean, save_invstd, persistent_ex());
     });
+  if (nhwc)
+    time_if_supported("batchnorm fwd +add+relu (cuDNN fused)", 4 * n, [&] {
+      cudnn_fused.forward_train_fused(context.cudnn(), batch, x, static_cast<const T*>(residual),
+                                      gamma, beta, running_mean, running_var, y, save_mean,
+                                      save_invstd, cudnn_fused_ex());
+    });
   time("batchnorm bwd (ours)", 5 * n, [&] {
     cuda::batchnorm_backward(shape, x, dy, static_cast<const T*>(nullptr), gamma, save_mean,
                              save_invstd, dx, dgamma, dbeta, scratch, scratch_bytes, stream);
@@ -283,6 +302,14 @@ void bench_batchnorm(const Reporter& report, const cuda::ComputeContext& context
     time_if_supported("batchnorm bwd (cuDNN persist)", 5 * n, [&] {
       persistent.backward(context.cudnn(), batch, x, dy, gamma, save_mean, save_invstd, dx,
                           dgamma, dbeta, persistent_ex());
+    });
+  // Last, since it writes the residual's gradient over dy, as the executor does: our masked
+  // backward's bytes plus that write.
+  if (nhwc)
+    time_if_supported("batchnorm bwd +add+relu (cuDNN fused)", 8 * n, [&] {
+      cudnn_fused.backward_fused(context.cudnn(), batch, x, static_cast<const T*>(y), dy, dy,
+                                 gamma, beta, save_mean, save_invstd, dx, dgamma, dbeta,
+                                 cudnn_fused_ex());
     });
   RDDP_CUDA_CHECK(cudaStreamSynchronize(stream));
   for (void* p : {static_cast<void*>(x), static_cast<void*>(residual), static_cast<void*>(dy),
@@ -359,6 +386,9 @@ void bench_batchnorms(const Reporter& report) {
       bench_batchnorm<float>(report, context, l.batch, l.channels, l.size, format, "fp32");
       bench_batchnorm<__nv_bfloat16>(report, context, l.batch, l.channels, l.size, format,
                                      "bf16");
+      // Half precision in NHWC: the type cuDNN documents its fused BatchNorm for.
+      if (format == MemoryFormat::nhwc)
+        bench_batchnorm<__half>(report, context, l.batch, l.channels, l.size, format, "fp16");
     }
 }
 

@@ -39,7 +39,10 @@
 # and, only when named, resnet_ddp-floatinput (batches uploaded as normalised floats, as before
 # they travelled as uint8 pixels: the before of that change) and resnet_ddp-persistentbn
 # (cuDNN's BatchNorm trained in its SPATIAL_PERSISTENT mode, PyTorch's mode for channels_last:
-# beside resnet_ddp-fusedbn in nhwc, the other candidate for NHWC's BatchNorm), so that a machine lent for 10 minutes a command can measure them in two commands, each
+# beside resnet_ddp-fusedbn in nhwc, the other candidate for NHWC's BatchNorm) and
+# resnet_ddp-cudnnfusedbn (that mode with cuDNN's own fusion of the ReLU and the residual add,
+# nhwc only; cuDNN documents it for fp16, and a refusal in another precision is recorded as the
+# run's failure), so that a machine lent for 10 minutes a command can measure them in two commands, each
 # writing its own results file; `bench/compare_throughput.py A.md B.md` merges their tables (a
 # measurement in one wins over "not run" in the other). --precisions LIST (tf32, bf16, fp32, fp16) and --sizes LIST (32,
 # 224) narrow the configurations the same way.
@@ -62,7 +65,7 @@ root=$(cd "$here/.." && pwd)
 dry_run=0 skip_tests=0 prebuilt=0 with_nhwc=0 budget=480 grad_allreduce=""
 all_impls=resnet_ddp,resnet_ddp-fusedbn,resnet_ddp-graphs,resnet_ddp-fusedbn-graphs,pytorch-eager,pytorch-compile
 chosen_impls=$all_impls
-known_impls=$all_impls,resnet_ddp-floatinput,resnet_ddp-persistentbn
+known_impls=$all_impls,resnet_ddp-floatinput,resnet_ddp-persistentbn,resnet_ddp-cudnnfusedbn
 all_precisions=tf32,bf16,fp32,fp16 chosen_precisions=tf32,bf16,fp32,fp16
 all_sizes=32,224 chosen_sizes=32,224
 results_dir=$here/results build=$root/build
@@ -289,6 +292,8 @@ measure() {
     resnet_ddp-fusedbn) command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused) ;;
     resnet_ddp-persistentbn)
       command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm cudnn-persistent) ;;
+    resnet_ddp-cudnnfusedbn)
+      command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm cudnn-fused) ;;
     resnet_ddp-fusedbn-graphs)
       command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused --cuda-graphs on) ;;
     pytorch-*)
@@ -356,6 +361,7 @@ for impls in "resnet_ddp pytorch-eager" "pytorch-compile"; do
         if [ "$impl" = resnet_ddp ]; then
           for format in $(formats_of "$precision"); do
             variants=(resnet_ddp resnet_ddp-fusedbn resnet_ddp-persistentbn resnet_ddp-floatinput)
+            [ "$format" != nhwc ] || variants+=(resnet_ddp-cudnnfusedbn)
             [ -n "$grad_allreduce" ] || variants+=(resnet_ddp-graphs resnet_ddp-fusedbn-graphs)
             for variant in "${variants[@]}"; do
               wanted "$variant" || continue

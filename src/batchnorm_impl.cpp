@@ -5,9 +5,10 @@
 namespace rddp {
 
 BatchNormImpl parse_batchnorm_impl(const std::string& flag, const std::string& text) {
-  for (BatchNormImpl impl : {BatchNormImpl::cudnn, BatchNormImpl::fused, BatchNormImpl::cudnn_persistent})
+  for (BatchNormImpl impl : {BatchNormImpl::cudnn, BatchNormImpl::fused,
+                            BatchNormImpl::cudnn_persistent, BatchNormImpl::cudnn_fused})
     if (text == to_string(impl)) return impl;
-  fail(flag, ": '", text, "' is not one of: cudnn, fused, cudnn-persistent");
+  fail(flag, ": '", text, "' is not one of: cudnn, fused, cudnn-persistent, cudnn-fused");
 }
 
 }  // namespace rddp

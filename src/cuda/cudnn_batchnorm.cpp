@@ -47,21 +47,36 @@ namespace rddp::cuda {
 // bfloat16 and float may not reach those kernels: a GPU run of kernels_bench says). The arguments are PyTorch's: no z, no activation, no y in the backward, and the
 // workspace sizes asked with the same descriptors. The layer keeps no memory itself: the caller
 // passes BatchNormExBuffers, so that the executor can place them in its arena.
+//
+// About the fusions: CUDNN_BATCHNORM_OPS_BN_ACTIVATION computes relu(bn(x)), and
+// CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION relu(bn(x) + z); the reserve space then carries what the
+// backward needs of the ReLU, and the backward takes y and beta (the bias) beside x and dy, and
+// under the add writes dz, the masked dy. cuDNN's API reference offers them with NHWC data in
+// SPATIAL_PERSISTENT mode (and, in the versions we read, half precision and a channel count
+// divisible by 4); where it does not, the call fails with cuDNN's status, which the error names.
 
 BatchNormLayer::BatchNormLayer(int channels, int height, int width, cudnnDataType_t data_type,
-                               cudnnTensorFormat_t format, cudnnBatchNormMode_t training_mode)
+                               cudnnTensorFormat_t format, cudnnBatchNormMode_t training_mode,
+                               BatchNormFusion fusion)
     : channels_(channels),
       height_(height),
       width_(width),
       data_type_(data_type),
       format_(format),
-      training_mode_(training_mode) {
+      training_mode_(training_mode),
+      fusion_(fusion) {
   if (channels < 1 || height < 1 || width < 1)
     fail("batchnorm: ", channels, " channels of ", height, "x", width,
          " is empty; every dimension must be >= 1");
   if (training_mode != CUDNN_BATCHNORM_SPATIAL && training_mode != CUDNN_BATCHNORM_SPATIAL_PERSISTENT)
     fail("internal error: batchnorm mode ", static_cast<int>(training_mode),
          " is neither SPATIAL nor SPATIAL_PERSISTENT; please report this");
+  if (fusion != BatchNormFusion::none) {
+    if (training_mode != CUDNN_BATCHNORM_SPATIAL_PERSISTENT)
+      fail("internal error: cuDNN fuses into BatchNorm only in SPATIAL_PERSISTENT mode; please "
+           "report this");
+    relu_ = std::make_unique<ReluDescriptor>();
+  }
   const auto one_image =
       make_activation_descriptor(1, channels, height, width, data_type, format);
   parameters_ = std::make_unique<TensorDescriptor>();
@@ -79,18 +94,28 @@ BatchNormExBytes BatchNormLayer::ex_bytes(cudnnHandle_t handle, int batch) const
   const auto known = ex_bytes_.find(batch);
   if (known != ex_bytes_.end()) return known->second;
   const cudnnTensorDescriptor_t data = at(batch).get();
+  const cudnnActivationDescriptor_t relu = relu_ ? relu_->get() : nullptr;
+  const cudnnTensorDescriptor_t dz = fusion_ == BatchNormFusion::add_relu ? data : nullptr;
   size_t forward = 0, backward = 0, reserve = 0;
   RDDP_CUDNN_CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
-      handle, training_mode_, CUDNN_BATCHNORM_OPS_BN, data, data, data, parameters_->get(),
-      nullptr, &forward));
+      handle, training_mode_, ops(), data, data, data, parameters_->get(), relu, &forward));
   RDDP_CUDNN_CHECK(cudnnGetBatchNormalizationBackwardExWorkspaceSize(
-      handle, training_mode_, CUDNN_BATCHNORM_OPS_BN, data, data, data, nullptr, data,
-      parameters_->get(), nullptr, &backward));
+      handle, training_mode_, ops(), data, data, data, dz, data, parameters_->get(), relu,
+      &backward));
   RDDP_CUDNN_CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
-      handle, training_mode_, CUDNN_BATCHNORM_OPS_BN, nullptr, data, &reserve));
+      handle, training_mode_, ops(), relu, data, &reserve));
   const BatchNormExBytes bytes{std::max(forward, backward), reserve};
   ex_bytes_[batch] = bytes;
   return bytes;
+}
+
+cudnnBatchNormOps_t BatchNormLayer::ops() const {
+  switch (fusion_) {
+    case BatchNormFusion::relu: return CUDNN_BATCHNORM_OPS_BN_ACTIVATION;
+    case BatchNormFusion::add_relu: return CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
+    case BatchNormFusion::none: break;
+  }
+  return CUDNN_BATCHNORM_OPS_BN;
 }
 
 void BatchNormLayer::check_ex(cudnnHandle_t handle, int batch,
@@ -130,6 +155,7 @@ void BatchNormLayer::forward_train_untyped(cudnnHandle_t handle, int batch, cons
                                            float* running_mean, float* running_var, void* y,
                                            float* save_mean, float* save_invstd,
                                            const BatchNormExBuffers& ex) const {
+  RDDP_ASSERT(fusion_ == BatchNormFusion::none);
   check_trainable(batch);
   const TensorDescriptor& data = at(batch);
   const float one = 1.0f, zero = 0.0f;
@@ -163,6 +189,7 @@ void BatchNormLayer::backward_untyped(cudnnHandle_t handle, int batch, const voi
                                       const void* dy, const float* gamma, const float* save_mean,
                                       const float* save_invstd, void* dx, float* dgamma,
                                       float* dbeta, const BatchNormExBuffers& ex) const {
+  RDDP_ASSERT(fusion_ == BatchNormFusion::none);
   const TensorDescriptor& data = at(batch);
   const float one = 1.0f, zero = 0.0f;
   // Data and parameter gradients both overwrite (beta 0), as the CPU twin does.
@@ -179,6 +206,43 @@ void BatchNormLayer::backward_untyped(cudnnHandle_t handle, int batch, const voi
       handle, training_mode_, &one, &zero, &one, &zero, data.get(), x, data.get(), dy,
       data.get(), dx, parameters_->get(), gamma, dgamma, dbeta, kEpsilon, save_mean,
       save_invstd));
+}
+
+void BatchNormLayer::forward_train_fused_untyped(cudnnHandle_t handle, int batch, const void* x,
+                                                 const void* z, const float* gamma,
+                                                 const float* beta, float* running_mean,
+                                                 float* running_var, void* y, float* save_mean,
+                                                 float* save_invstd,
+                                                 const BatchNormExBuffers& ex) const {
+  RDDP_ASSERT(fusion_ != BatchNormFusion::none);
+  RDDP_ASSERT((z != nullptr) == (fusion_ == BatchNormFusion::add_relu));
+  check_trainable(batch);
+  check_ex(handle, batch, ex);
+  const cudnnTensorDescriptor_t data = at(batch).get();
+  const float one = 1.0f, zero = 0.0f;
+  RDDP_CUDNN_CHECK(cudnnBatchNormalizationForwardTrainingEx(
+      handle, training_mode_, ops(), &one, &zero, data, x, z != nullptr ? data : nullptr, z, data,
+      y, parameters_->get(), gamma, beta, kMomentum, running_mean, running_var, kEpsilon,
+      save_mean, save_invstd, relu_->get(), ex.workspace, ex.workspace_bytes, ex.reserve,
+      ex.reserve_bytes));
+}
+
+void BatchNormLayer::backward_fused_untyped(cudnnHandle_t handle, int batch, const void* x,
+                                            const void* y, const void* dy, void* dz,
+                                            const float* gamma, const float* beta,
+                                            const float* save_mean, const float* save_invstd,
+                                            void* dx, float* dgamma, float* dbeta,
+                                            const BatchNormExBuffers& ex) const {
+  RDDP_ASSERT(fusion_ != BatchNormFusion::none);
+  RDDP_ASSERT((dz != nullptr) == (fusion_ == BatchNormFusion::add_relu));
+  check_ex(handle, batch, ex);
+  const cudnnTensorDescriptor_t data = at(batch).get();
+  const float one = 1.0f, zero = 0.0f;
+  RDDP_CUDNN_CHECK(cudnnBatchNormalizationBackwardEx(
+      handle, training_mode_, ops(), &one, &zero, &one, &zero, data, x, data, y, data, dy,
+      dz != nullptr ? data : nullptr, dz, data, dx, parameters_->get(), gamma, beta, dgamma,
+      dbeta, kEpsilon, save_mean, save_invstd, relu_->get(), ex.workspace, ex.workspace_bytes,
+      ex.reserve, ex.reserve_bytes));
 }
 
 OwnedBatchNormExBuffers::OwnedBatchNormExBuffers(const BatchNormLayer& layer,

@@ -112,7 +112,8 @@ struct Plan {
         format(policy.format == CUDNN_TENSOR_NHWC ? MemoryFormat::nhwc : MemoryFormat::nchw),
         nhwc(format == MemoryFormat::nhwc),
         fused_bn(batchnorm_impl == BatchNormImpl::fused),
-        bn_training_mode(batchnorm_impl == BatchNormImpl::cudnn_persistent
+        cudnn_fused_bn(batchnorm_impl == BatchNormImpl::cudnn_fused),
+        bn_training_mode(batchnorm_impl == BatchNormImpl::cudnn_persistent || cudnn_fused_bn
                              ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT
                              : CUDNN_BATCHNORM_SPATIAL) {}
 
@@ -136,6 +137,8 @@ struct Plan {
   // bn_scratch, which every BatchNorm uses in turn. (In SPATIAL_PERSISTENT mode cuDNN's *Ex
   // calls take bn_scratch as their workspace in the same way.)
   bool fused_bn;
+  // cuDNN's BatchNorm with the ReLU and the residual add inside its *Ex training calls.
+  bool cudnn_fused_bn;
   // cuDNN's BatchNorm mode for the training forward and backward (cuDNN's layers only).
   cudnnBatchNormMode_t bn_training_mode;
   std::byte* bn_scratch = nullptr;
@@ -250,7 +253,7 @@ void plan_conv(Plan<T>& plan, Conv<T>& conv, const ConvDesc& desc, Activation<T>
 
 template <typename T>
 void plan_batchnorm(Plan<T>& plan, BatchNorm<T>& bn, const BatchNormDesc& desc,
-                    Activation<T>* input, Activation<T>* output) {
+                    Activation<T>* input, Activation<T>* output, BatchNormFusion fusion) {
   bn.weight = &plan.layout.at(desc.name + ".weight");
   bn.bias = &plan.layout.at(desc.name + ".bias");
   bn.running_mean = &plan.layout.at(desc.name + ".running_mean");
@@ -259,7 +262,8 @@ void plan_batchnorm(Plan<T>& plan, BatchNorm<T>& bn, const BatchNormDesc& desc,
   bn.output = output;
   bn.layer = std::make_unique<BatchNormLayer>(desc.channels, input->height, input->width,
                                               data_type_of<T>(), plan.cudnn_format(),
-                                              plan.bn_training_mode);
+                                              plan.bn_training_mode,
+                                              plan.cudnn_fused_bn ? fusion : BatchNormFusion::none);
   plan.arena.request(&bn.save_mean, static_cast<size_t>(desc.channels));
   plan.arena.request(&bn.save_invstd, static_cast<size_t>(desc.channels));
 }
@@ -399,8 +403,9 @@ BatchNormExBuffers ex_buffers(const Plan<T>& plan, const BatchNorm<T>& bn) {
 }
 
 // bn's output from its input: relu?(bn(input) + residual?). Under cuDNN's BatchNorm the residual
-// add and the ReLU are passes of their own (add_relu, relu_forward); ours does them in its own
-// output pass. `residual` may be null.
+// add and the ReLU are passes of their own (add_relu, relu_forward), except in training under
+// cudnn-fused, where cuDNN's *Ex call does them; ours does them in its own output pass.
+// `residual` may be null.
 template <typename T>
 void batchnorm_forward(const Plan<T>& plan, const BatchNorm<T>& bn, int batch, bool training,
                        const T* residual, bool relu) {
@@ -420,6 +425,14 @@ void batchnorm_forward(const Plan<T>& plan, const BatchNorm<T>& bn, int batch, b
     return;
   }
   cudnnHandle_t handle = plan.context.cudnn();
+  if (training && bn.layer->fusion() != BatchNormFusion::none) {
+    RDDP_ASSERT(relu && (residual != nullptr) == (bn.layer->fusion() == BatchNormFusion::add_relu));
+    bn.layer->forward_train_fused(handle, batch, bn.input->value, residual, plan.param(bn.weight),
+                                  plan.param(bn.bias), plan.running(bn.running_mean),
+                                  plan.running(bn.running_var), y, bn.save_mean, bn.save_invstd,
+                                  ex_buffers(plan, bn));
+    return;
+  }
   if (training)
     bn.layer->forward_train(handle, batch, bn.input->value, plan.param(bn.weight),
                             plan.param(bn.bias), plan.running(bn.running_mean),
@@ -450,6 +463,18 @@ void batchnorm_backward(const Plan<T>& plan, const BatchNorm<T>& bn, int batch, 
                        bn.input->grad, plan.grad(bn.weight), plan.grad(bn.bias), plan.bn_scratch,
                        plan.bn_scratch_bytes, plan.stream(),
                        relu && keep_masked ? output_grad : nullptr);
+  } else if (bn.layer->fusion() != BatchNormFusion::none) {
+    // Under the residual add cuDNN's dz, the masked gradient that keep_masked asks for, is
+    // written over dy itself. cuDNN does not document dz aliasing dy, but nothing can go wrong
+    // with it: each element of dz is its own element of dy times the ReLU's mask, and every use
+    // cuDNN makes of dy is through that mask, which leaves a masked value as it is. The GPU
+    // executor tests check it against the CPU executor.
+    RDDP_ASSERT(relu && keep_masked == (bn.layer->fusion() == BatchNormFusion::add_relu));
+    bn.layer->backward_fused(plan.context.cudnn(), batch, bn.input->value, relu_output,
+                             output_grad, keep_masked ? output_grad : nullptr,
+                             plan.param(bn.weight), plan.param(bn.bias), bn.save_mean,
+                             bn.save_invstd, bn.input->grad, plan.grad(bn.weight),
+                             plan.grad(bn.bias), ex_buffers(plan, bn));
   } else {
     if (relu)
       relu_backward(bn.output->count(batch), relu_output, output_grad, output_grad,
@@ -611,7 +636,8 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
   const Activation<T>& stem_conv_out = plan.stem_conv.output;
   plan.stem_out.plan(plan.arena, max_batch, stem_conv_out.channels, stem_conv_out.height,
                      stem_conv_out.width, true);
-  plan_batchnorm(plan, plan.stem_bn, net.stem_bn, &plan.stem_conv.output, &plan.stem_out);
+  plan_batchnorm(plan, plan.stem_bn, net.stem_bn, &plan.stem_conv.output, &plan.stem_out,
+                 BatchNormFusion::relu);
   Activation<T>* current = &plan.stem_out;
   plan.stem_maxpool = net.stem_maxpool;
   if (net.stem_maxpool) {
@@ -631,11 +657,13 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
     plan_conv(plan, block.conv1, desc.conv1, current, current->height, current->width, max_batch);
     const Activation<T>& c1 = block.conv1.output;
     block.hidden.plan(plan.arena, max_batch, c1.channels, c1.height, c1.width, true);
-    plan_batchnorm(plan, block.bn1, desc.bn1, &block.conv1.output, &block.hidden);
+    plan_batchnorm(plan, block.bn1, desc.bn1, &block.conv1.output, &block.hidden,
+                   BatchNormFusion::relu);
     plan_conv(plan, block.conv2, desc.conv2, &block.hidden, c1.height, c1.width, max_batch);
     const Activation<T>& c2 = block.conv2.output;
     block.output.plan(plan.arena, max_batch, c2.channels, c2.height, c2.width, true);
-    plan_batchnorm(plan, block.bn2, desc.bn2, &block.conv2.output, &block.output);
+    plan_batchnorm(plan, block.bn2, desc.bn2, &block.conv2.output, &block.output,
+                   BatchNormFusion::add_relu);
     block.has_downsample = desc.has_downsample;
     if (desc.has_downsample) {
       plan_conv(plan, block.downsample_conv, desc.downsample_conv, current, current->height,
@@ -644,7 +672,7 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
       // Read by bn2's forward only: no gradient, and its bytes are free once bn2 has run.
       block.identity.plan(plan.arena, max_batch, d.channels, d.height, d.width, false);
       plan_batchnorm(plan, block.downsample_bn, desc.downsample_bn, &block.downsample_conv.output,
-                     &block.identity);
+                     &block.identity, BatchNormFusion::none);
     }
     current = &block.output;
   }

@@ -158,8 +158,9 @@ const std::vector<Flag>& flags() {
        }},
       {"--batchnorm", "KIND",
        "GPU BatchNorm kernels: cudnn (default), fused (ours, with the ReLU and the residual add "
-       "folded in; fast in nhwc) or cudnn-persistent (cuDNN's SPATIAL_PERSISTENT mode for training, "
-       "as PyTorch's channels_last)",
+       "folded in; fast in nhwc), cudnn-persistent (cuDNN's SPATIAL_PERSISTENT mode for training, "
+       "as PyTorch's channels_last) or cudnn-fused (that mode with cuDNN's own ReLU and residual "
+       "add folded in; nhwc only, fp16 as cuDNN documents it)",
        [](TrainOptions& o, auto& f, auto& v) {
          o.batchnorm = parse_batchnorm_impl(f, v);
        }},
@@ -295,6 +296,9 @@ void check_combinations(const TrainOptions& o) {
   if (o.batchnorm != BatchNormImpl::cudnn && o.device == DeviceChoice::cpu)
     fail("--batchnorm ", to_string(o.batchnorm), " chooses GPU kernels, but --device cpu trains on the CPU, "
          "which has one BatchNorm: drop one of the two");
+  if (o.batchnorm == BatchNormImpl::cudnn_fused && o.memory_format != MemoryFormat::nhwc)
+    fail("--batchnorm cudnn-fused runs cuDNN's fused BatchNorm, which cuDNN offers for NHWC data "
+         "only: add --memory-format nhwc");
   if (o.cuda_graphs && o.device == DeviceChoice::cpu)
     fail("--cuda-graphs on replays CUDA work and needs the CUDA engine: drop --device cpu, or use "
          "--cuda-graphs off");

@@ -20,6 +20,9 @@ expect 0 "normalisation +none \(on the GPU, from the batch's uint8 pixels\)" -- 
 # cuDNN's BatchNorm in its persistent mode, as PyTorch trains channels_last.
 expect 0 "batchnorm +cudnn-persistent \(cuDNN, SPATIAL_PERSISTENT mode in training\)" -- \
   "${run[@]}" --max-steps 2 --memory-format nhwc --precision bf16 --batchnorm cudnn-persistent
+# And with cuDNN's own fusion of the ReLU and the residual add, in fp16 NHWC as cuDNN offers it.
+expect 0 "batchnorm +cudnn-fused \(cuDNN, SPATIAL_PERSISTENT mode with ReLU and residual add in training\)" -- \
+  "${run[@]}" --max-steps 2 --memory-format nhwc --precision fp16 --batchnorm cudnn-fused
 expect 0 "cuda graphs: 2 of 6 training steps replayed from the graph \([0-9]+ nodes\)" -- \
   "${run[@]}" --cuda-graphs on --save-weights "$work/graphs.rddp"
 expect 0 "weights written" -- "${run[@]}" --cuda-graphs off --save-weights "$work/eager.rddp"

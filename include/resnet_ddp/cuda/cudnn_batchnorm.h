@@ -27,6 +27,10 @@ struct BatchNormExBytes {
   size_t reserve = 0;
 };
 
+// What a layer's training calls fold into BatchNorm through cuDNN's *Ex calls (SPATIAL_PERSISTENT
+// mode only): nothing, the ReLU after it, or the residual add and then the ReLU.
+enum class BatchNormFusion { none, relu, add_relu };
+
 class BatchNormLayer {
  public:
   static constexpr double kMomentum = 0.1;  // cuDNN's exponentialAverageFactor
@@ -38,11 +42,13 @@ class BatchNormLayer {
   // CUDNN_BATCHNORM_SPATIAL_PERSISTENT (the same maths; cuDNN's faster NHWC kernels, with
   // numerics of their own), for the training forward and the backward; evaluation is SPATIAL.
   // In SPATIAL_PERSISTENT mode training calls cuDNN's *Ex functions, as PyTorch does, and needs
-  // the BatchNormExBuffers that ex_bytes() sizes.
+  // the BatchNormExBuffers that ex_bytes() sizes; `fusion` other than none (that mode only)
+  // makes training go through forward_train_fused and backward_fused instead.
   BatchNormLayer(int channels, int height, int width,
                  cudnnDataType_t data_type = CUDNN_DATA_FLOAT,
                  cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW,
-                 cudnnBatchNormMode_t training_mode = CUDNN_BATCHNORM_SPATIAL);
+                 cudnnBatchNormMode_t training_mode = CUDNN_BATCHNORM_SPATIAL,
+                 BatchNormFusion fusion = BatchNormFusion::none);
 
   // The activation descriptor for `batch` images; preparing a batch size again does nothing.
   // The cache's data type and format must be the layer's.
@@ -53,6 +59,7 @@ class BatchNormLayer {
   // data: none in SPATIAL mode.
   BatchNormExBytes ex_bytes(cudnnHandle_t handle, int batch) const;
   bool uses_ex() const { return training_mode_ == CUDNN_BATCHNORM_SPATIAL_PERSISTENT; }
+  BatchNormFusion fusion() const { return fusion_; }
 
   // Throws Error when training on `batch` images would leave a channel a single value, which
   // has no variance (PyTorch refuses it too).
@@ -71,6 +78,29 @@ class BatchNormLayer {
     check_type(data_type_of<T>());
     forward_train_untyped(handle, batch, x, gamma, beta, running_mean, running_var, y, save_mean,
                           save_invstd, ex);
+  }
+  // The training forward with the fusion inside: y = relu(bn(x) + z) under add_relu, where z is
+  // the residual, or relu(bn(x)) under relu, where z must be null. As forward_train otherwise.
+  template <typename T>
+  void forward_train_fused(cudnnHandle_t handle, int batch, const T* x, const T* z,
+                           const float* gamma, const float* beta, float* running_mean,
+                           float* running_var, T* y, float* save_mean, float* save_invstd,
+                           const BatchNormExBuffers& ex) const {
+    check_type(data_type_of<T>());
+    forward_train_fused_untyped(handle, batch, x, z, gamma, beta, running_mean, running_var, y,
+                                save_mean, save_invstd, ex);
+  }
+  // Its backward from dy, the gradient of y: cuDNN masks dy by the ReLU (from y and the reserve
+  // space) and writes the masked dy to dz under add_relu, the residual's gradient (dz null under
+  // relu). dx, dz, dgamma and dbeta are overwritten.
+  template <typename T>
+  void backward_fused(cudnnHandle_t handle, int batch, const T* x, const T* y, const T* dy,
+                      T* dz, const float* gamma, const float* beta, const float* save_mean,
+                      const float* save_invstd, T* dx, float* dgamma, float* dbeta,
+                      const BatchNormExBuffers& ex) const {
+    check_type(data_type_of<T>());
+    backward_fused_untyped(handle, batch, x, y, dy, dz, gamma, beta, save_mean, save_invstd, dx,
+                           dgamma, dbeta, ex);
   }
   // Evaluation mode: normalise with the running statistics.
   template <typename T>
@@ -97,6 +127,15 @@ class BatchNormLayer {
                              const float* beta, float* running_mean, float* running_var, void* y,
                              float* save_mean, float* save_invstd,
                              const BatchNormExBuffers& ex) const;
+  void forward_train_fused_untyped(cudnnHandle_t handle, int batch, const void* x, const void* z,
+                                   const float* gamma, const float* beta, float* running_mean,
+                                   float* running_var, void* y, float* save_mean,
+                                   float* save_invstd, const BatchNormExBuffers& ex) const;
+  void backward_fused_untyped(cudnnHandle_t handle, int batch, const void* x, const void* y,
+                              const void* dy, void* dz, const float* gamma, const float* beta,
+                              const float* save_mean, const float* save_invstd, void* dx,
+                              float* dgamma, float* dbeta, const BatchNormExBuffers& ex) const;
+  cudnnBatchNormOps_t ops() const;
   void forward_eval_untyped(cudnnHandle_t handle, int batch, const void* x, const float* gamma,
                             const float* beta, const float* running_mean,
                             const float* running_var, void* y) const;
@@ -109,6 +148,8 @@ class BatchNormLayer {
   cudnnDataType_t data_type_;
   cudnnTensorFormat_t format_;
   cudnnBatchNormMode_t training_mode_;
+  BatchNormFusion fusion_;
+  std::unique_ptr<ReluDescriptor> relu_;  // with a fusion only
   std::unique_ptr<TensorDescriptor> parameters_;  // 1 x C x 1 x 1, derived by cuDNN
   std::map<int, const TensorDescriptor*> batches_;
   // ex_bytes() by batch size: asked of cuDNN once, as every step checks its buffers against it.

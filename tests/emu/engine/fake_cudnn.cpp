@@ -81,6 +81,11 @@ struct cudnnFilterStruct {
 struct cudnnConvolutionStruct {
   fake_cudnn::Convolution convolution;
 };
+struct cudnnActivationStruct {
+  bool set = false;
+  cudnnActivationMode_t mode = CUDNN_ACTIVATION_RELU;
+  cudnnNanPropagation_t nan = CUDNN_PROPAGATE_NAN;
+};
 
 namespace fake_cudnn {
 namespace {
@@ -706,6 +711,25 @@ void affine_channel(const Layout& d, const float* x, int c, double scale, double
   }
 }
 
+// What the *Ex calls' fused operations add to BatchNorm: a ReLU after it, and before the ReLU
+// the residual z in the forward; in the backward the ReLU's mask from y, and the masked dy
+// written to dz, the residual's gradient (which may be dy itself: dy is read first).
+struct Fusion {
+  bool relu = false;
+  bool propagate_nan = true;
+  Layout z;
+  const void* z_data = nullptr;
+  Layout y;
+  const void* y_data = nullptr;
+  Layout dz;
+  void* dz_data = nullptr;
+
+  float relu_of(float v) const {
+    if (std::isnan(v)) return propagate_nan ? v : 0.0f;
+    return v > 0.0f ? v : 0.0f;
+  }
+};
+
 struct TrainingForward {
   Layout x, y;
   const void* x_data;
@@ -714,6 +738,7 @@ struct TrainingForward {
   float *running_mean, *running_var, *save_mean, *save_invstd;
   double factor, epsilon;
   float alpha, beta;
+  Fusion fusion = {};
 
   void operator()() const {
     const std::vector<float> xs = load_nchw(x, x_data);
@@ -733,6 +758,12 @@ struct TrainingForward {
       const double gain = invstd * scale[c];
       affine_channel(x, xs.data(), c, gain, bias[c] - s.mean * gain, ys.data());
     }
+    if (fusion.z_data != nullptr) {
+      const std::vector<float> zs = load_nchw(fusion.z, fusion.z_data);
+      for (size_t i = 0; i < ys.size(); ++i) ys[i] += zs[i];
+    }
+    if (fusion.relu)
+      for (float& v : ys) v = fusion.relu_of(v);
     store_nchw(y, ys.data(), alpha, beta, y_data);
   }
 };
@@ -766,9 +797,19 @@ struct Backward {
   float *dscale, *dbias;
   double epsilon;
   float alpha_data, beta_data, alpha_param, beta_param;
+  Fusion fusion = {};
 
   void operator()() const {
-    const std::vector<float> xs = load_nchw(x, x_data), dys = load_nchw(dy, dy_data);
+    const std::vector<float> xs = load_nchw(x, x_data);
+    std::vector<float> dys = load_nchw(dy, dy_data);
+    if (fusion.relu) {
+      // relu'(v) is 1 where the output is positive and 0 elsewhere, NaN included (PyTorch's
+      // threshold_backward: grad * (output > 0)).
+      const std::vector<float> ys = load_nchw(fusion.y, fusion.y_data);
+      for (size_t i = 0; i < dys.size(); ++i)
+        if (!(ys[i] > 0.0f)) dys[i] = 0.0f;
+      if (fusion.dz_data != nullptr) store_nchw(fusion.dz, dys.data(), 1.0f, 0.0f, fusion.dz_data);
+    }
     std::vector<float> dxs(xs.size());
     const int64_t plane = x.plane(), count = static_cast<int64_t>(x.n) * plane;
 #pragma omp parallel for schedule(static) if (x.count() >= kParallelElements)
@@ -812,21 +853,25 @@ struct Backward {
 
 // The *Ex calls. Their workspace is scratch, poisoned by every call like a convolution's (the
 // backward asks for more than the forward, so that a caller sizing it by one of them shows). The
-// reserve space carries a record of the training forward: a tag, a hash of x's bytes and the
-// statistics it saved. The backward checks the record against its own x and saved statistics
-// and, if the reserve was overwritten in between or belongs to another batch, writes NaN to
-// every gradient, so that the engine tests comparing gradients fail.
+// reserve space carries a record of the training forward: a tag, hashes of x's bytes and, under
+// a fused ReLU, of y's, and the statistics it saved; under a ReLU it is larger by a bit per
+// element, the mask real cuDNN keeps there. The backward checks the record against its own x, y
+// and saved statistics and, if the reserve was overwritten in between or belongs to another
+// batch, or y changed, writes NaN to every gradient, so that the engine tests comparing
+// gradients fail.
 size_t ex_forward_workspace_bytes(const Layout& x) { return 4 * sizeof(float) * x.c; }
 size_t ex_backward_workspace_bytes(const Layout& x) { return 8 * sizeof(float) * x.c; }
 
 struct ExRecordHeader {
   uint64_t tag;
   uint64_t x_hash;
+  uint64_t y_hash;
 };
 constexpr uint64_t kExRecordTag = 0x52444450424e4558ULL;
 
-size_t ex_reserve_bytes(const Layout& x) {
-  return sizeof(ExRecordHeader) + 2 * sizeof(float) * static_cast<size_t>(x.c);
+size_t ex_reserve_bytes(const Layout& x, bool relu) {
+  const size_t mask_bytes = relu ? (static_cast<size_t>(x.count()) + 7) / 8 : 0;
+  return sizeof(ExRecordHeader) + 2 * sizeof(float) * static_cast<size_t>(x.c) + mask_bytes;
 }
 
 // FNV-1a over the bytes.
@@ -837,11 +882,13 @@ uint64_t hash_bytes(const void* data, size_t bytes) {
   return h;
 }
 
-// The record as the forward of x with these saved statistics writes it (zeros where none saved).
-std::vector<unsigned char> ex_record(const Layout& x, const void* x_data, const float* save_mean,
-                                     const float* save_invstd) {
-  std::vector<unsigned char> record(ex_reserve_bytes(x), 0);
-  const ExRecordHeader header{kExRecordTag, hash_bytes(x_data, byte_size(x))};
+// The record as the forward of x (y under a ReLU, else null) with these saved statistics writes
+// it (zeros where none are saved).
+std::vector<unsigned char> ex_record(const Layout& x, const void* x_data, const void* y_data,
+                                     const float* save_mean, const float* save_invstd) {
+  std::vector<unsigned char> record(ex_reserve_bytes(x, y_data != nullptr), 0);
+  const ExRecordHeader header{kExRecordTag, hash_bytes(x_data, byte_size(x)),
+                              y_data != nullptr ? hash_bytes(y_data, byte_size(x)) : 0};
   std::memcpy(record.data(), &header, sizeof(header));
   if (save_mean != nullptr) {
     const size_t channel_bytes = sizeof(float) * static_cast<size_t>(x.c);
@@ -849,6 +896,106 @@ std::vector<unsigned char> ex_record(const Layout& x, const void* x_data, const 
     std::memcpy(record.data() + sizeof(header) + channel_bytes, save_invstd, channel_bytes);
   }
   return record;
+}
+
+// The training forward and backward of the legacy calls and of the *Ex ones, whose fused
+// operations `fusion` describes; `function` names the caller in errors.
+cudnnStatus_t training_forward(
+    const char* function, const Fusion& fusion, cudnnHandle_t handle, cudnnBatchNormMode_t mode, const void* alpha, const void* beta,
+    const cudnnTensorDescriptor_t xDesc, const void* x, const cudnnTensorDescriptor_t yDesc,
+    void* y, const cudnnTensorDescriptor_t bnScaleBiasMeanVarDesc, const void* bnScale,
+    const void* bnBias, double exponentialAverageFactor, void* resultRunningMean,
+    void* resultRunningVariance, double epsilon, void* resultSaveMean,
+    void* resultSaveInvVariance) {
+  FAKE_CUDNN_TRY(check_handle(function, handle));
+  FAKE_CUDNN_TRY(check_batchnorm(function, mode, {xDesc, yDesc}, bnScaleBiasMeanVarDesc, epsilon));
+  FAKE_CUDNN_TRY(check_scalars(function, alpha, beta));
+  const Layout &xl = xDesc->layout, &yl = yDesc->layout;
+  if (static_cast<int64_t>(xl.n) * xl.plane() < 2)
+    return failure(CUDNN_STATUS_BAD_PARAM, function,
+                   "a channel of one value has no variance to normalise by");
+  if ((resultRunningMean == nullptr) != (resultRunningVariance == nullptr))
+    return failure(CUDNN_STATUS_BAD_PARAM, function,
+                   "the running mean and variance must be both given or both null");
+  if ((resultSaveMean == nullptr) != (resultSaveInvVariance == nullptr))
+    return failure(CUDNN_STATUS_BAD_PARAM, function,
+                   "the saved mean and inverse variance must be both given or both null");
+  FAKE_CUDNN_TRY(check_device(function, "x", x, byte_size(xl)));
+  FAKE_CUDNN_TRY(check_device(function, "y", y, byte_size(yl)));
+  FAKE_CUDNN_TRY(check_parameters(function, xl.c, {{"bnScale", bnScale}, {"bnBias", bnBias}}));
+  if (resultRunningMean != nullptr)
+    FAKE_CUDNN_TRY(check_parameters(function, xl.c,
+                                    {{"resultRunningMean", resultRunningMean},
+                                     {"resultRunningVariance", resultRunningVariance}}));
+  if (resultSaveMean != nullptr)
+    FAKE_CUDNN_TRY(check_parameters(
+        function, xl.c,
+        {{"resultSaveMean", resultSaveMean}, {"resultSaveInvVariance", resultSaveInvVariance}}));
+  const TrainingForward work{xl,
+                             yl,
+                             x,
+                             y,
+                             static_cast<const float*>(bnScale),
+                             static_cast<const float*>(bnBias),
+                             static_cast<float*>(resultRunningMean),
+                             static_cast<float*>(resultRunningVariance),
+                             static_cast<float*>(resultSaveMean),
+                             static_cast<float*>(resultSaveInvVariance),
+                             exponentialAverageFactor,
+                             epsilon,
+                             scalar(alpha),
+                             scalar(beta),
+                             fusion};
+  emu::enqueue(handle->stream, work);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+
+cudnnStatus_t training_backward(
+    const char* function, const Fusion& fusion, cudnnHandle_t handle, cudnnBatchNormMode_t mode, const void* alphaDataDiff,
+    const void* betaDataDiff, const void* alphaParamDiff, const void* betaParamDiff,
+    const cudnnTensorDescriptor_t xDesc, const void* x, const cudnnTensorDescriptor_t dyDesc,
+    const void* dy, const cudnnTensorDescriptor_t dxDesc, void* dx,
+    const cudnnTensorDescriptor_t dBnScaleBiasDesc, const void* bnScale, void* dBnScaleResult,
+    void* dBnBiasResult, double epsilon, const void* savedMean, const void* savedInvVariance) {
+  FAKE_CUDNN_TRY(check_handle(function, handle));
+  FAKE_CUDNN_TRY(
+      check_batchnorm(function, mode, {xDesc, dyDesc, dxDesc}, dBnScaleBiasDesc, epsilon));
+  FAKE_CUDNN_TRY(check_scalars(function, alphaDataDiff, betaDataDiff));
+  FAKE_CUDNN_TRY(check_scalars(function, alphaParamDiff, betaParamDiff));
+  if ((savedMean == nullptr) != (savedInvVariance == nullptr))
+    return failure(CUDNN_STATUS_BAD_PARAM, function,
+                   "the saved mean and inverse variance must be both given or both null");
+  const Layout &xl = xDesc->layout, &dyl = dyDesc->layout, &dxl = dxDesc->layout;
+  FAKE_CUDNN_TRY(check_device(function, "x", x, byte_size(xl)));
+  FAKE_CUDNN_TRY(check_device(function, "dy", dy, byte_size(dyl)));
+  FAKE_CUDNN_TRY(check_device(function, "dx", dx, byte_size(dxl)));
+  FAKE_CUDNN_TRY(check_parameters(function, xl.c,
+                                  {{"bnScale", bnScale},
+                                   {"dBnScaleResult", dBnScaleResult},
+                                   {"dBnBiasResult", dBnBiasResult}}));
+  if (savedMean != nullptr)
+    FAKE_CUDNN_TRY(check_parameters(
+        function, xl.c, {{"savedMean", savedMean}, {"savedInvVariance", savedInvVariance}}));
+  const Backward work{xl,
+                      dyl,
+                      dxl,
+                      x,
+                      dy,
+                      dx,
+                      static_cast<const float*>(bnScale),
+                      static_cast<const float*>(savedMean),
+                      static_cast<const float*>(savedInvVariance),
+                      static_cast<float*>(dBnScaleResult),
+                      static_cast<float*>(dBnBiasResult),
+                      epsilon,
+                      scalar(alphaDataDiff),
+                      scalar(betaDataDiff),
+                      scalar(alphaParamDiff),
+                      scalar(betaParamDiff),
+                      fusion};
+  emu::enqueue(handle->stream, work);
+  return CUDNN_STATUS_SUCCESS;
 }
 
 }  // namespace
@@ -1159,47 +1306,10 @@ cudnnStatus_t cudnnBatchNormalizationForwardTraining(
     const void* bnBias, double exponentialAverageFactor, void* resultRunningMean,
     void* resultRunningVariance, double epsilon, void* resultSaveMean,
     void* resultSaveInvVariance) {
-  const char* function = "cudnnBatchNormalizationForwardTraining";
-  FAKE_CUDNN_TRY(check_handle(function, handle));
-  FAKE_CUDNN_TRY(check_batchnorm(function, mode, {xDesc, yDesc}, bnScaleBiasMeanVarDesc, epsilon));
-  FAKE_CUDNN_TRY(check_scalars(function, alpha, beta));
-  const Layout &xl = xDesc->layout, &yl = yDesc->layout;
-  if (static_cast<int64_t>(xl.n) * xl.plane() < 2)
-    return failure(CUDNN_STATUS_BAD_PARAM, function,
-                   "a channel of one value has no variance to normalise by");
-  if ((resultRunningMean == nullptr) != (resultRunningVariance == nullptr))
-    return failure(CUDNN_STATUS_BAD_PARAM, function,
-                   "the running mean and variance must be both given or both null");
-  if ((resultSaveMean == nullptr) != (resultSaveInvVariance == nullptr))
-    return failure(CUDNN_STATUS_BAD_PARAM, function,
-                   "the saved mean and inverse variance must be both given or both null");
-  FAKE_CUDNN_TRY(check_device(function, "x", x, byte_size(xl)));
-  FAKE_CUDNN_TRY(check_device(function, "y", y, byte_size(yl)));
-  FAKE_CUDNN_TRY(check_parameters(function, xl.c, {{"bnScale", bnScale}, {"bnBias", bnBias}}));
-  if (resultRunningMean != nullptr)
-    FAKE_CUDNN_TRY(check_parameters(function, xl.c,
-                                    {{"resultRunningMean", resultRunningMean},
-                                     {"resultRunningVariance", resultRunningVariance}}));
-  if (resultSaveMean != nullptr)
-    FAKE_CUDNN_TRY(check_parameters(
-        function, xl.c,
-        {{"resultSaveMean", resultSaveMean}, {"resultSaveInvVariance", resultSaveInvVariance}}));
-  const TrainingForward work{xl,
-                             yl,
-                             x,
-                             y,
-                             static_cast<const float*>(bnScale),
-                             static_cast<const float*>(bnBias),
-                             static_cast<float*>(resultRunningMean),
-                             static_cast<float*>(resultRunningVariance),
-                             static_cast<float*>(resultSaveMean),
-                             static_cast<float*>(resultSaveInvVariance),
-                             exponentialAverageFactor,
-                             epsilon,
-                             scalar(alpha),
-                             scalar(beta)};
-  emu::enqueue(handle->stream, work);
-  return CUDNN_STATUS_SUCCESS;
+  return training_forward("cudnnBatchNormalizationForwardTraining", Fusion{}, handle, mode, alpha,
+                          beta, xDesc, x, yDesc, y, bnScaleBiasMeanVarDesc, bnScale, bnBias,
+                          exponentialAverageFactor, resultRunningMean, resultRunningVariance,
+                          epsilon, resultSaveMean, resultSaveInvVariance);
 }
 
 cudnnStatus_t cudnnBatchNormalizationForwardInference(
@@ -1241,56 +1351,58 @@ cudnnStatus_t cudnnBatchNormalizationBackward(
     const void* dy, const cudnnTensorDescriptor_t dxDesc, void* dx,
     const cudnnTensorDescriptor_t dBnScaleBiasDesc, const void* bnScale, void* dBnScaleResult,
     void* dBnBiasResult, double epsilon, const void* savedMean, const void* savedInvVariance) {
-  const char* function = "cudnnBatchNormalizationBackward";
-  FAKE_CUDNN_TRY(check_handle(function, handle));
-  FAKE_CUDNN_TRY(
-      check_batchnorm(function, mode, {xDesc, dyDesc, dxDesc}, dBnScaleBiasDesc, epsilon));
-  FAKE_CUDNN_TRY(check_scalars(function, alphaDataDiff, betaDataDiff));
-  FAKE_CUDNN_TRY(check_scalars(function, alphaParamDiff, betaParamDiff));
-  if ((savedMean == nullptr) != (savedInvVariance == nullptr))
-    return failure(CUDNN_STATUS_BAD_PARAM, function,
-                   "the saved mean and inverse variance must be both given or both null");
-  const Layout &xl = xDesc->layout, &dyl = dyDesc->layout, &dxl = dxDesc->layout;
-  FAKE_CUDNN_TRY(check_device(function, "x", x, byte_size(xl)));
-  FAKE_CUDNN_TRY(check_device(function, "dy", dy, byte_size(dyl)));
-  FAKE_CUDNN_TRY(check_device(function, "dx", dx, byte_size(dxl)));
-  FAKE_CUDNN_TRY(check_parameters(function, xl.c,
-                                  {{"bnScale", bnScale},
-                                   {"dBnScaleResult", dBnScaleResult},
-                                   {"dBnBiasResult", dBnBiasResult}}));
-  if (savedMean != nullptr)
-    FAKE_CUDNN_TRY(check_parameters(
-        function, xl.c, {{"savedMean", savedMean}, {"savedInvVariance", savedInvVariance}}));
-  const Backward work{xl,
-                      dyl,
-                      dxl,
-                      x,
-                      dy,
-                      dx,
-                      static_cast<const float*>(bnScale),
-                      static_cast<const float*>(savedMean),
-                      static_cast<const float*>(savedInvVariance),
-                      static_cast<float*>(dBnScaleResult),
-                      static_cast<float*>(dBnBiasResult),
-                      epsilon,
-                      scalar(alphaDataDiff),
-                      scalar(betaDataDiff),
-                      scalar(alphaParamDiff),
-                      scalar(betaParamDiff)};
-  emu::enqueue(handle->stream, work);
+  return training_backward("cudnnBatchNormalizationBackward", Fusion{}, handle, mode,
+                           alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff, xDesc, x,
+                           dyDesc, dy, dxDesc, dx, dBnScaleBiasDesc, bnScale, dBnScaleResult,
+                           dBnBiasResult, epsilon, savedMean, savedInvVariance);
+}
+
+cudnnStatus_t cudnnCreateActivationDescriptor(cudnnActivationDescriptor_t* activationDesc) {
+  return create_descriptor("cudnnCreateActivationDescriptor", activationDesc);
+}
+
+cudnnStatus_t cudnnDestroyActivationDescriptor(cudnnActivationDescriptor_t activationDesc) {
+  delete activationDesc;
   return CUDNN_STATUS_SUCCESS;
 }
 
-cudnnStatus_t check_ex_ops(const char* function, cudnnBatchNormOps_t bnOps,
-                           cudnnActivationDescriptor_t activationDesc) {
-  if (bnOps != CUDNN_BATCHNORM_OPS_BN)
-    return failure(CUDNN_STATUS_NOT_SUPPORTED, function, "bnOps ", static_cast<int>(bnOps),
-                   " is not CUDNN_BATCHNORM_OPS_BN, the only one emulated");
-  if (activationDesc != nullptr)
-    return failure(CUDNN_STATUS_NOT_SUPPORTED, function,
-                   "an activation descriptor with CUDNN_BATCHNORM_OPS_BN");
+cudnnStatus_t cudnnSetActivationDescriptor(cudnnActivationDescriptor_t activationDesc,
+                                           cudnnActivationMode_t mode,
+                                           cudnnNanPropagation_t reluNanOpt, double coef) {
+  const char* function = "cudnnSetActivationDescriptor";
+  if (activationDesc == nullptr)
+    return failure(CUDNN_STATUS_BAD_PARAM, function, "activationDesc is null");
+  if (mode != CUDNN_ACTIVATION_RELU)
+    return failure(CUDNN_STATUS_NOT_SUPPORTED, function, "mode ", static_cast<int>(mode),
+                   " is not CUDNN_ACTIVATION_RELU, the only one emulated");
+  (void)coef;  // ReLU's threshold is 0 whatever the coefficient
+  *activationDesc = cudnnActivationStruct{true, mode, reluNanOpt};
   return CUDNN_STATUS_SUCCESS;
 }
+
+// The operations and their activation: none with CUDNN_BATCHNORM_OPS_BN, a set ReLU with the
+// fused ones, which cuDNN's API reference offers for NHWC data only (`x` is the data's layout).
+cudnnStatus_t check_ex_ops(const char* function, cudnnBatchNormOps_t bnOps,
+                           cudnnActivationDescriptor_t activationDesc, const Layout* x = nullptr) {
+  if (bnOps == CUDNN_BATCHNORM_OPS_BN) {
+    if (activationDesc != nullptr)
+      return failure(CUDNN_STATUS_NOT_SUPPORTED, function,
+                     "an activation descriptor with CUDNN_BATCHNORM_OPS_BN");
+    return CUDNN_STATUS_SUCCESS;
+  }
+  if (bnOps != CUDNN_BATCHNORM_OPS_BN_ACTIVATION && bnOps != CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION)
+    return failure(CUDNN_STATUS_BAD_PARAM, function, "bnOps ", static_cast<int>(bnOps),
+                   " is none of cuDNN's");
+  if (activationDesc == nullptr || !activationDesc->set)
+    return failure(CUDNN_STATUS_BAD_PARAM, function,
+                   "a fused activation needs a set activation descriptor");
+  if (x != nullptr && x->format != CUDNN_TENSOR_NHWC)
+    return failure(CUDNN_STATUS_NOT_SUPPORTED, function,
+                   "the fused operations are for NHWC data only");
+  return CUDNN_STATUS_SUCCESS;
+}
+
+bool fused(cudnnBatchNormOps_t bnOps) { return bnOps != CUDNN_BATCHNORM_OPS_BN; }
 
 cudnnStatus_t check_ex_memory(const char* function, const char* name, const void* p,
                               size_t given, size_t needed) {
@@ -1301,17 +1413,46 @@ cudnnStatus_t check_ex_memory(const char* function, const char* name, const void
   return CUDNN_STATUS_SUCCESS;
 }
 
+// The fused operations blend nothing: alpha 1 and beta 0 only.
+cudnnStatus_t check_unblended(const char* function, cudnnBatchNormOps_t bnOps, const void* alpha,
+                              const void* beta) {
+  FAKE_CUDNN_TRY(check_scalars(function, alpha, beta));
+  if (fused(bnOps) && (scalar(alpha) != 1.0f || scalar(beta) != 0.0f))
+    return failure(CUDNN_STATUS_NOT_SUPPORTED, function,
+                   "fused operations with alpha other than 1 or beta other than 0");
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// z (forward) or dz (backward): given exactly under CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, and
+// then like x.
+cudnnStatus_t check_residual(const char* function, const char* name,
+                             cudnnBatchNormOps_t bnOps, cudnnTensorDescriptor_t desc,
+                             const void* data, const Layout& x) {
+  const bool add = bnOps == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
+  if (!add) {
+    if (desc != nullptr || data != nullptr)
+      return failure(CUDNN_STATUS_NOT_SUPPORTED, function, name,
+                     " without CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION");
+    return CUDNN_STATUS_SUCCESS;
+  }
+  FAKE_CUDNN_TRY(check_layout(function, name, desc, desc ? &desc->layout : nullptr));
+  const Layout& l = desc->layout;
+  if (l.n != x.n || l.c != x.c || l.h != x.h || l.w != x.w || l.type != x.type)
+    return failure(CUDNN_STATUS_BAD_PARAM, function, name, " differs from x");
+  return check_device(function, name, data, byte_size(l));
+}
+
 cudnnStatus_t cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
     cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps,
     const cudnnTensorDescriptor_t xDesc, const cudnnTensorDescriptor_t zDesc,
     const cudnnTensorDescriptor_t yDesc, const cudnnTensorDescriptor_t bnScaleBiasMeanVarDesc,
     const cudnnActivationDescriptor_t activationDesc, size_t* sizeInBytes) {
   const char* function = "cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize";
-  (void)zDesc;  // only read with CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION
+  (void)zDesc;  // PyTorch passes x's descriptor here even without the add
   FAKE_CUDNN_TRY(check_handle(function, handle));
-  FAKE_CUDNN_TRY(check_ex_ops(function, bnOps, activationDesc));
   FAKE_CUDNN_TRY(check_batchnorm(function, mode, {xDesc, yDesc}, bnScaleBiasMeanVarDesc,
                                  CUDNN_BN_MIN_EPSILON));
+  FAKE_CUDNN_TRY(check_ex_ops(function, bnOps, activationDesc, &xDesc->layout));
   if (sizeInBytes == nullptr) return failure(CUDNN_STATUS_BAD_PARAM, function, "sizeInBytes is null");
   *sizeInBytes = ex_forward_workspace_bytes(xDesc->layout);
   return CUDNN_STATUS_SUCCESS;
@@ -1324,12 +1465,12 @@ cudnnStatus_t cudnnGetBatchNormalizationBackwardExWorkspaceSize(
     const cudnnTensorDescriptor_t dxDesc, const cudnnTensorDescriptor_t dBnScaleBiasDesc,
     const cudnnActivationDescriptor_t activationDesc, size_t* sizeInBytes) {
   const char* function = "cudnnGetBatchNormalizationBackwardExWorkspaceSize";
-  (void)yDesc;  // only read with an activation
+  (void)yDesc;  // PyTorch passes x's descriptor here even without an activation
   (void)dzDesc;
   FAKE_CUDNN_TRY(check_handle(function, handle));
-  FAKE_CUDNN_TRY(check_ex_ops(function, bnOps, activationDesc));
   FAKE_CUDNN_TRY(check_batchnorm(function, mode, {xDesc, dyDesc, dxDesc}, dBnScaleBiasDesc,
                                  CUDNN_BN_MIN_EPSILON));
+  FAKE_CUDNN_TRY(check_ex_ops(function, bnOps, activationDesc, &xDesc->layout));
   if (sizeInBytes == nullptr) return failure(CUDNN_STATUS_BAD_PARAM, function, "sizeInBytes is null");
   *sizeInBytes = ex_backward_workspace_bytes(xDesc->layout);
   return CUDNN_STATUS_SUCCESS;
@@ -1341,13 +1482,13 @@ cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
     size_t* sizeInBytes) {
   const char* function = "cudnnGetBatchNormalizationTrainingExReserveSpaceSize";
   FAKE_CUDNN_TRY(check_handle(function, handle));
-  FAKE_CUDNN_TRY(check_ex_ops(function, bnOps, activationDesc));
   if (!spatial(mode))
     return failure(CUDNN_STATUS_NOT_SUPPORTED, function, "mode ", static_cast<int>(mode),
                    " is not SPATIAL or SPATIAL_PERSISTENT");
   FAKE_CUDNN_TRY(check_layout(function, "xDesc", xDesc, xDesc ? &xDesc->layout : nullptr));
+  FAKE_CUDNN_TRY(check_ex_ops(function, bnOps, activationDesc, &xDesc->layout));
   if (sizeInBytes == nullptr) return failure(CUDNN_STATUS_BAD_PARAM, function, "sizeInBytes is null");
-  *sizeInBytes = ex_reserve_bytes(xDesc->layout);
+  *sizeInBytes = ex_reserve_bytes(xDesc->layout, fused(bnOps));
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -1362,26 +1503,35 @@ cudnnStatus_t cudnnBatchNormalizationForwardTrainingEx(
     void* reserveSpace, size_t reserveSpaceSizeInBytes) {
   const char* function = "cudnnBatchNormalizationForwardTrainingEx";
   FAKE_CUDNN_TRY(check_handle(function, handle));
-  FAKE_CUDNN_TRY(check_ex_ops(function, bnOps, activationDesc));
-  if (zDesc != nullptr || zData != nullptr)
-    return failure(CUDNN_STATUS_NOT_SUPPORTED, function, "z with CUDNN_BATCHNORM_OPS_BN");
   FAKE_CUDNN_TRY(check_batchnorm(function, mode, {xDesc, yDesc}, bnScaleBiasMeanVarDesc, epsilon));
   const Layout& xl = xDesc->layout;
+  FAKE_CUDNN_TRY(check_ex_ops(function, bnOps, activationDesc, &xl));
+  FAKE_CUDNN_TRY(check_unblended(function, bnOps, alpha, beta));
+  FAKE_CUDNN_TRY(check_residual(function, "z", bnOps, zDesc, zData, xl));
   FAKE_CUDNN_TRY(check_ex_memory(function, "the workspace", workspace, workSpaceSizeInBytes,
                                  ex_forward_workspace_bytes(xl)));
   FAKE_CUDNN_TRY(check_ex_memory(function, "the reserve space", reserveSpace,
-                                 reserveSpaceSizeInBytes, ex_reserve_bytes(xl)));
-  // The maths and every other check are the legacy call's.
-  FAKE_CUDNN_TRY(cudnnBatchNormalizationForwardTraining(
-      handle, mode, alpha, beta, xDesc, xData, yDesc, yData, bnScaleBiasMeanVarDesc, bnScale,
-      bnBias, exponentialAverageFactor, resultRunningMean, resultRunningVariance, epsilon,
-      resultSaveMean, resultSaveInvVariance));
+                                 reserveSpaceSizeInBytes, ex_reserve_bytes(xl, fused(bnOps))));
+  Fusion fusion;
+  if (fused(bnOps)) {
+    fusion.relu = true;
+    fusion.propagate_nan = activationDesc->nan == CUDNN_PROPAGATE_NAN;
+    if (zDesc != nullptr) fusion.z = zDesc->layout;
+    fusion.z_data = zData;
+  }
+  FAKE_CUDNN_TRY(training_forward(function, fusion, handle, mode, alpha, beta, xDesc, xData,
+                                  yDesc, yData, bnScaleBiasMeanVarDesc, bnScale, bnBias,
+                                  exponentialAverageFactor, resultRunningMean,
+                                  resultRunningVariance, epsilon, resultSaveMean,
+                                  resultSaveInvVariance));
   const Layout layout = xl;
+  const void* y_recorded = fused(bnOps) ? yData : nullptr;
   const auto* save_mean = static_cast<const float*>(resultSaveMean);
   const auto* save_invstd = static_cast<const float*>(resultSaveInvVariance);
   emu::enqueue(handle->stream, [=] {
     poison(workspace, workSpaceSizeInBytes);
-    const std::vector<unsigned char> record = ex_record(layout, xData, save_mean, save_invstd);
+    const std::vector<unsigned char> record =
+        ex_record(layout, xData, y_recorded, save_mean, save_invstd);
     std::memcpy(reserveSpace, record.data(), record.size());
   });
   return CUDNN_STATUS_SUCCESS;
@@ -1399,42 +1549,59 @@ cudnnStatus_t cudnnBatchNormalizationBackwardEx(
     cudnnActivationDescriptor_t activationDesc, void* workSpace, size_t workSpaceSizeInBytes,
     void* reserveSpace, size_t reserveSpaceSizeInBytes) {
   const char* function = "cudnnBatchNormalizationBackwardEx";
-  (void)yDesc;  // y and the bias are only read with an activation
-  (void)yData;
-  (void)bnBiasData;
   FAKE_CUDNN_TRY(check_handle(function, handle));
-  FAKE_CUDNN_TRY(check_ex_ops(function, bnOps, activationDesc));
-  if (dzDesc != nullptr || dzData != nullptr)
-    return failure(CUDNN_STATUS_NOT_SUPPORTED, function, "dz with CUDNN_BATCHNORM_OPS_BN");
   FAKE_CUDNN_TRY(
       check_batchnorm(function, mode, {xDesc, dyDesc, dxDesc}, dBnScaleBiasDesc, epsilon));
   const Layout& xl = xDesc->layout;
+  FAKE_CUDNN_TRY(check_ex_ops(function, bnOps, activationDesc, &xl));
+  FAKE_CUDNN_TRY(check_unblended(function, bnOps, alphaDataDiff, betaDataDiff));
+  FAKE_CUDNN_TRY(check_residual(function, "dz", bnOps, dzDesc, dzData, xl));
+  if (fused(bnOps)) {
+    // y and the bias come in with an activation, as cuDNN's API reference asks; the emulation
+    // masks by y and checks that y is the forward's.
+    FAKE_CUDNN_TRY(check_batchnorm(function, mode, {xDesc, yDesc}, dBnScaleBiasDesc, epsilon));
+    FAKE_CUDNN_TRY(check_device(function, "y", yData, byte_size(yDesc->layout)));
+    FAKE_CUDNN_TRY(check_parameters(function, xl.c, {{"bnBiasData", bnBiasData}}));
+  }
   FAKE_CUDNN_TRY(check_ex_memory(function, "the workspace", workSpace, workSpaceSizeInBytes,
                                  ex_backward_workspace_bytes(xl)));
   FAKE_CUDNN_TRY(check_ex_memory(function, "the reserve space", reserveSpace,
-                                 reserveSpaceSizeInBytes, ex_reserve_bytes(xl)));
+                                 reserveSpaceSizeInBytes, ex_reserve_bytes(xl, fused(bnOps))));
   // The record is read on the stream when the backward runs, not now: the forward may still be
   // queued.
   const Layout layout = xl;
+  const void* y_recorded = fused(bnOps) ? yData : nullptr;
   const auto* saved_mean = static_cast<const float*>(savedMean);
   const auto* saved_invstd = static_cast<const float*>(savedInvVariance);
   auto intact = std::make_shared<bool>(true);
   emu::enqueue(handle->stream, [=] {
-    const std::vector<unsigned char> record = ex_record(layout, xData, saved_mean, saved_invstd);
+    const std::vector<unsigned char> record =
+        ex_record(layout, xData, y_recorded, saved_mean, saved_invstd);
     *intact = std::memcmp(reserveSpace, record.data(), record.size()) == 0;
     poison(workSpace, workSpaceSizeInBytes);
   });
-  FAKE_CUDNN_TRY(cudnnBatchNormalizationBackward(
-      handle, mode, alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff, xDesc, xData,
-      dyDesc, dyData, dxDesc, dxData, dBnScaleBiasDesc, bnScaleData, dBnScaleData, dBnBiasData,
-      epsilon, savedMean, savedInvVariance));
+  Fusion fusion;
+  if (fused(bnOps)) {
+    fusion.relu = true;
+    fusion.y = yDesc->layout;
+    fusion.y_data = yData;
+    if (dzDesc != nullptr) fusion.dz = dzDesc->layout;
+    fusion.dz_data = dzData;
+  }
+  FAKE_CUDNN_TRY(training_backward(function, fusion, handle, mode, alphaDataDiff, betaDataDiff,
+                                   alphaParamDiff, betaParamDiff, xDesc, xData, dyDesc, dyData,
+                                   dxDesc, dxData, dBnScaleBiasDesc, bnScaleData, dBnScaleData,
+                                   dBnBiasData, epsilon, savedMean, savedInvVariance));
   const size_t dx_bytes = byte_size(dxDesc->layout), channel_bytes = sizeof(float) * xl.c;
+  const size_t dz_bytes = dzDesc != nullptr ? byte_size(dzDesc->layout) : 0;
   emu::enqueue(handle->stream, [=] {
     if (*intact) return;
     std::fprintf(stderr, "fake cuDNN: %s: the reserve space does not hold the record of this "
-                 "batch's training forward (overwritten in between, or another batch's)\n",
+                 "batch's training forward (overwritten in between, another batch's, or y "
+                 "changed since)\n",
                  function);
     poison(dxData, dx_bytes);
+    poison(dzData, dz_bytes);
     poison(dBnScaleData, channel_bytes);
     poison(dBnBiasData, channel_bytes);
   });

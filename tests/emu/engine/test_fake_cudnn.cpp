@@ -865,6 +865,13 @@ struct Floats {
 
 constexpr float kMomentum = 0.1f, kEpsilon = 1e-5f;
 
+// "bf16 nhwc 2x3x4x5": a BatchNorm case's name in failure messages.
+std::string case_name(const BatchNormShape& s, cudnnDataType_t type, cudnnTensorFormat_t format) {
+  return std::string(type_name(type)) + " " + format_name(format) + " " + std::to_string(s.batch) +
+         "x" + std::to_string(s.channels) + "x" + std::to_string(s.height) + "x" +
+         std::to_string(s.width);
+}
+
 // The CPU twin's training forward and backward on the problem's (rounded) values.
 struct TwinResults {
   std::vector<float> y, running_mean, running_var, save_mean, save_invstd, dx, dgamma, dbeta,
@@ -914,10 +921,7 @@ TEST_CASE("fake cuDNN: BatchNorm training, inference and backward match the CPU 
         for (cudnnBatchNormMode_t mode :
              {CUDNN_BATCHNORM_SPATIAL, CUDNN_BATCHNORM_SPATIAL_PERSISTENT})
           for (const auto& [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{0.5f, 0.25f}}) {
-            const std::string what = std::string(type_name(type)) + " " + format_name(format) +
-                                     " " + std::to_string(s.batch) + "x" +
-                                     std::to_string(s.channels) + "x" + std::to_string(s.height) +
-                                     "x" + std::to_string(s.width) + " mode " +
+            const std::string what = case_name(s, type, format) + " mode " +
                                      std::to_string(mode) + " alpha " + std::to_string(alpha) +
                                      " beta " + std::to_string(beta);
             CAPTURE(what);
@@ -1056,17 +1060,20 @@ namespace {
 
 // The *Ex calls' memory for a problem, as their size queries ask (CUDNN_BATCHNORM_OPS_BN).
 struct ExMemory {
-  ExMemory(cudnnHandle_t handle, const BatchNormProblem& p) {
+  ExMemory(cudnnHandle_t handle, const BatchNormProblem& p,
+           cudnnBatchNormOps_t ops = CUDNN_BATCHNORM_OPS_BN,
+           cudnnActivationDescriptor_t activation = nullptr) {
     const cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
-    const cudnnBatchNormOps_t ops = CUDNN_BATCHNORM_OPS_BN;
+    const cudnnTensorDescriptor_t dz =
+        ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION ? p.x.desc : nullptr;
     REQUIRE(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
-                handle, mode, ops, p.x.desc, p.x.desc, p.y.desc, p.params, nullptr,
+                handle, mode, ops, p.x.desc, p.x.desc, p.y.desc, p.params, activation,
                 &forward_bytes) == CUDNN_STATUS_SUCCESS);
     REQUIRE(cudnnGetBatchNormalizationBackwardExWorkspaceSize(
-                handle, mode, ops, p.x.desc, p.y.desc, p.dy.desc, nullptr, p.x.desc, p.params,
-                nullptr, &backward_bytes) == CUDNN_STATUS_SUCCESS);
+                handle, mode, ops, p.x.desc, p.y.desc, p.dy.desc, dz, p.x.desc, p.params,
+                activation, &backward_bytes) == CUDNN_STATUS_SUCCESS);
     REQUIRE(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
-                handle, mode, ops, nullptr, p.x.desc, &reserve_bytes) == CUDNN_STATUS_SUCCESS);
+                handle, mode, ops, activation, p.x.desc, &reserve_bytes) == CUDNN_STATUS_SUCCESS);
     workspace = std::make_unique<DeviceBytes>(std::max(forward_bytes, backward_bytes));
     reserve = std::make_unique<DeviceBytes>(reserve_bytes);
   }
@@ -1101,6 +1108,47 @@ cudnnStatus_t backward_ex(cudnnHandle_t handle, const BatchNormProblem& p, const
       reserve_bytes);
 }
 
+// A ReLU activation descriptor, owned.
+struct Relu {
+  Relu() {
+    REQUIRE(cudnnCreateActivationDescriptor(&desc) == CUDNN_STATUS_SUCCESS);
+    REQUIRE(cudnnSetActivationDescriptor(desc, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0) ==
+            CUDNN_STATUS_SUCCESS);
+  }
+  ~Relu() { cudnnDestroyActivationDescriptor(desc); }
+  Relu(const Relu&) = delete;
+  Relu& operator=(const Relu&) = delete;
+  cudnnActivationDescriptor_t desc = nullptr;
+};
+
+cudnnStatus_t forward_fused_ex(cudnnHandle_t handle, const BatchNormProblem& p,
+                               cudnnBatchNormOps_t ops, const Tensor* z, const Relu& relu,
+                               const Floats& gamma, const Floats& bias, Floats& running_mean,
+                               Floats& running_var, Floats& save_mean, Floats& save_invstd,
+                               const ExMemory& ex, float alpha = 1.0f) {
+  const float zero = 0.0f;
+  return cudnnBatchNormalizationForwardTrainingEx(
+      handle, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, ops, &alpha, &zero, p.x.desc, p.x.get(),
+      z ? z->desc : nullptr, z ? z->get() : nullptr, p.y.desc, p.y.get(), p.params, gamma.get(),
+      bias.get(), kMomentum, running_mean.get(), running_var.get(), kEpsilon, save_mean.get(),
+      save_invstd.get(), relu.desc, ex.workspace->get(), ex.workspace->bytes(), ex.reserve->get(),
+      ex.reserve->bytes());
+}
+
+cudnnStatus_t backward_fused_ex(cudnnHandle_t handle, const BatchNormProblem& p,
+                                cudnnBatchNormOps_t ops, const Relu& relu, const Floats& gamma,
+                                const Floats& bias, const Floats& save_mean,
+                                const Floats& save_invstd, Tensor& dx, const Tensor* dz,
+                                Floats& dgamma, Floats& dbeta, const ExMemory& ex) {
+  const float one = 1.0f, zero = 0.0f;
+  return cudnnBatchNormalizationBackwardEx(
+      handle, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, ops, &one, &zero, &one, &zero, p.x.desc,
+      p.x.get(), p.y.desc, p.y.get(), p.dy.desc, p.dy.get(), dz ? dz->desc : nullptr,
+      dz ? dz->get() : nullptr, dx.desc, dx.get(), p.params, gamma.get(), bias.get(),
+      dgamma.get(), dbeta.get(), kEpsilon, save_mean.get(), save_invstd.get(), relu.desc,
+      ex.workspace->get(), ex.workspace->bytes(), ex.reserve->get(), ex.reserve->bytes());
+}
+
 bool all_bytes(const DeviceBytes& memory, unsigned char value) {
   const std::vector<unsigned char> bytes = memory.download();
   return std::all_of(bytes.begin(), bytes.end(), [&](unsigned char b) { return b == value; });
@@ -1118,9 +1166,7 @@ TEST_CASE("fake cuDNN: BatchNorm's *Ex calls compute what the legacy ones do, wi
   for (const BatchNormShape& s : kBatchNormShapes)
     for (cudnnDataType_t type : kTypes)
       for (cudnnTensorFormat_t format : kFormats) {
-        const std::string what = std::string(type_name(type)) + " " + format_name(format) + " " +
-                                 std::to_string(s.batch) + "x" + std::to_string(s.channels) +
-                                 "x" + std::to_string(s.height) + "x" + std::to_string(s.width);
+        const std::string what = case_name(s, type, format);
         CAPTURE(what);
         BatchNormProblem p(s, type, format, rng);
         const TwinResults r = twin(p);
@@ -1205,16 +1251,106 @@ TEST_CASE("fake cuDNN: BatchNorm's *Ex refusals") {
   Floats dgamma(channels), dbeta(channels);
   CHECK(backward_ex(handle.handle, p, gamma, save_mean, save_invstd, dx, dgamma, dbeta, workspace,
                     ex.forward_bytes, reserve, reserve_bytes) == CUDNN_STATUS_BAD_PARAM);
-  // The fused operations are not emulated; a z without them is an error.
+  // A z needs the add; the fused operations need an activation, and it only with them.
   Tensor z(p.dims, p.x.type, p.x.format);
   CHECK(forward_ex(handle.handle, p, gamma, bias, running_mean, running_var, save_mean,
                    save_invstd, workspace, workspace_bytes, reserve, reserve_bytes,
-                   CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, &z) == CUDNN_STATUS_NOT_SUPPORTED);
+                   CUDNN_BATCHNORM_OPS_BN, &z) == CUDNN_STATUS_NOT_SUPPORTED);
   CHECK(forward_ex(handle.handle, p, gamma, bias, running_mean, running_var, save_mean,
                    save_invstd, workspace, workspace_bytes, reserve, reserve_bytes,
-                   CUDNN_BATCHNORM_OPS_BN, &z) == CUDNN_STATUS_NOT_SUPPORTED);
+                   CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, &z) == CUDNN_STATUS_BAD_PARAM);
   size_t bytes = 0;
   CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
             handle.handle, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN_ACTIVATION,
-            nullptr, p.x.desc, &bytes) == CUDNN_STATUS_NOT_SUPPORTED);
+            nullptr, p.x.desc, &bytes) == CUDNN_STATUS_BAD_PARAM);
+  const Relu relu;
+  CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
+            handle.handle, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN, relu.desc,
+            p.x.desc, &bytes) == CUDNN_STATUS_NOT_SUPPORTED);
+  // The fused operations take NHWC data only, and blend nothing.
+  const ExMemory fused(handle.handle, p, CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, relu.desc);
+  CHECK(forward_fused_ex(handle.handle, p, CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, &z, relu, gamma,
+                         bias, running_mean, running_var, save_mean, save_invstd, fused) ==
+        CUDNN_STATUS_SUCCESS);
+  CHECK(forward_fused_ex(handle.handle, p, CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, &z, relu, gamma,
+                         bias, running_mean, running_var, save_mean, save_invstd, fused, 0.5f) ==
+        CUDNN_STATUS_NOT_SUPPORTED);
+  CHECK(forward_fused_ex(handle.handle, p, CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, nullptr, relu,
+                         gamma, bias, running_mean, running_var, save_mean, save_invstd, fused) ==
+        CUDNN_STATUS_BAD_PARAM);
+  BatchNormProblem nchw(kBatchNormShapes[1], CUDNN_DATA_HALF, CUDNN_TENSOR_NCHW, rng);
+  CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
+            handle.handle, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN_ACTIVATION,
+            relu.desc, nchw.x.desc, &bytes) == CUDNN_STATUS_NOT_SUPPORTED);
+}
+
+TEST_CASE("fake cuDNN: BatchNorm's fused ReLU and residual add match the CPU twin's layers") {
+  Handle handle;
+  const Relu relu;
+  std::mt19937 rng(37);
+  for (const BatchNormShape& s : kBatchNormShapes)
+    for (cudnnDataType_t type : kTypes)
+      for (cudnnBatchNormOps_t ops :
+           {CUDNN_BATCHNORM_OPS_BN_ACTIVATION, CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION})
+        for (bool dz_over_dy : {false, true}) {
+          const bool add = ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
+          if (dz_over_dy && !add) continue;
+          const std::string what = case_name(s, type, CUDNN_TENSOR_NHWC) +
+                                   (add ? " add+relu" : " relu") +
+                                   (dz_over_dy ? ", dz over dy" : "");
+          CAPTURE(what);
+          BatchNormProblem p(s, type, CUDNN_TENSOR_NHWC, rng);
+          const TwinResults r = twin(p);
+          const size_t count = p.host_x.size(), channels = p.channels();
+          const Floats gamma(p.gamma), bias(p.beta);
+          Tensor z(p.dims, type, CUDNN_TENSOR_NHWC);
+          const std::vector<float> host_z = random_values(count, type, rng);
+          z.upload(host_z);
+          const ExMemory ex(handle.handle, p, ops, relu.desc);
+
+          Floats running_mean(p.running_mean), running_var(p.running_var);
+          Floats save_mean(channels), save_invstd(channels);
+          REQUIRE(forward_fused_ex(handle.handle, p, ops, add ? &z : nullptr, relu, gamma, bias,
+                                   running_mean, running_var, save_mean, save_invstd, ex) ==
+                  CUDNN_STATUS_SUCCESS);
+          // relu(bn(x) + z), rounded once.
+          std::vector<float> want_y(count);
+          for (size_t i = 0; i < count; ++i)
+            want_y[i] = rounded(std::max(0.0f, r.y[i] + (add ? host_z[i] : 0.0f)), type);
+          const std::vector<float> y = p.y.values();
+          check_close(y, want_y, type, what + ": y");
+          check_close(running_mean.values(), r.running_mean, CUDNN_DATA_FLOAT, "running mean");
+          check_close(save_invstd.values(), r.save_invstd, CUDNN_DATA_FLOAT, "saved invstd");
+
+          // The backward of BatchNorm from dy masked where y is not positive; the masked dy is
+          // the residual's gradient.
+          std::vector<float> masked(count);
+          for (size_t i = 0; i < count; ++i) masked[i] = y[i] > 0.0f ? p.host_dy[i] : 0.0f;
+          std::vector<float> want_dx(count), want_dgamma(channels), want_dbeta(channels);
+          rddp::cpu::batchnorm_backward<float>(p.s, p.host_x.data(), masked.data(),
+                                               p.gamma.data(), r.save_mean.data(),
+                                               r.save_invstd.data(), want_dx.data(),
+                                               want_dgamma.data(), want_dbeta.data());
+          Tensor dx(p.dims, type, CUDNN_TENSOR_NHWC), dz(p.dims, type, CUDNN_TENSOR_NHWC);
+          Floats dgamma(channels), dbeta(channels);
+          const Tensor* dz_target = add ? (dz_over_dy ? &p.dy : &dz) : nullptr;
+          REQUIRE(backward_fused_ex(handle.handle, p, ops, relu, gamma, bias, save_mean,
+                                    save_invstd, dx, dz_target, dgamma, dbeta, ex) ==
+                  CUDNN_STATUS_SUCCESS);
+          check_close(dx.values(), blended(want_dx, 1.0f, 0.0f, {}, type), type, what + ": dx");
+          check_close(dgamma.values(), want_dgamma, CUDNN_DATA_FLOAT, what + ": dgamma");
+          check_close(dbeta.values(), want_dbeta, CUDNN_DATA_FLOAT, what + ": dbeta");
+          if (add) CHECK(dz_target->values() == masked);
+          if (dz_over_dy) p.dy.upload(p.host_dy);
+
+          // y changed between forward and backward: every gradient poisoned.
+          std::vector<float> other_y = y;
+          other_y[0] = rounded(other_y[0] + 1.0f, type);
+          p.y.upload(other_y);
+          REQUIRE(backward_fused_ex(handle.handle, p, ops, relu, gamma, bias, save_mean,
+                                    save_invstd, dx, add ? &dz : nullptr, dgamma, dbeta, ex) ==
+                  CUDNN_STATUS_SUCCESS);
+          CHECK(any_nan(dx.values()));
+          CHECK(any_nan(dgamma.values()));
+        }
 }
