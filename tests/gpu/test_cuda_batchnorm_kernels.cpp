@@ -5,8 +5,9 @@
 // with and without the fused residual, ReLU and ReLU mask, in place and not. Every output is
 // poisoned first; a second run of the same calls must give the same bits. The worst error of each
 // result, as a share of what it is allowed, is printed per type and format, for our kernels and
-// for cuDNN (and in NHWC for its SPATIAL_PERSISTENT mode too). Our kernels must meet the bounds
-// everywhere; cuDNN only in float NCHW (elsewhere its misses are printed).
+// for cuDNN (and in NHWC for its SPATIAL_PERSISTENT mode too, and for that mode with cuDNN's own
+// fusion of the ReLU and the residual add, --batchnorm cudnn-fused). Our kernels must meet the
+// bounds everywhere; cuDNN only in float NCHW (elsewhere its misses are printed).
 #include <doctest/doctest.h>
 
 #include <cuda_bf16.h>
@@ -91,13 +92,113 @@ Outputs<T> run_cudnn(const cuda::ComputeContext& context, const cuda::BatchNormS
   return out;
 }
 
+// cuDNN's fused BatchNorm (NHWC, SPATIAL_PERSISTENT): y = relu(bn(x) + residual?) in one *Ex
+// call, and its backward from dy through the ReLU, which writes the masked dy as the residual's
+// gradient (dz) under the add. `residual` is stored like x, or empty.
+template <typename T>
+struct FusedOutputs {
+  Outputs<T> out;
+  std::vector<T> dz;  // as stored; empty without the add
+};
+
+template <typename T>
+FusedOutputs<T> run_cudnn_fused(const cuda::ComputeContext& context,
+                                const cuda::BatchNormShape& shape, const Inputs& in,
+                                const std::vector<T>& residual, const std::vector<T>& dy) {
+  cudaStream_t stream = context.stream();
+  const cpu::BatchNormShape s{shape.batch, shape.channels, shape.height, shape.width};
+  const size_t count = elements(s), channels = static_cast<size_t>(s.channels);
+  const bool add = !residual.empty();
+  cuda::TensorDescriptorCache descriptors(cuda::data_type_of<T>(), CUDNN_TENSOR_NHWC);
+  cuda::BatchNormLayer layer(s.channels, s.height, s.width, cuda::data_type_of<T>(),
+                             CUDNN_TENSOR_NHWC, CUDNN_BATCHNORM_SPATIAL_PERSISTENT,
+                             add ? cuda::BatchNormFusion::add_relu : cuda::BatchNormFusion::relu);
+  layer.prepare(s.batch, descriptors);
+  const cuda::OwnedBatchNormExBuffers ex(layer, context.cudnn(), s.batch);
+  const DeviceBuffer<T> d_x = to_device(in_format(narrowed<T>(in.x), s, true), stream),
+                        d_dy = to_device(dy, stream);
+  const DeviceBuffer<T> d_residual = to_device(residual, stream);
+  const DeviceBuffer<float> d_gamma = to_device(in.gamma, stream),
+                            d_beta = to_device(in.beta, stream);
+  DeviceBuffer<float> d_running_mean = to_device(in.running_mean, stream),
+                      d_running_var = to_device(in.running_var, stream);
+  auto d_y = poisoned<T>(count, stream), d_dx = poisoned<T>(count, stream),
+       d_dz = poisoned<T>(count, stream);
+  auto d_save_mean = poisoned<float>(channels, stream),
+       d_save_invstd = poisoned<float>(channels, stream),
+       d_dgamma = poisoned<float>(channels, stream), d_dbeta = poisoned<float>(channels, stream);
+  layer.forward_train_fused(context.cudnn(), s.batch, d_x.get(), add ? d_residual.get() : nullptr,
+                            d_gamma.get(), d_beta.get(), d_running_mean.get(),
+                            d_running_var.get(), d_y.get(), d_save_mean.get(),
+                            d_save_invstd.get(), ex.get());
+  layer.backward_fused(context.cudnn(), s.batch, d_x.get(), d_y.get(), d_dy.get(),
+                       add ? d_dz.get() : nullptr, d_gamma.get(), d_beta.get(), d_save_mean.get(),
+                       d_save_invstd.get(), d_dx.get(), d_dgamma.get(), d_dbeta.get(), ex.get());
+  FusedOutputs<T> r;
+  Outputs<T>& out = r.out;
+  out.y = to_host(d_y, stream);
+  out.dx = to_host(d_dx, stream);
+  out.save_mean = to_host(d_save_mean, stream);
+  out.save_invstd = to_host(d_save_invstd, stream);
+  out.running_mean = to_host(d_running_mean, stream);
+  out.running_var = to_host(d_running_var, stream);
+  out.dgamma = to_host(d_dgamma, stream);
+  out.dbeta = to_host(d_dbeta, stream);
+  if (add) r.dz = to_host(d_dz, stream);
+  return r;
+}
+
+// cuDNN's fused BatchNorm on a case with the ReLU, against the twin: y against the activated
+// forward, and the backward against the twin's from dy masked by cuDNN's own y (where its y and
+// ours round to opposite sides of 0 the masks differ, so each is checked with its own). dz must
+// be that masked dy exactly. Printed, never failing, as cuDNN's other NHWC results; a refusal
+// (cuDNN documents the fusion for half precision) is printed too.
+template <typename T>
+void check_cudnn_fused(const cuda::ComputeContext& context, const cpu::BatchNormShape& s,
+                       const Inputs& in, const ForwardReference& f, const Variant& v,
+                       Ledger& ledger) {
+  const cuda::BatchNormShape shape{s.batch, s.channels, s.height, s.width, MemoryFormat::nhwc};
+  const double unit = 2 * Type<T>::kRoundoff;
+  const size_t plane = static_cast<size_t>(s.height) * s.width;
+  const std::vector<double>* residual = v.residual ? &in.residual : nullptr;
+  FusedOutputs<T> theirs;
+  try {
+    theirs = run_cudnn_fused<T>(
+        context, shape, in,
+        v.residual ? in_format(narrowed<T>(in.residual), s, true) : std::vector<T>{},
+        in_format(narrowed<T>(in.dy), s, true));
+  } catch (const Error& refused) {
+    MESSAGE("cuDNN fused BatchNorm, " << describe(s) << ": " << refused.what());
+    RDDP_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
+    return;
+  }
+  const auto want_y = activated(f.y, residual, true);
+  const auto their_y = from_format(theirs.out.y, s, true);
+  compare("cuDNN fused y", widened(their_y), want_y, bounds(want_y, f.y_terms, plane, unit),
+          ledger, false);
+  std::vector<T> g = narrowed<T>(in.dy);
+  for (size_t i = 0; i < g.size(); ++i)
+    if (!(static_cast<float>(their_y[i]) > 0.0f)) g[i] = static_cast<T>(0.0f);
+  const BackwardReference b = backward_reference(s, in, f, widened(g));
+  compare("cuDNN fused dx", widened(from_format(theirs.out.dx, s, true)), b.dx,
+          bounds(b.dx, b.dx_terms, plane, unit), ledger, false);
+  compare("cuDNN fused dgamma", as_double(theirs.out.dgamma), b.dgamma,
+          bounds(b.dgamma, b.dgamma_terms, 1, 0), ledger, false);
+  compare("cuDNN fused dbeta", as_double(theirs.out.dbeta), b.dbeta,
+          bounds(b.dbeta, b.dbeta_terms, 1, 0), ledger, false);
+  compare("cuDNN fused running_var", as_double(theirs.out.running_var), f.running_var,
+          bounds(f.running_var, f.none, 1, 0), ledger, false);
+  if (v.residual)
+    CHECK_MESSAGE(testing::bitwise_equal(from_format(theirs.dz, s, true), g),
+                  "cuDNN's dz is not dy masked by its own y");
+}
 
 // One case in one type and format: ours against the twin, twice for the bits, and cuDNN against
 // the twin and against ours.
 template <typename T>
 void check_run(const Case& k, const Inputs& in, const ForwardReference& f, MemoryFormat format,
                const Variant& v, const cuda::ComputeContext& context, Ledger& ours,
-               Ledger& cudnn, Ledger& persistent) {
+               Ledger& cudnn, Ledger& persistent, Ledger& cudnn_fused) {
   const cpu::BatchNormShape& s = k.shape;
   const bool nhwc = format == MemoryFormat::nhwc;
   CAPTURE(describe(s));
@@ -156,6 +257,7 @@ void check_run(const Case& k, const Inputs& in, const ForwardReference& f, Memor
       MESSAGE("cuDNN persistent BatchNorm, " << describe(s) << ": " << refused.what());
       RDDP_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
     }
+    if (v.relu) check_cudnn_fused<T>(context, s, in, f, v, cudnn_fused);
   }
   // Ours against theirs, each allowed its own bound: twice the twin's. cuDNN's y gets the
   // residual and ReLU applied after its rounding, one more rounding.
@@ -180,15 +282,20 @@ template <typename T>
 void check_type() {
   cuda::ComputeContext context;
   std::map<MemoryFormat, Ledger> ours, cudnn;
-  Ledger persistent;  // cuDNN's SPATIAL_PERSISTENT, NHWC only
+  Ledger persistent;   // cuDNN's SPATIAL_PERSISTENT, NHWC only
+  Ledger cudnn_fused;  // that with cuDNN's fused ReLU (and residual add), NHWC only
   int run = 0;
   for (const Case& k : kCases) {
     const Inputs in = inputs_of<T>(k);
     const ForwardReference f = forward_reference(k.shape, in);
     for (MemoryFormat format : {MemoryFormat::nchw, MemoryFormat::nhwc}) {
-      // Fusions and aliasings in turn: 4 x 3 combinations, each met in both formats.
-      const Variant v{run % 4 == 1 || run % 4 == 3, run % 4 >= 2, run % 3};
-      check_run<T>(k, in, f, format, v, context, ours[format], cudnn[format], persistent);
+      // Fusions and aliasings in turn: 4 x 3 combinations, each met in both formats. (One run a
+      // format: were the turn the run's number, NCHW would only ever meet the even ones, never
+      // the residual.)
+      const int turn = run / 2 + run % 2;
+      const Variant v{turn % 4 == 1 || turn % 4 == 3, turn % 4 >= 2, turn % 3};
+      check_run<T>(k, in, f, format, v, context, ours[format], cudnn[format], persistent,
+                   cudnn_fused);
       ++run;
     }
   }
@@ -200,6 +307,8 @@ void check_type() {
   }
   MESSAGE(std::string(Type<T>::kName) << " nhwc, worst error / allowed of cuDNN persistent:"
                                       << persistent.summary());
+  MESSAGE(std::string(Type<T>::kName) << " nhwc, worst error / allowed of cuDNN fused:"
+                                      << cudnn_fused.summary());
 }
 
 }  // namespace
