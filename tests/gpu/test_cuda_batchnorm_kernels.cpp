@@ -50,6 +50,25 @@ const std::vector<Case> kCases = odd_shapes_then({
     {{256, 2, 112, 112}, 5.0},  // 3.2 million values a channel, as the stem's at batch 256
 });
 
+// A cuDNN run's results, read back.
+template <typename T>
+Outputs<T> downloaded(const DeviceBuffer<T>& y, const DeviceBuffer<T>& dx,
+                      const DeviceBuffer<float>& save_mean, const DeviceBuffer<float>& save_invstd,
+                      const DeviceBuffer<float>& running_mean,
+                      const DeviceBuffer<float>& running_var, const DeviceBuffer<float>& dgamma,
+                      const DeviceBuffer<float>& dbeta, cudaStream_t stream) {
+  Outputs<T> out;
+  out.y = to_host(y, stream);
+  out.dx = to_host(dx, stream);
+  out.save_mean = to_host(save_mean, stream);
+  out.save_invstd = to_host(save_invstd, stream);
+  out.running_mean = to_host(running_mean, stream);
+  out.running_var = to_host(running_var, stream);
+  out.dgamma = to_host(dgamma, stream);
+  out.dbeta = to_host(dbeta, stream);
+  return out;
+}
+
 // cuDNN's legacy BatchNorm on the same inputs, with the gradient our backward masked.
 template <typename T>
 Outputs<T> run_cudnn(const cuda::ComputeContext& context, const cuda::BatchNormShape& shape,
@@ -81,16 +100,8 @@ Outputs<T> run_cudnn(const cuda::ComputeContext& context, const cuda::BatchNormS
   layer.backward(context.cudnn(), s.batch, d_x.get(), d_g.get(), d_gamma.get(),
                  d_save_mean.get(), d_save_invstd.get(), d_dx.get(), d_dgamma.get(),
                  d_dbeta.get(), ex.get());
-  Outputs<T> out;
-  out.y = to_host(d_y, stream);
-  out.dx = to_host(d_dx, stream);
-  out.save_mean = to_host(d_save_mean, stream);
-  out.save_invstd = to_host(d_save_invstd, stream);
-  out.running_mean = to_host(d_running_mean, stream);
-  out.running_var = to_host(d_running_var, stream);
-  out.dgamma = to_host(d_dgamma, stream);
-  out.dbeta = to_host(d_dbeta, stream);
-  return out;
+  return downloaded(d_y, d_dx, d_save_mean, d_save_invstd, d_running_mean, d_running_var,
+                    d_dgamma, d_dbeta, stream);
 }
 
 // cuDNN's fused BatchNorm (NHWC, SPATIAL_PERSISTENT): y = relu(bn(x) + residual?) in one *Ex
@@ -136,15 +147,8 @@ FusedOutputs<T> run_cudnn_fused(const cuda::ComputeContext& context,
                        add ? d_dz.get() : nullptr, d_gamma.get(), d_beta.get(), d_save_mean.get(),
                        d_save_invstd.get(), d_dx.get(), d_dgamma.get(), d_dbeta.get(), ex.get());
   FusedOutputs<T> r;
-  Outputs<T>& out = r.out;
-  out.y = to_host(d_y, stream);
-  out.dx = to_host(d_dx, stream);
-  out.save_mean = to_host(d_save_mean, stream);
-  out.save_invstd = to_host(d_save_invstd, stream);
-  out.running_mean = to_host(d_running_mean, stream);
-  out.running_var = to_host(d_running_var, stream);
-  out.dgamma = to_host(d_dgamma, stream);
-  out.dbeta = to_host(d_dbeta, stream);
+  r.out = downloaded(d_y, d_dx, d_save_mean, d_save_invstd, d_running_mean, d_running_var,
+                     d_dgamma, d_dbeta, stream);
   if (add) r.dz = to_host(d_dz, stream);
   return r;
 }
