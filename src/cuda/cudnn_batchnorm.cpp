@@ -97,13 +97,26 @@ BatchNormExBytes BatchNormLayer::ex_bytes(cudnnHandle_t handle, int batch) const
   const cudnnActivationDescriptor_t relu = relu_ ? relu_->get() : nullptr;
   const cudnnTensorDescriptor_t dz = fusion_ == BatchNormFusion::add_relu ? data : nullptr;
   size_t forward = 0, backward = 0, reserve = 0;
-  RDDP_CUDNN_CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
-      handle, training_mode_, ops(), data, data, data, parameters_->get(), relu, &forward));
-  RDDP_CUDNN_CHECK(cudnnGetBatchNormalizationBackwardExWorkspaceSize(
-      handle, training_mode_, ops(), data, data, data, dz, data, parameters_->get(), relu,
-      &backward));
-  RDDP_CUDNN_CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
-      handle, training_mode_, ops(), relu, data, &reserve));
+  try {
+    RDDP_CUDNN_CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+        handle, training_mode_, ops(), data, data, data, parameters_->get(), relu, &forward));
+    RDDP_CUDNN_CHECK(cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+        handle, training_mode_, ops(), data, data, data, dz, data, parameters_->get(), relu,
+        &backward));
+    RDDP_CUDNN_CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
+        handle, training_mode_, ops(), relu, data, &reserve));
+  } catch (const Error& refused) {
+    // Asked while the executor is built, before any step: a fusion cuDNN does not offer for
+    // this data ends the run there, saying what to choose instead.
+    if (fusion_ == BatchNormFusion::none) throw;
+    fail("cuDNN refuses to fuse ",
+         fusion_ == BatchNormFusion::add_relu ? "the residual add and the ReLU" : "the ReLU",
+         " into BatchNorm on ", to_string(data_type_), " ",
+         format_ == CUDNN_TENSOR_NHWC ? "NHWC" : "NCHW", " data of ", batch, "x", channels_,
+         "x", height_, "x", width_, " (--batchnorm cudnn-fused; cuDNN documents that fusion for "
+         "float16 NHWC data): use --precision fp16 --memory-format nhwc, or --batchnorm "
+         "cudnn-persistent or fused. cuDNN said: ", refused.what());
+  }
   const BatchNormExBytes bytes{std::max(forward, backward), reserve};
   ex_bytes_[batch] = bytes;
   return bytes;

@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "resnet_ddp/cpu/layers.h"
+#include "resnet_ddp/cuda/cudnn_batchnorm.h"
+#include "resnet_ddp/error.h"
 #include "stream_work.h"
 
 namespace {
@@ -1353,4 +1355,34 @@ TEST_CASE("fake cuDNN: BatchNorm's fused ReLU and residual add match the CPU twi
           CHECK(any_nan(dx.values()));
           CHECK(any_nan(dgamma.values()));
         }
+}
+
+// The engine's side of a refusal: BatchNormLayer asks for the fused calls' memory while the
+// executor is built, and a fusion cuDNN does not offer (here NCHW data, which the fake refuses
+// as cuDNN's documentation does) ends the run there, naming the options that work.
+TEST_CASE("fake cuDNN: a fusion cuDNN refuses stops BatchNormLayer before any step, naming the fix") {
+  Handle handle;
+  rddp::cuda::TensorDescriptorCache descriptors(CUDNN_DATA_HALF, CUDNN_TENSOR_NCHW);
+  rddp::cuda::BatchNormLayer layer(8, 4, 4, CUDNN_DATA_HALF, CUDNN_TENSOR_NCHW,
+                                   CUDNN_BATCHNORM_SPATIAL_PERSISTENT,
+                                   rddp::cuda::BatchNormFusion::add_relu);
+  layer.prepare(2, descriptors);
+  std::string message;
+  try {
+    layer.ex_bytes(handle.handle, 2);
+  } catch (const rddp::Error& refused) {
+    message = refused.what();
+  }
+  CHECK(message.find("cuDNN refuses to fuse the residual add and the ReLU into BatchNorm on "
+                     "float16 NCHW data of 2x8x4x4") != std::string::npos);
+  CHECK(message.find("use --precision fp16 --memory-format nhwc, or --batchnorm "
+                     "cudnn-persistent or fused") != std::string::npos);
+  CHECK(message.find("CUDNN_STATUS_NOT_SUPPORTED") != std::string::npos);
+  // The same layer in NHWC is offered the fusion.
+  rddp::cuda::TensorDescriptorCache nhwc_descriptors(CUDNN_DATA_HALF, CUDNN_TENSOR_NHWC);
+  rddp::cuda::BatchNormLayer nhwc(8, 4, 4, CUDNN_DATA_HALF, CUDNN_TENSOR_NHWC,
+                                  CUDNN_BATCHNORM_SPATIAL_PERSISTENT,
+                                  rddp::cuda::BatchNormFusion::add_relu);
+  nhwc.prepare(2, nhwc_descriptors);
+  CHECK(nhwc.ex_bytes(handle.handle, 2).reserve > 0);
 }
