@@ -186,6 +186,25 @@ T* device_filled(size_t count, uint32_t seed) {
   return pointer;
 }
 
+// A cuDNN BatchNorm layer's *Ex workspace and reserve space, allocated by the first call, which
+// is a warm-up launch inside time_if_supported, where cuDNN's refusal of the shape becomes the
+// row's.
+class LazyExMemory {
+ public:
+  LazyExMemory(const cuda::BatchNormLayer& layer, cudnnHandle_t handle, int batch)
+      : layer_(layer), handle_(handle), batch_(batch) {}
+  cuda::BatchNormExBuffers operator()() {
+    if (!memory_) memory_.emplace(layer_, handle_, batch_);
+    return memory_->get();
+  }
+
+ private:
+  const cuda::BatchNormLayer& layer_;
+  cudnnHandle_t handle_;
+  int batch_;
+  std::optional<cuda::OwnedBatchNormExBuffers> memory_;
+};
+
 // One BatchNorm of ResNet-18: our kernels (plain, then with the fusions the executor will use:
 // bn2's residual add and ReLU forward, the ReLU's mask backward) and cuDNN's legacy BatchNorm.
 // The bytes are what our kernels move: the training forward reads x twice (statistics, then
@@ -225,24 +244,14 @@ void bench_batchnorm(const Reporter& report, const cuda::ComputeContext& context
   cuda::BatchNormLayer persistent(channels, size, size, cuda::data_type_of<T>(), cudnn_format,
                                   CUDNN_BATCHNORM_SPATIAL_PERSISTENT);
   persistent.prepare(batch, descriptors);
-  // Its *Ex calls' workspace and reserve space, allocated by the first (warm-up) launch, inside
-  // time_if_supported, where cuDNN's refusal of the shape becomes the row's.
-  std::optional<cuda::OwnedBatchNormExBuffers> persistent_memory;
-  auto persistent_ex = [&]() -> cuda::BatchNormExBuffers {
-    if (!persistent_memory) persistent_memory.emplace(persistent, context.cudnn(), batch);
-    return persistent_memory->get();
-  };
+  LazyExMemory persistent_ex(persistent, context.cudnn(), batch);
   // cuDNN's own fusion of a block's residual add and ReLU into that mode (--batchnorm
   // cudnn-fused), NHWC only, with memory of its own likewise.
   cuda::BatchNormLayer cudnn_fused(channels, size, size, cuda::data_type_of<T>(), cudnn_format,
                                    CUDNN_BATCHNORM_SPATIAL_PERSISTENT,
                                    cuda::BatchNormFusion::add_relu);
   cudnn_fused.prepare(batch, descriptors);
-  std::optional<cuda::OwnedBatchNormExBuffers> cudnn_fused_memory;
-  auto cudnn_fused_ex = [&]() -> cuda::BatchNormExBuffers {
-    if (!cudnn_fused_memory) cudnn_fused_memory.emplace(cudnn_fused, context.cudnn(), batch);
-    return cudnn_fused_memory->get();
-  };
+  LazyExMemory cudnn_fused_ex(cudnn_fused, context.cudnn(), batch);
   const bool nhwc = format == MemoryFormat::nhwc;
 
   const std::string label = std::to_string(batch) + "x" + std::to_string(channels) + "x" +

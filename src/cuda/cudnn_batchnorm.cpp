@@ -44,8 +44,9 @@ namespace rddp::cuda {
 // since it took up those calls for channels_last. cuDNN's API reference lists among the
 // conditions for its semi-persistent NHWC kernels a workspace of the size it asks for, which only
 // the *Ex calls carry (and, in the versions of that reference we read, half-precision data, so
-// bfloat16 and float may not reach those kernels: a GPU run of kernels_bench says). The arguments are PyTorch's: no z, no activation, no y in the backward, and the
-// workspace sizes asked with the same descriptors. The layer keeps no memory itself: the caller
+// bfloat16 and float may not reach those kernels: a GPU run of kernels_bench says). The
+// arguments are PyTorch's: no z, no activation, no y in the backward, and the workspace sizes
+// asked with the same descriptors. The layer keeps no memory itself: the caller
 // passes BatchNormExBuffers, so that the executor can place them in its arena.
 //
 // About the fusions: CUDNN_BATCHNORM_OPS_BN_ACTIVATION computes relu(bn(x)), and
@@ -170,17 +171,13 @@ void BatchNormLayer::forward_train_untyped(cudnnHandle_t handle, int batch, cons
                                            const BatchNormExBuffers& ex) const {
   RDDP_ASSERT(fusion_ == BatchNormFusion::none);
   check_trainable(batch);
-  const TensorDescriptor& data = at(batch);
-  const float one = 1.0f, zero = 0.0f;
   if (uses_ex()) {
-    check_ex(handle, batch, ex);
-    RDDP_CUDNN_CHECK(cudnnBatchNormalizationForwardTrainingEx(
-        handle, training_mode_, CUDNN_BATCHNORM_OPS_BN, &one, &zero, data.get(), x, nullptr,
-        nullptr, data.get(), y, parameters_->get(), gamma, beta, kMomentum, running_mean,
-        running_var, kEpsilon, save_mean, save_invstd, nullptr, ex.workspace,
-        ex.workspace_bytes, ex.reserve, ex.reserve_bytes));
+    forward_train_ex(handle, batch, x, nullptr, gamma, beta, running_mean, running_var, y,
+                     save_mean, save_invstd, ex);
     return;
   }
+  const TensorDescriptor& data = at(batch);
+  const float one = 1.0f, zero = 0.0f;
   RDDP_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
       handle, training_mode_, &one, &zero, data.get(), x, data.get(), y,
       parameters_->get(), gamma, beta, kMomentum, running_mean, running_var, kEpsilon, save_mean,
@@ -203,18 +200,16 @@ void BatchNormLayer::backward_untyped(cudnnHandle_t handle, int batch, const voi
                                       const float* save_invstd, void* dx, float* dgamma,
                                       float* dbeta, const BatchNormExBuffers& ex) const {
   RDDP_ASSERT(fusion_ == BatchNormFusion::none);
-  const TensorDescriptor& data = at(batch);
-  const float one = 1.0f, zero = 0.0f;
-  // Data and parameter gradients both overwrite (beta 0), as the CPU twin does.
   if (uses_ex()) {
-    check_ex(handle, batch, ex);
-    RDDP_CUDNN_CHECK(cudnnBatchNormalizationBackwardEx(
-        handle, training_mode_, CUDNN_BATCHNORM_OPS_BN, &one, &zero, &one, &zero, data.get(), x,
-        nullptr, nullptr, data.get(), dy, nullptr, nullptr, data.get(), dx, parameters_->get(),
-        gamma, nullptr, dgamma, dbeta, kEpsilon, save_mean, save_invstd, nullptr, ex.workspace,
-        ex.workspace_bytes, ex.reserve, ex.reserve_bytes));
+    // PyTorch's arguments: without an activation, neither y nor the bias.
+    backward_ex(handle, batch, x, nullptr, dy, nullptr, gamma, nullptr, save_mean, save_invstd,
+                dx, dgamma, dbeta, ex);
     return;
   }
+  const TensorDescriptor& data = at(batch);
+  const float one = 1.0f, zero = 0.0f;
+  // Data and parameter gradients both overwrite (beta 0), as the CPU twin does; so do the *Ex
+  // calls below.
   RDDP_CUDNN_CHECK(cudnnBatchNormalizationBackward(
       handle, training_mode_, &one, &zero, &one, &zero, data.get(), x, data.get(), dy,
       data.get(), dx, parameters_->get(), gamma, dgamma, dbeta, kEpsilon, save_mean,
@@ -230,14 +225,8 @@ void BatchNormLayer::forward_train_fused_untyped(cudnnHandle_t handle, int batch
   RDDP_ASSERT(fusion_ != BatchNormFusion::none);
   RDDP_ASSERT((z != nullptr) == (fusion_ == BatchNormFusion::add_relu));
   check_trainable(batch);
-  check_ex(handle, batch, ex);
-  const cudnnTensorDescriptor_t data = at(batch).get();
-  const float one = 1.0f, zero = 0.0f;
-  RDDP_CUDNN_CHECK(cudnnBatchNormalizationForwardTrainingEx(
-      handle, training_mode_, ops(), &one, &zero, data, x, z != nullptr ? data : nullptr, z, data,
-      y, parameters_->get(), gamma, beta, kMomentum, running_mean, running_var, kEpsilon,
-      save_mean, save_invstd, relu_->get(), ex.workspace, ex.workspace_bytes, ex.reserve,
-      ex.reserve_bytes));
+  forward_train_ex(handle, batch, x, z, gamma, beta, running_mean, running_var, y, save_mean,
+                   save_invstd, ex);
 }
 
 void BatchNormLayer::backward_fused_untyped(cudnnHandle_t handle, int batch, const void* x,
@@ -248,14 +237,40 @@ void BatchNormLayer::backward_fused_untyped(cudnnHandle_t handle, int batch, con
                                             const BatchNormExBuffers& ex) const {
   RDDP_ASSERT(fusion_ != BatchNormFusion::none);
   RDDP_ASSERT((dz != nullptr) == (fusion_ == BatchNormFusion::add_relu));
+  backward_ex(handle, batch, x, y, dy, dz, gamma, beta, save_mean, save_invstd, dx, dgamma,
+              dbeta, ex);
+}
+
+// The *Ex calls for this layer's operations (ops()), fused or not: z, y, dz and the bias are
+// null where the operations take none.
+void BatchNormLayer::forward_train_ex(cudnnHandle_t handle, int batch, const void* x,
+                                      const void* z, const float* gamma, const float* beta,
+                                      float* running_mean, float* running_var, void* y,
+                                      float* save_mean, float* save_invstd,
+                                      const BatchNormExBuffers& ex) const {
+  check_ex(handle, batch, ex);
+  const cudnnTensorDescriptor_t data = at(batch).get();
+  const float one = 1.0f, zero = 0.0f;
+  RDDP_CUDNN_CHECK(cudnnBatchNormalizationForwardTrainingEx(
+      handle, training_mode_, ops(), &one, &zero, data, x, z != nullptr ? data : nullptr, z, data,
+      y, parameters_->get(), gamma, beta, kMomentum, running_mean, running_var, kEpsilon,
+      save_mean, save_invstd, relu_ ? relu_->get() : nullptr, ex.workspace, ex.workspace_bytes,
+      ex.reserve, ex.reserve_bytes));
+}
+
+void BatchNormLayer::backward_ex(cudnnHandle_t handle, int batch, const void* x, const void* y,
+                                 const void* dy, void* dz, const float* gamma, const float* beta,
+                                 const float* save_mean, const float* save_invstd, void* dx,
+                                 float* dgamma, float* dbeta, const BatchNormExBuffers& ex) const {
   check_ex(handle, batch, ex);
   const cudnnTensorDescriptor_t data = at(batch).get();
   const float one = 1.0f, zero = 0.0f;
   RDDP_CUDNN_CHECK(cudnnBatchNormalizationBackwardEx(
-      handle, training_mode_, ops(), &one, &zero, &one, &zero, data, x, data, y, data, dy,
-      dz != nullptr ? data : nullptr, dz, data, dx, parameters_->get(), gamma, beta, dgamma,
-      dbeta, kEpsilon, save_mean, save_invstd, relu_->get(), ex.workspace, ex.workspace_bytes,
-      ex.reserve, ex.reserve_bytes));
+      handle, training_mode_, ops(), &one, &zero, &one, &zero, data, x,
+      y != nullptr ? data : nullptr, y, data, dy, dz != nullptr ? data : nullptr, dz, data, dx,
+      parameters_->get(), gamma, beta, dgamma, dbeta, kEpsilon, save_mean, save_invstd,
+      relu_ ? relu_->get() : nullptr, ex.workspace, ex.workspace_bytes, ex.reserve,
+      ex.reserve_bytes));
 }
 
 OwnedBatchNormExBuffers::OwnedBatchNormExBuffers(const BatchNormLayer& layer,

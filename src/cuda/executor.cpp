@@ -805,11 +805,10 @@ const float* forward_of(Plan<T>& plan, const NetworkInput& input, int batch, boo
       RDDP_ASSERT(needed <= conv->workspace_bytes);
     }
     for (const BatchNorm<T>* bn : plan.batchnorms) {
+      // (cuDNN's *Ex calls check their memory themselves: BatchNormLayer::check_ex.)
       bn->layer->prepare(batch, plan.descriptors);
-      const BatchNormExBytes ex = bn->layer->ex_bytes(plan.context.cudnn(), batch);
-      if ((plan.fused_bn &&
-           batchnorm_scratch_bytes(batchnorm_shape(plan, *bn, batch)) > plan.bn_scratch_bytes) ||
-          ex.workspace > plan.bn_scratch_bytes || ex.reserve > bn->reserve_bytes)
+      if (plan.fused_bn &&
+          batchnorm_scratch_bytes(batchnorm_shape(plan, *bn, batch)) > plan.bn_scratch_bytes)
         fail("internal error: a batch of ", batch, " images needs more BatchNorm scratch than ",
              "the largest batch, which it was sized for; please report this");
     }

@@ -135,6 +135,14 @@ class BatchNormLayer {
                               const void* dy, void* dz, const float* gamma, const float* beta,
                               const float* save_mean, const float* save_invstd, void* dx,
                               float* dgamma, float* dbeta, const BatchNormExBuffers& ex) const;
+  void forward_train_ex(cudnnHandle_t handle, int batch, const void* x, const void* z,
+                        const float* gamma, const float* beta, float* running_mean,
+                        float* running_var, void* y, float* save_mean, float* save_invstd,
+                        const BatchNormExBuffers& ex) const;
+  void backward_ex(cudnnHandle_t handle, int batch, const void* x, const void* y, const void* dy,
+                   void* dz, const float* gamma, const float* beta, const float* save_mean,
+                   const float* save_invstd, void* dx, float* dgamma, float* dbeta,
+                   const BatchNormExBuffers& ex) const;
   cudnnBatchNormOps_t ops() const;
   void forward_eval_untyped(cudnnHandle_t handle, int batch, const void* x, const float* gamma,
                             const float* beta, const float* running_mean,
