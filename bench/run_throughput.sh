@@ -42,7 +42,8 @@
 # beside resnet_ddp-fusedbn in nhwc, the other candidate for NHWC's BatchNorm) and
 # resnet_ddp-cudnnfusedbn (that mode with cuDNN's own fusion of the ReLU and the residual add,
 # nhwc only; cuDNN documents it for fp16, and a refusal in another precision is recorded as the
-# run's failure), so that a machine lent for 10 minutes a command can measure them in two commands, each
+# run's failure), and both of those with --cuda-graphs on (resnet_ddp-persistentbn-graphs,
+# resnet_ddp-cudnnfusedbn-graphs), so that a machine lent for 10 minutes a command can measure them in two commands, each
 # writing its own results file; `bench/compare_throughput.py A.md B.md` merges their tables (a
 # measurement in one wins over "not run" in the other). --precisions LIST (tf32, bf16, fp32, fp16) and --sizes LIST (32,
 # 224) narrow the configurations the same way.
@@ -66,6 +67,7 @@ dry_run=0 skip_tests=0 prebuilt=0 with_nhwc=0 budget=480 grad_allreduce=""
 all_impls=resnet_ddp,resnet_ddp-fusedbn,resnet_ddp-graphs,resnet_ddp-fusedbn-graphs,pytorch-eager,pytorch-compile
 chosen_impls=$all_impls
 known_impls=$all_impls,resnet_ddp-floatinput,resnet_ddp-persistentbn,resnet_ddp-cudnnfusedbn
+known_impls+=,resnet_ddp-persistentbn-graphs,resnet_ddp-cudnnfusedbn-graphs
 all_precisions=tf32,bf16,fp32,fp16 chosen_precisions=tf32,bf16,fp32,fp16
 all_sizes=32,224 chosen_sizes=32,224
 results_dir=$here/results build=$root/build
@@ -296,6 +298,12 @@ measure() {
       command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm cudnn-fused) ;;
     resnet_ddp-fusedbn-graphs)
       command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused --cuda-graphs on) ;;
+    resnet_ddp-persistentbn-graphs)
+      command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm cudnn-persistent
+               --cuda-graphs on) ;;
+    resnet_ddp-cudnnfusedbn-graphs)
+      command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm cudnn-fused
+               --cuda-graphs on) ;;
     pytorch-*)
       if [ -z "$python" ]; then
         status_record "$impl" "$stem" "$size" "$batch" "$classes" "$precision" "not run: no Python with torch and torchvision"
@@ -362,7 +370,10 @@ for impls in "resnet_ddp pytorch-eager" "pytorch-compile"; do
           for format in $(formats_of "$precision"); do
             variants=(resnet_ddp resnet_ddp-fusedbn resnet_ddp-persistentbn resnet_ddp-floatinput)
             [ "$format" != nhwc ] || variants+=(resnet_ddp-cudnnfusedbn)
-            [ -n "$grad_allreduce" ] || variants+=(resnet_ddp-graphs resnet_ddp-fusedbn-graphs)
+            [ -n "$grad_allreduce" ] || variants+=(resnet_ddp-graphs resnet_ddp-fusedbn-graphs
+                                                   resnet_ddp-persistentbn-graphs)
+            [ -n "$grad_allreduce" ] || [ "$format" != nhwc ] ||
+              variants+=(resnet_ddp-cudnnfusedbn-graphs)
             for variant in "${variants[@]}"; do
               wanted "$variant" || continue
               measure "$variant" "$limit" "$stem" "$size" "$batch" "$classes" "$precision" \
