@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Markdown tables of throughput records: resnet_ddp (bench/cuda_step_bench) beside PyTorch
-(bench/pytorch_ddp.py), one row per configuration, from the JSON lines they print.
+(bench/pytorch_ddp.py), one row per configuration, from the JSON lines they print. The first
+table holds the verdicts: whether the fastest resnet_ddp variant reaches 1.3x PyTorch eager, is
+ahead of torch.compile, and peaks no higher in device memory than PyTorch, and by how much.
 
     compare_throughput.py FILE...           tables on stdout (other lines in FILE are skipped, so
                                             results .md files, which end with their raw records,
@@ -109,6 +111,42 @@ def cells(by_column, columns, text_of):
     return [one(by_column.get(c)) for c in columns]
 
 
+EAGER_GOAL = 1.3
+
+
+def goal_cells(by_column, ours, eager, compiled, pytorch):
+    """The fastest of our columns, and whether it meets each goal: "met ..." or "short ..."
+    with the figures, or why there is no verdict."""
+    def fastest(candidates):
+        measured = [c for c in candidates if ok(by_column.get(c))]
+        return (max(measured, key=lambda c: by_column[c]["images_per_s_per_gpu"])
+                if measured else None)
+    best = fastest(ours)
+    if best is None:
+        return ["no measurement", "-", "-", "-"]
+    rate = by_column[best]["images_per_s_per_gpu"]
+
+    def speed(theirs, goal, goal_text, mode):
+        other = fastest(theirs)
+        if other is None:
+            return f"no figure for {mode}"
+        value = rate / by_column[other]["images_per_s_per_gpu"]
+        verdict = "met" if value >= goal else "short"
+        return f"{verdict}: {value:.2f} (goal {goal_text}, against {other})"
+
+    def memory():
+        theirs = [by_column[c] for c in pytorch if ok(by_column.get(c))]
+        if not theirs:
+            return "no figure for PyTorch"
+        lowest = min(theirs, key=lambda r: r["device_mem_peak_bytes"])
+        mine = by_column[best]["device_mem_peak_bytes"]
+        verdict = "met" if mine <= lowest["device_mem_peak_bytes"] else "short"
+        return (f"{verdict}: {mine / GIB:.2f} GiB against {lowest['device_mem_peak_bytes'] / GIB:.2f}"
+                f" ({column(lowest)})")
+    return [f"{best}: {rate:.0f}/s", speed(eager, EAGER_GOAL, f">= {EAGER_GOAL:.2f}", "PyTorch eager"),
+            speed(compiled, 1.0 + 1e-9, "> 1", "torch.compile"), memory()]
+
+
 def markdown_table(header, rows):
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
@@ -197,6 +235,11 @@ def tables(records):
         layout = best_theirs[len(other):].strip(" ()")
         return f"{value:.2f} ({variant}" + (f" vs {layout}" if layout else "") + ")"
 
+    goals = [describe_config(k) + goal_cells(groups[k], ours, family("pytorch-eager"),
+                                             family("pytorch-compile"),
+                                             family("pytorch-eager") + family("pytorch-compile"))
+             for k in keys]
+    met = sum(1 for row in goals if all(cell.startswith("met") for cell in row[-3:]))
     throughput = [describe_config(k) + cells(groups[k], columns, rate) +
                   ([ratio(groups[k], other) for other in others] if ratio_columns else []) +
                   [best_ratio(groups[k], other) for other in theirs if best_columns]
@@ -214,6 +257,12 @@ def tables(records):
                              [f"{split[p]:.2f}" if split.get(p) is not None else "not measured"
                               for p in parts])
     return "\n".join([
+        "### Goals: the fastest resnet_ddp variant against PyTorch", "",
+        f"At least {EAGER_GOAL:.1f}x the images/s of PyTorch eager (its fastest layout), ahead of "
+        "torch.compile, and peak device memory no higher than the lowest of PyTorch's runs of "
+        f"the configuration. All three met in {met} of {len(goals)} configurations.", "",
+        markdown_table(config_header + ["fastest resnet_ddp variant", "over eager",
+                                        "over torch.compile", "peak memory"], goals), "",
         "### Images/s per GPU (median window)", "",
         markdown_table(config_header + columns + ratio_columns + best_columns, throughput), "",
         "### TFLOP/s per GPU (MFU against the dense peak of the precision)", "",
