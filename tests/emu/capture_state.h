@@ -7,11 +7,12 @@
 
 namespace emu::detail {
 
-// cudaSuccess when no capture is in progress; otherwise cudaErrorStreamCaptureUnsupported, and
-// the capture ends in cudaErrorStreamCaptureInvalidated.
+// cudaSuccess when no capture is in progress or the caller is not the thread that began it;
+// otherwise cudaErrorStreamCaptureUnsupported, and the capture ends in
+// cudaErrorStreamCaptureInvalidated.
 cudaError_t refuse_during_capture();
 
-// Whether `stream` is the one being captured.
+// Whether `stream` is in the capture in progress (its origin, or a stream that joined it).
 bool is_capturing(cudaStream_t stream);
 
 void set_last_error(cudaError_t error);  // host_runtime.cpp

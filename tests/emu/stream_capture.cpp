@@ -1,13 +1,20 @@
 // Streams, events and CUDA graphs for the emulator. Streams are synchronous: work runs when it
 // is enqueued, so events are complete at once and waiting on them returns at once, except
 // behind asynchronous work (an emulated collective), which keeps an event recorded after it
-// incomplete until the other processes have joined. Capture is
-// what the engine needs of it: one stream captured at a time (cudaStreamCaptureModeThreadLocal),
-// its work recorded in order, and a graph that replays that list. Recorded kernel launches keep
-// their argument values and copies keep their pointers, as a graph's nodes do; replays read
-// host memory as it is at replay time, as a graph's copy from pinned memory does.
+// incomplete until the other processes have joined. Capture is what the engine needs of it, in
+// cudaStreamCaptureModeThreadLocal: one capture at a time, begun on one stream (the origin);
+// another stream joins it by waiting on an event recorded in it, as the comm stream does when
+// a collective follows the compute stream's work, and must be joined back (the origin, or a
+// stream that is, waits on an event recorded after its last work) before the capture ends, or
+// the capture fails with cudaErrorStreamCaptureUnjoined. The work of every captured stream is
+// recorded in the order it was enqueued, which respects every dependency since streams are
+// synchronous, and a graph replays that list. Recorded kernel launches keep their argument
+// values and copies keep their pointers, as a graph's nodes do; replays read host memory as it
+// is at replay time, as a graph's copy from pinned memory does; a recorded collective, on
+// replay, starts and is waited for in its place.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -31,6 +38,11 @@ struct CUgraphExec_st {
 struct CUevent_st {
   std::chrono::steady_clock::time_point recorded;
   std::vector<std::shared_ptr<emu::AsyncWork>> behind;  // in flight on its stream when recorded
+  // Last recorded inside a capture (the capture's number, 0 if not): on this stream, after
+  // `captured_nodes` of its recorded nodes.
+  unsigned captured_in = 0;
+  cudaStream_t captured_stream = nullptr;
+  size_t captured_nodes = 0;
 };
 
 namespace emu {
@@ -38,10 +50,25 @@ namespace emu {
 namespace {
 
 struct Capture {
-  cudaStream_t stream = nullptr;
+  cudaStream_t origin = nullptr;
   CUgraph_st* graph = nullptr;  // non-null while capturing
   bool invalidated = false;
+  unsigned number = 0;  // of the capture in progress or the last one
+  std::thread::id thread;  // that began it: ThreadLocal mode refuses unsafe calls from it alone
+  // Every stream in the capture: how many nodes it recorded, and how many of them a wait by
+  // another captured stream covers (joined back when the two are equal).
+  struct Member {
+    size_t nodes = 0, joined = 0;
+  };
+  std::map<cudaStream_t, Member> streams;
 };
+
+// The capture's state is the capturing thread's to change; other threads (a watchdog querying
+// events) read whether one is in progress under this lock.
+std::mutex& capture_mutex() {
+  static std::mutex m;
+  return m;
+}
 
 Capture& capture() {
   static Capture c;
@@ -115,14 +142,17 @@ namespace detail {
 
 cudaError_t refuse_during_capture() {
   Capture& c = capture();
-  if (c.graph == nullptr) return cudaSuccess;
+  std::lock_guard<std::mutex> lock(capture_mutex());
+  if (c.graph == nullptr || std::this_thread::get_id() != c.thread) return cudaSuccess;
   c.invalidated = true;
   set_last_error(cudaErrorStreamCaptureUnsupported);
   return cudaErrorStreamCaptureUnsupported;
 }
 
 bool is_capturing(cudaStream_t stream) {
-  return capture().graph != nullptr && capture().stream == stream;
+  Capture& c = capture();
+  std::lock_guard<std::mutex> lock(capture_mutex());
+  return c.graph != nullptr && c.streams.count(stream) != 0;
 }
 
 void finish_stream(cudaStream_t stream) {
@@ -136,29 +166,42 @@ void finish_stream(cudaStream_t stream) {
 
 }  // namespace detail
 
-void enqueue(cudaStream_t stream, std::function<void()> work) {
+namespace {
+
+// Records `work` if `stream` is captured; refuses the legacy stream during a capture, since it
+// synchronises with every stream, the captured ones included (the GPU refuses it and spoils
+// the capture). Returns whether the caller is done with the work.
+bool record_if_captured(cudaStream_t stream, std::function<void()>& work) {
   Capture& c = capture();
-  if (c.graph != nullptr && stream == c.stream) {
+  if (c.graph == nullptr) return false;
+  const auto member = c.streams.find(stream);
+  if (member != c.streams.end()) {
     c.graph->work.push_back(std::move(work));
-    return;
+    ++member->second.nodes;
+    return true;
   }
-  // The legacy default stream synchronises with every stream, the captured one included: the
-  // GPU refuses it during a capture and spoils the capture.
-  if (c.graph != nullptr && legacy(stream)) {
+  if (legacy(stream)) {
     c.invalidated = true;
     detail::set_last_error(cudaErrorStreamCaptureImplicit);
-    return;
+    return true;
   }
+  return false;
+}
+
+}  // namespace
+
+void enqueue(cudaStream_t stream, std::function<void()> work) {
+  if (record_if_captured(stream, work)) return;
   detail::finish_stream(stream);
   work();
 }
 
 cudaError_t enqueue_async(cudaStream_t stream, const std::function<std::shared_ptr<AsyncWork>()>& start) {
-  if (capture().graph != nullptr && (stream == capture().stream || legacy(stream))) {
-    capture().invalidated = true;
-    detail::set_last_error(cudaErrorStreamCaptureUnsupported);
-    return cudaErrorStreamCaptureUnsupported;
-  }
+  // Captured, the work is a node that starts it and waits for it on replay: the graph's later
+  // nodes may depend on it, and replays run their nodes in order.
+  std::function<void()> node = [start] { wait_for({start()}); };
+  const bool refused = capture().graph != nullptr && legacy(stream);
+  if (record_if_captured(stream, node)) return refused ? cudaErrorStreamCaptureImplicit : cudaSuccess;
   detail::finish_stream(stream);
   std::shared_ptr<AsyncWork> work = start();
   std::lock_guard<std::mutex> lock(async_mutex());
@@ -178,23 +221,36 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mo
   if (mode != cudaStreamCaptureModeThreadLocal && mode != cudaStreamCaptureModeGlobal &&
       mode != cudaStreamCaptureModeRelaxed)
     return cudaErrorInvalidValue;
-  c.stream = stream;
+  std::lock_guard<std::mutex> lock(emu::capture_mutex());
+  c.origin = stream;
   c.graph = new CUgraph_st;
   c.invalidated = false;
+  ++c.number;
+  c.thread = std::this_thread::get_id();
+  c.streams.clear();
+  c.streams[stream] = {};
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
   auto& c = capture();
   if (graph == nullptr) return cudaErrorInvalidValue;
-  if (c.graph == nullptr || c.stream != stream) return cudaErrorIllegalState;
-  CUgraph_st* made = c.graph;
-  c.graph = nullptr;
-  c.stream = nullptr;
-  if (c.invalidated) {
+  if (c.graph == nullptr || c.origin != stream) return cudaErrorIllegalState;
+  bool unjoined = false;
+  for (const auto& [member, counts] : c.streams)
+    if (member != c.origin && counts.nodes > counts.joined) unjoined = true;
+  CUgraph_st* made = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(emu::capture_mutex());
+    made = c.graph;
+    c.graph = nullptr;
+    c.origin = nullptr;
+    c.streams.clear();
+  }
+  if (c.invalidated || unjoined) {
     delete made;
     *graph = nullptr;
-    return cudaErrorStreamCaptureInvalidated;
+    return c.invalidated ? cudaErrorStreamCaptureInvalidated : cudaErrorStreamCaptureUnjoined;
   }
   *graph = made;
   return cudaSuccess;
@@ -263,24 +319,43 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(emu::async_mutex());
   if (emu::events().count(event) == 0) return cudaErrorInvalidResourceHandle;
-  // Recorded during a capture, an event only orders work inside the graph; it is never waited
-  // on from the host (that would be refused below).
-  if (emu::detail::is_capturing(stream)) return cudaSuccess;
+  // Recorded during a capture, an event only orders work inside the graph: a captured stream
+  // that waits on it covers the recording stream's nodes so far.
+  if (emu::detail::is_capturing(stream)) {
+    event->captured_in = capture().number;
+    event->captured_stream = stream;
+    event->captured_nodes = capture().streams[stream].nodes;
+    return cudaSuccess;
+  }
+  event->captured_in = 0;
   event->recorded = std::chrono::steady_clock::now();
   event->behind = emu::in_flight_behind(stream, /*take=*/false);
   return cudaSuccess;
 }
 
-// Any thread: the watchdog asks whether a collective has completed.
+namespace {
+
+// An event last recorded in the capture in progress: the host cannot wait for it.
+bool captured_now(cudaEvent_t event) {
+  std::lock_guard<std::mutex> lock(emu::capture_mutex());
+  return capture().graph != nullptr && event->captured_in == capture().number;
+}
+
+}  // namespace
+
+// Any thread: the watchdog asks whether a collective has completed. The capturing thread may not
+// (stricter than the GPU, so that a test catches a host poll inside a captured step).
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (!emu::known_event(event)) return cudaErrorInvalidResourceHandle;
   if (const cudaError_t refused = emu::detail::refuse_during_capture()) return refused;
+  if (captured_now(event)) return cudaErrorCapturedEvent;
   return emu::all_complete(emu::behind_event(event)) ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (!emu::known_event(event)) return cudaErrorInvalidResourceHandle;
   if (const cudaError_t refused = emu::detail::refuse_during_capture()) return refused;
+  if (captured_now(event)) return cudaErrorCapturedEvent;
   emu::wait_for(emu::behind_event(event));
   return cudaSuccess;
 }
@@ -292,8 +367,25 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamWaitEvent(cudaStream_t /*stream*/, cudaEvent_t event, unsigned int /*flags*/) {
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int /*flags*/) {
   if (!emu::known_event(event)) return cudaErrorInvalidResourceHandle;
+  auto& c = capture();
+  if (captured_now(event)) {
+    // Inside the capture: `stream` joins it if it was not in it, and covers the recording
+    // stream's nodes up to the event (a fork, or a join back).
+    std::lock_guard<std::mutex> lock(emu::capture_mutex());
+    auto& recorder = c.streams[event->captured_stream];
+    if (stream != event->captured_stream)
+      recorder.joined = std::max(recorder.joined, event->captured_nodes);
+    c.streams.emplace(stream, decltype(c.streams)::mapped_type{});
+    return cudaSuccess;
+  }
+  if (emu::detail::is_capturing(stream)) {
+    // A captured stream may not wait on work outside the capture.
+    c.invalidated = true;
+    emu::detail::set_last_error(cudaErrorStreamCaptureIsolation);
+    return cudaErrorStreamCaptureIsolation;
+  }
   // Synchronous streams cannot defer their next work behind the event's, so the host waits
   // here for what the event is behind; other work before it has run already.
   emu::wait_for(emu::behind_event(event));

@@ -26,8 +26,8 @@ class AsyncWork {
 // Starts `start`'s work on `stream` once the stream's earlier work is complete, and keeps it in
 // flight there: an event recorded on the stream afterwards is not complete, and waiting on the
 // stream or on such an event blocks, until the work's test() says so. Work enqueued on the
-// stream later waits for it first. Refused (cudaErrorStreamCaptureUnsupported) on a stream
-// being captured.
+// stream later waits for it first. On a stream being captured it is recorded instead, as a node
+// that starts the work and waits for it when the graph is replayed.
 cudaError_t enqueue_async(cudaStream_t stream, const std::function<std::shared_ptr<AsyncWork>()>& start);
 
 // Whether [p, p + bytes) lies inside one allocation of the emulated cudaMalloc.

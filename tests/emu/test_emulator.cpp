@@ -359,16 +359,93 @@ TEST_CASE("asynchronous work keeps its stream's later events and work behind it"
   CHECK(device.get()[0] == 0x01010101);
   second_completer.join();
 
-  // A stream being captured refuses it.
-  REQUIRE(cudaStreamBeginCapture(comm, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
-  CHECK(emu::enqueue_async(comm, [&] { return work; }) == cudaErrorStreamCaptureUnsupported);
-  cudaGraph_t graph = nullptr;
-  CHECK(cudaStreamEndCapture(comm, &graph) == cudaErrorStreamCaptureInvalidated);
-  (void)cudaGetLastError();
   cudaEventDestroy(before);
   cudaEventDestroy(after);
   cudaStreamDestroy(compute);
   cudaStreamDestroy(comm);
+}
+
+TEST_CASE("a capture takes in the streams that wait on its events, and must join them back") {
+  cudaStream_t compute = nullptr, comm = nullptr;
+  REQUIRE(cudaStreamCreate(&compute) == cudaSuccess);
+  REQUIRE(cudaStreamCreate(&comm) == cudaSuccess);
+  cudaEvent_t fork = nullptr, join = nullptr, outside = nullptr;
+  REQUIRE(cudaEventCreate(&fork) == cudaSuccess);
+  REQUIRE(cudaEventCreate(&join) == cudaSuccess);
+  REQUIRE(cudaEventCreate(&outside) == cudaSuccess);
+  REQUIRE(cudaEventRecord(outside, comm) == cudaSuccess);
+  DeviceBuffer<int> device(2);
+  int* values = device.get();
+  REQUIRE(cudaMemsetAsync(values, 0, 2 * sizeof(int), compute) == cudaSuccess);
+  int starts = 0;
+  auto done = std::make_shared<Switch>();
+  done->on = true;
+
+  // compute -> fork -> comm: a collective, then an event the compute stream waits on.
+  REQUIRE(cudaStreamBeginCapture(compute, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  REQUIRE(cudaMemsetAsync(values, 1, sizeof(int), compute) == cudaSuccess);
+  REQUIRE(cudaEventRecord(fork, compute) == cudaSuccess);
+  REQUIRE(cudaStreamWaitEvent(comm, fork, 0) == cudaSuccess);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  REQUIRE(cudaStreamIsCapturing(comm, &status) == cudaSuccess);
+  CHECK(status == cudaStreamCaptureStatusActive);
+  REQUIRE(emu::enqueue_async(comm, [&] { ++starts; return done; }) == cudaSuccess);
+  REQUIRE(cudaMemsetAsync(values + 1, 2, sizeof(int), comm) == cudaSuccess);
+  REQUIRE(cudaEventRecord(join, comm) == cudaSuccess);
+  // The host cannot wait for an event inside the capture: another thread (a watchdog) asking is
+  // told so, and an event recorded outside the capture answers it as usual.
+  cudaError_t other_thread = cudaSuccess;
+  std::thread([&] { other_thread = cudaEventQuery(join); }).join();
+  CHECK(other_thread == cudaErrorCapturedEvent);
+  std::thread([&] { other_thread = cudaEventQuery(outside); }).join();
+  CHECK(other_thread == cudaSuccess);
+  REQUIRE(cudaStreamWaitEvent(compute, join, 0) == cudaSuccess);
+  CHECK(starts == 0);
+  CHECK(values[0] == 0);
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(compute, &graph) == cudaSuccess);
+  REQUIRE(cudaStreamIsCapturing(comm, &status) == cudaSuccess);
+  CHECK(status == cudaStreamCaptureStatusNone);
+  size_t nodes = 0;
+  REQUIRE(cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess);
+  CHECK(nodes == 3);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  REQUIRE(cudaGraphLaunch(exec, compute) == cudaSuccess);
+  REQUIRE(cudaGraphLaunch(exec, compute) == cudaSuccess);
+  CHECK(starts == 2);  // each replay starts the collective again
+  CHECK(values[0] == 0x01010101);
+  CHECK(values[1] == 0x02020202);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+
+  // A fork whose work the capture never waits for fails the capture.
+  REQUIRE(cudaStreamBeginCapture(compute, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  REQUIRE(cudaEventRecord(fork, compute) == cudaSuccess);
+  REQUIRE(cudaStreamWaitEvent(comm, fork, 0) == cudaSuccess);
+  REQUIRE(cudaMemsetAsync(values + 1, 3, sizeof(int), comm) == cudaSuccess);
+  CHECK(cudaStreamEndCapture(compute, &graph) == cudaErrorStreamCaptureUnjoined);
+  CHECK(graph == nullptr);
+  CHECK(values[1] == 0x02020202);
+
+  // A captured stream may not wait on an event recorded outside the capture.
+  REQUIRE(cudaStreamBeginCapture(compute, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  CHECK(cudaStreamWaitEvent(compute, outside, 0) == cudaErrorStreamCaptureIsolation);
+  CHECK(cudaStreamEndCapture(compute, &graph) == cudaErrorStreamCaptureInvalidated);
+  (void)cudaGetLastError();
+
+  // The capturing thread may not poll: that spoils the capture.
+  REQUIRE(cudaStreamBeginCapture(compute, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  CHECK(cudaEventQuery(outside) == cudaErrorStreamCaptureUnsupported);
+  CHECK(cudaStreamEndCapture(compute, &graph) == cudaErrorStreamCaptureInvalidated);
+  (void)cudaGetLastError();
+
+  // The streams run work again at once.
+  REQUIRE(cudaMemsetAsync(values + 1, 0, sizeof(int), comm) == cudaSuccess);
+  CHECK(values[1] == 0);
+  for (cudaEvent_t event : {fork, join, outside}) cudaEventDestroy(event);
+  cudaStreamDestroy(comm);
+  cudaStreamDestroy(compute);
 }
 
 TEST_CASE("every emulated GPU has its own PCI bus id") {

@@ -4,7 +4,8 @@
 // the buffers (host memory under the emulator). Each collective starts in its stream's order and
 // stays in flight on the stream until every rank has joined (emu::enqueue_async), as an NCCL
 // kernel does, so the events that order the comm stream against the compute stream, the
-// watchdog's view of an unfinished collective and ncclCommAbort are all exercised.
+// watchdog's view of an unfinished collective and ncclCommAbort are all exercised. A collective
+// enqueued on a stream being captured is a node of the graph, started anew by each replay.
 //
 // Limits: every rank of MPI_COMM_WORLD must make its communicators in the same order (they are
 // made by MPI_Comm_split over the world); buffers must be emulated device memory, as NCCL's must
@@ -129,13 +130,14 @@ ncclResult_t check_buffer(const void* buffer, size_t bytes, const char* which) {
 
 // Starts `post` (which posts the MPI operation into the request) on `stream`.
 ncclResult_t start_on(cudaStream_t stream, ncclComm_t comm, const std::function<void(MPI_Request*)>& post) {
-  const cudaError_t status = emu::enqueue_async(stream, [comm, &post] {
+  // By value: a stream being captured keeps the start for the graph's replays.
+  const cudaError_t status = emu::enqueue_async(stream, [comm, post] {
     auto work = std::make_shared<Collective>(comm);
     post(work->request());
     return work;
   });
   if (status != cudaSuccess)
-    return refuse(ncclInvalidUsage, "collectives are not emulated inside a CUDA graph capture");
+    return refuse(ncclInvalidUsage, "a collective on the legacy default stream spoils a CUDA graph capture");
   return ncclSuccess;
 }
 
