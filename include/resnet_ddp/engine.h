@@ -89,6 +89,16 @@ class StepHooks {
   // After backward, before the optimizer: every gradient must be averaged across ranks by the
   // time the optimizer reads it (on a GPU: the compute stream waits for the comm stream).
   virtual void before_optimizer() = 0;
+
+  // CUDA graphs (EngineConfig::cuda_graphs). Hooks that are capturable() have their device work
+  // captured with the step: the engine calls capturing(true), then grad_ready and
+  // before_optimizer as it enqueues the step into the graph (nothing runs), then
+  // capturing(false), whether the capture worked or not. After every launch of the graph, the
+  // first included, it calls replayed() in place of those two. before_forward is called eagerly
+  // at every step, outside the graph. Steps with hooks that are not capturable run eagerly.
+  virtual bool capturable() const { return false; }
+  virtual void capturing(bool /*on*/) {}
+  virtual void replayed() {}
 };
 
 struct OptimizerState {
@@ -127,8 +137,8 @@ struct EngineConfig {
   // rather than by cuDNN's heuristics.
   bool conv_timed_search = true;
   // CUDA: capture the training step once (after a few eager warm-up steps) and replay it as a
-  // CUDA graph; steps with StepHooks and batches smaller than max_batch stay eager
-  // (cuda/graph_step_policy.h).
+  // CUDA graph; steps with StepHooks that are not capturable and batches smaller than max_batch
+  // stay eager (cuda/graph_step_policy.h).
   bool cuda_graphs = false;
 };
 

@@ -26,9 +26,11 @@
 //    reading and writing buffers allocated once (activations, workspaces, the cuBLAS workspace
 //    set with cublasSetWorkspace, gradients, moments, metric sums, fp16's loss-scaling state);
 //  - outside, after it: the BatchNorm counters (host memory) and the batch slot's release.
-// StepHooks (the DDP reducer) count gradients, arm the watchdog for each allreduce and query
-// events on the host while backward is enqueued; none of that would happen on replay, so a step
-// with hooks always runs eagerly, and the trainer refuses graphs with more than one rank.
+// StepHooks (the DDP reducer) that are capturable have their device work, the buckets'
+// allreduces on the comm stream, captured into the graph with the step: the engine calls them
+// while it captures, and after each replay tells them the step ran (StepHooks::replayed), which
+// is where they do their host bookkeeping and watch the step. Hooks that are not capturable
+// make every step eager.
 #include <cuda_profiler_api.h>
 
 #include <cmath>
@@ -216,7 +218,8 @@ class CudaEngine final : public Engine {
     if (hooks) hooks->before_forward();
     refresh_params_copy();
     stage_optimizer_scalars(lr);
-    const cuda::GraphStepMode mode = graph_policy_.next(batch.size, hooks != nullptr);
+    const cuda::GraphStepMode mode =
+        graph_policy_.next(batch.size, hooks != nullptr && !hooks->capturable());
     if (mode == cuda::GraphStepMode::eager) {
       ++graph_stats_.eager_steps;
       enqueue_step(network_input(slot.images, slot.pixels), slot.labels, batch.size, hooks,
@@ -228,9 +231,10 @@ class CudaEngine final : public Engine {
         ++graph_stats_.replays;
         const ProfileRange range("graph replay");
         graph_.replay(stream);
+        if (hooks) hooks->replayed();
       } else {
         const ProfileRange range("graph capture");
-        capture_and_run_step(batch.size);
+        capture_and_run_step(batch.size, hooks);
       }
     }
     // Every BatchNorm counted one more training batch; the counters live on the host, where
@@ -404,7 +408,7 @@ class CudaEngine final : public Engine {
 
   // The device work of one training step, from the batch on the device to the updated
   // parameters; the optimizer's scalars are staged already. This is what a CUDA graph captures
-  // (with no hooks and no slot: see the comment at the top of the file). `slot`, when given, is
+  // (with no slot, and only capturable hooks: see the comment at the top of the file). `slot`, when given, is
   // released once backward has read the last of it.
   void enqueue_step(const cuda::NetworkInput& input, const int32_t* labels, int batch,
                     StepHooks* hooks, const cuda::BatchUpload::Slot* slot) {
@@ -456,20 +460,29 @@ class CudaEngine final : public Engine {
   // Captures the step (capturing runs nothing) and runs it by its first replay. A capture that
   // fails (any CUDA, cuDNN or cuBLAS error, or a call that cannot be captured) leaves the stream
   // out of capture mode with nothing run; the step then runs eagerly, and so does every later
-  // one, with the cause on stderr: slower, never wrong, never hung.
-  void capture_and_run_step(int batch) {
+  // one, with the cause on stderr: slower, never wrong, never hung. Not so with hooks: their
+  // collectives were handed to the communicator while capturing, and whether it can carry on
+  // in step with the other ranks after a failed capture is not something to guess, so the run
+  // stops with the cause.
+  void capture_and_run_step(int batch, StepHooks* hooks) {
     cudaStream_t stream = context_.stream();
+    if (hooks) hooks->capturing(true);
     const std::string failure = graph_.capture(stream, [&] {
-      enqueue_step(graph_network_input(), graph_labels_.get(), batch, nullptr, nullptr);
+      enqueue_step(graph_network_input(), graph_labels_.get(), batch, hooks, nullptr);
     });
+    if (hooks) hooks->capturing(false);
     if (failure.empty()) {
       graph_policy_.captured();
       ++graph_stats_.captures;
       ++graph_stats_.replays;
       graph_stats_.graph_nodes = graph_.nodes();
       graph_.replay(stream);
+      if (hooks) hooks->replayed();
       return;
     }
+    if (hooks)
+      fail("capturing the training step with its gradient allreduces as a CUDA graph failed: ", failure,
+           ". Rerun with --cuda-graphs off");
     graph_policy_.capture_failed();
     graph_stats_.capture_failure = failure;
     ++graph_stats_.eager_steps;

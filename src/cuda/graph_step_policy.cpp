@@ -20,10 +20,10 @@ GraphStepPolicy::GraphStepPolicy(bool enabled, int full_batch, int warmup_steps)
     fail("internal error: CUDA graphs need >= 1 eager warm-up step before the capture, got ", warmup_steps);
 }
 
-GraphStepMode GraphStepPolicy::next(int batch, bool has_hooks) {
+GraphStepMode GraphStepPolicy::next(int batch, bool eager_hooks) {
   if (capturing_)
     fail("internal error: the CUDA graph's capture was neither reported done nor failed; please report this");
-  if (!enabled_ || has_hooks || batch != full_batch_) return GraphStepMode::eager;
+  if (!enabled_ || eager_hooks || batch != full_batch_) return GraphStepMode::eager;
   if (graph_ready_) return GraphStepMode::replay;
   if (eager_full_steps_ < warmup_steps_) {
     ++eager_full_steps_;

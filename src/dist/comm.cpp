@@ -29,6 +29,11 @@ const char* to_string(Reduction op) {
   return "?";
 }
 
+std::shared_ptr<CommRequest> Comm::watch_compute(const std::string& what) {
+  fail("internal error: the ", backend(), " communicator cannot watch a point of a compute stream (",
+       what, "); please report this");
+}
+
 std::unique_ptr<Comm> make_comm(DeviceKind memory, const DistributedContext& context,
                                 const CommOptions& options) {
   if (memory == DeviceKind::cpu) return make_mpi_comm(context, options.watchdog);

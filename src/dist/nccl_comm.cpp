@@ -44,13 +44,14 @@ ncclRedOp_t nccl_op(Reduction op) {
   return ncclSum;
 }
 
-// Completion of one operation: an event recorded on the comm stream right after it.
+// Completion of one operation: an event recorded right after it on the stream it ran on (the
+// comm stream; the compute stream for a replayed graph).
 class NcclRequest final : public CommRequest {
  public:
-  NcclRequest(int device, cudaStream_t comm_stream, cudaStream_t compute_stream)
+  NcclRequest(int device, cudaStream_t ran_on, cudaStream_t compute_stream)
       : device_(device), compute_stream_(compute_stream) {
     RDDP_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
-    RDDP_CUDA_CHECK(cudaEventRecord(done_, comm_stream));
+    RDDP_CUDA_CHECK(cudaEventRecord(done_, ran_on));
   }
   ~NcclRequest() override { cudaEventDestroy(done_); }
   NcclRequest(const NcclRequest&) = delete;
@@ -164,6 +165,12 @@ class NcclComm final : public Comm {
     return watched(what);
   }
 
+  std::shared_ptr<CommRequest> watch_compute(const std::string& what) override {
+    auto request = std::make_shared<NcclRequest>(device_, compute_stream_, compute_stream_);
+    if (watchdog_) watchdog_->watch(what, request);
+    return request;
+  }
+
   std::string async_error() override {
     std::lock_guard<std::mutex> lock(mutex_);
     if (aborted_) return {};
@@ -192,9 +199,14 @@ class NcclComm final : public Comm {
     RDDP_CUDA_CHECK(cudaStreamWaitEvent(stream_, compute_done_, 0));
   }
 
+  // While the compute stream is being captured into a CUDA graph the operation only joins the
+  // graph: its event cannot be waited for from the host until a replay runs it, so the
+  // watchdog is not given it (the replay is watched instead: watch_compute).
   std::shared_ptr<CommRequest> watched(const std::string& what) {
     auto request = std::make_shared<NcclRequest>(device_, stream_, compute_stream_);
-    if (watchdog_) watchdog_->watch(what, request);
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    RDDP_CUDA_CHECK(cudaStreamIsCapturing(compute_stream_, &capture));
+    if (watchdog_ && capture == cudaStreamCaptureStatusNone) watchdog_->watch(what, request);
     return request;
   }
 

@@ -79,7 +79,7 @@ void Reducer::grad_ready(const TensorInfo& tensor) {
          "; please report this");
   reported_[index] = true;
   const int bucket = bucket_of_tensor_[index];
-  record(TimelineEvent::Kind::grad_ready, bucket, tensor.name);
+  if (!capturing_) record(TimelineEvent::Kind::grad_ready, bucket, tensor.name);
   if (--pending_[bucket] == 0) {
     // Every rank must launch the same collectives in the same order, or they pair up wrongly
     // and hang; the layout makes buckets complete in order, so anything else is a bug.
@@ -89,7 +89,7 @@ void Reducer::grad_ready(const TensorInfo& tensor) {
            ": gradients were not reported in layout order; please report this");
     launch(bucket, tensor);
   }
-  poll_in_flight();
+  if (!capturing_) poll_in_flight();
 }
 
 void Reducer::launch(int bucket, const TensorInfo& completed_by) {
@@ -108,7 +108,7 @@ void Reducer::launch(int bucket, const TensorInfo& completed_by) {
   } else {
     request = comm_.start_allreduce(engine_.grads() + slice.begin, count, type, Reduction::average, what);
   }
-  record(TimelineEvent::Kind::bucket_launched, bucket, completed_by.name, count * size_of(type));
+  if (!capturing_) record(TimelineEvent::Kind::bucket_launched, bucket, completed_by.name, count * size_of(type));
   in_flight_.push_back({bucket, std::move(request), false});
   ++next_launch_;
 }
@@ -128,7 +128,7 @@ void Reducer::poll_in_flight() {
 void Reducer::finish(InFlight& flight) {
   flight.done = true;
   if (staging_) staging_->decompress(flight.bucket);
-  record(TimelineEvent::Kind::bucket_done, flight.bucket);
+  if (!capturing_) record(TimelineEvent::Kind::bucket_done, flight.bucket);
 }
 
 void Reducer::before_optimizer() {
@@ -139,7 +139,31 @@ void Reducer::before_optimizer() {
     flight.request->wait();
     finish(flight);
   }
+  // The requests' events took part in the capture: they are released once it has ended.
+  if (capturing_)
+    for (InFlight& flight : in_flight_) captured_requests_.push_back(std::move(flight.request));
   in_flight_.clear();
+  // A captured step has not run: its replays count.
+  if (!capturing_) ++step_;
+}
+
+bool Reducer::capturable() const { return comm_.memory() == DeviceKind::cuda; }
+
+void Reducer::capturing(bool on) {
+  RDDP_ASSERT(capturable());
+  capturing_ = on;
+  if (on) return;
+  captured_requests_.clear();
+  // A capture that failed part-way leaves its requests behind; they never run.
+  if (!in_flight_.empty()) {
+    in_flight_.clear();
+    start_step();
+  }
+}
+
+void Reducer::replayed() {
+  comm_.watch_compute("training step " + std::to_string(step_) +
+                      ", replayed from its CUDA graph with the gradient allreduces");
   ++step_;
 }
 

@@ -174,8 +174,9 @@ const std::vector<Flag>& flags() {
          o.conv_algorithms_given = true;
        }},
       {"--cuda-graphs", "on|off",
-       "GPU, one rank: capture the whole training step once and replay it as a CUDA graph, "
-       "saving ~200 kernel launches a step (default off until measured on a GPU)",
+       "GPU: capture the whole training step, with its gradient allreduces on several ranks, "
+       "once and replay it as a CUDA graph, saving ~200 kernel launches a step (default off "
+       "until measured on a GPU)",
        [](TrainOptions& o, auto& f, auto& v) {
          o.cuda_graphs = parse_choice<bool>(f, v, {{"on", true}, {"off", false}});
        }},

@@ -230,15 +230,8 @@ void Trainer::check_gpu_only_options() const {
   if (device_ != DeviceKind::cuda)
     fail("--cuda-graphs on replays CUDA work, but this run trains on the CPU (", device_reason_,
          "): use --cuda-graphs off, or run where a GPU answers");
-  if (group_.size() > 1)
-    fail("--cuda-graphs on is for one rank: with ", group_.size(), " ranks the gradient reducer's "
-         "host bookkeeping and the watchdog's checks of each allreduce would not run on replay; "
-         "use --cuda-graphs off with more than one rank");
 }
 
-// With one rank the reducer's allreduces average over that rank alone, which changes no bit of
-// the gradients, and it broadcasts nothing before a step; graphed steps go without it, because
-// a step with hooks always runs eagerly (cuda/graph_step_policy.h).
 // What --cuda-graphs on did: a capture that fails falls back to eager steps with one warning,
 // which a long log can bury, so the end of training says how many steps the graph ran.
 void Trainer::report_cuda_graphs() const {
@@ -252,6 +245,10 @@ void Trainer::report_cuda_graphs() const {
   console_.info(line);
 }
 
+// With one rank the reducer's allreduces average over that rank alone, which changes no bit of
+// the gradients, and it broadcasts nothing before a step; graphed steps go without it, so that
+// the graph holds no collective at all. With more ranks the reducer's allreduces are captured
+// with the step (dist/reducer.h).
 StepHooks* Trainer::train_step_hooks() {
   if (options_.cuda_graphs && group_.size() == 1) return nullptr;
   return group_.step_hooks();

@@ -44,6 +44,22 @@ grep -q "replica check    every rank's weights and optimizer state against rank 
   fail "rank 0 does not report the replica check"
 ok "2 ranks on $device: world size 2 reported once, bit-identical weights on both ranks"
 
+# --cuda-graphs on with two ranks: the step is captured with its bucket allreduces (the comm
+# stream joins the capture) and replayed; two epochs of 4 steps are 3 eager warm-up steps, the
+# capture and 4 replays, with the replica check's and the evaluation's collectives between them.
+# The weights are the eager run's, bit for bit, on both ranks.
+if [ "$device" = cuda ]; then
+  "${mpiexec[@]}" -n 2 "${train[@]}" --epochs 2 --cuda-graphs on --save-weights "$work/g-{rank}.rddp" \
+    >"$work/out" 2>&1 || fail "two ranks did not train with --cuda-graphs on"
+  grep -q "cuda graphs: 5 of 8 training steps replayed from the graph" "$work/out" ||
+    fail "rank 0 does not report 5 of 8 steps replayed"
+  "${mpiexec[@]}" -n 2 "${train[@]}" --epochs 2 --save-weights "$work/e-{rank}.rddp" >"$work/out" 2>&1 ||
+    fail "two ranks did not train eagerly for two epochs"
+  cmp -s "$work/g-0.rddp" "$work/g-1.rddp" || fail "with --cuda-graphs on the ranks end with different weights"
+  cmp -s "$work/g-0.rddp" "$work/e-0.rddp" || fail "--cuda-graphs on did not give the eager run's weights"
+  ok "2 ranks, --cuda-graphs on: 5 of 8 steps replayed with their allreduces, the eager run's weights bit for bit"
+fi
+
 # Replicas that drift apart end the job at the epoch's end, and before any checkpoint: here rank
 # 1 is started with another learning rate (mpiexec's form for a program per rank).
 drift() { "${mpiexec[@]}" -n 1 "${train[@]}" --epochs 2 "$@" : -n 1 "${train[@]}" --epochs 2 "$@" --lr 0.002; }
@@ -102,4 +118,23 @@ elapsed=$(($(date +%s) - start))
 grep -Eq "\[rank 0/2 [^]]+\] (received SIGTERM|terminated by SIGTERM|.*did not complete)" "$work/out" ||
   fail "rank 0 did not say why it stopped"
 ok "rank 1 killed: the job ended with status $status after ${elapsed} s, rank 0 said why"
+
+# The same while the steps are replayed from a CUDA graph: rank 0 waits inside a replayed
+# allreduce, which only the replay's watch covers.
+if [ "$device" = cuda ]; then
+  start=$(date +%s)
+  timeout -k 5 90 "${mpiexec[@]}" -n 2 "${train[@]}" --epochs 50 --comm-timeout 20 --cuda-graphs on \
+    >"$work/out" 2>&1 &
+  job=$!
+  for _ in $(seq 600); do grep -q "epoch 2/50" "$work/out" && break; sleep 0.1; done
+  signal_rank_1 KILL "--epochs 50 --comm-timeout 20 --cuda-graphs on"
+  wait "$job"
+  status=$?
+  elapsed=$(($(date +%s) - start))
+  [ "$status" != 0 ] || fail "with --cuda-graphs on the job ended with status 0 after a rank was killed"
+  [ "$status" != 124 ] || fail "with --cuda-graphs on the job hung after a rank was killed"
+  grep -Eq "\[rank 0/2 [^]]+\] (received SIGTERM|terminated by SIGTERM|.*did not complete)" "$work/out" ||
+    fail "with --cuda-graphs on rank 0 did not say why it stopped"
+  ok "rank 1 killed during graph replays: the job ended with status $status after ${elapsed} s, rank 0 said why"
+fi
 echo "$checks passed, 0 failed"

@@ -33,8 +33,11 @@ struct Call {
 
 class RecordingRequest final : public CommRequest {
  public:
-  explicit RecordingRequest(int* waits) : waits_(waits) {}
-  bool test() override { return false; }  // completes only when waited for
+  explicit RecordingRequest(int* waits, int* tests = nullptr) : waits_(waits), tests_(tests) {}
+  bool test() override {  // completes only when waited for
+    if (tests_) ++*tests_;
+    return false;
+  }
   void wait() override {
     if (!done_) ++*waits_;
     done_ = true;
@@ -44,6 +47,7 @@ class RecordingRequest final : public CommRequest {
 
  private:
   int* waits_;
+  int* tests_;
   bool done_ = false;
 };
 
@@ -53,7 +57,7 @@ class RecordingComm final : public Comm {
   RecordingComm(int size, DeviceKind memory, const Timeline* timeline)
       : size_(size), memory_(memory), timeline_(timeline) {}
   std::vector<Call> calls;
-  int waits = 0;
+  int waits = 0, tests = 0;
 
   const char* backend() const override { return "recording"; }
   DeviceKind memory() const override { return memory_; }
@@ -62,6 +66,10 @@ class RecordingComm final : public Comm {
   std::shared_ptr<CommRequest> start_allreduce(void* data, size_t count, DataType type, Reduction op,
                                                const std::string& what) override {
     calls.push_back({"allreduce", data, count, op, type, -1, what, events()});
+    return std::make_shared<RecordingRequest>(&waits, &tests);
+  }
+  std::shared_ptr<CommRequest> watch_compute(const std::string& what) override {
+    calls.push_back({"watch", nullptr, 0, Reduction::sum, DataType::u8, -1, what, events()});
     return std::make_shared<RecordingRequest>(&waits);
   }
   std::shared_ptr<CommRequest> start_broadcast(void* data, size_t bytes, int root, const std::string& what) override {
@@ -199,6 +207,136 @@ TEST_CASE("the reducer refuses a communicator on the wrong memory") {
   auto engine = make_cpu_engine(config, 1);
   RecordingComm comm(2, DeviceKind::cuda, nullptr);
   CHECK_THROWS_WITH_AS(Reducer(comm, *engine), doctest::Contains("needs a communicator on cpu memory"), Error);
+}
+
+namespace {
+
+// A CPU engine that says its memory is a GPU's, so that the reducer over device memory (which
+// CUDA graphs may capture) runs its bookkeeping here; nothing is captured on the CPU, so the
+// test plays the CUDA engine's part in calling the hooks.
+class DeviceMemoryEngine final : public Engine {
+ public:
+  explicit DeviceMemoryEngine(const EngineConfig& config) : engine_(make_cpu_engine(config, 1)) {}
+  DeviceKind device() const override { return DeviceKind::cuda; }
+  std::string device_name() const override { return "pretend GPU"; }
+  const ParamLayout& layout() const override { return engine_->layout(); }
+  float* params() override { return engine_->params(); }
+  float* grads() override { return engine_->grads(); }
+  float* running_stats() override { return engine_->running_stats(); }
+  void* compute_stream() override { return nullptr; }
+  void train_step(const HostBatch& batch, double lr, StepHooks* hooks) override {
+    engine_->train_step(batch, lr, hooks);
+  }
+  void eval_step(const HostBatch& batch) override { engine_->eval_step(batch); }
+  Metrics take_metrics() override { return engine_->take_metrics(); }
+  void save_state(ModelState<float>& model, OptimizerState& optimizer) override {
+    engine_->save_state(model, optimizer);
+  }
+  void load_state(const ModelState<float>& model, const OptimizerState* optimizer) override {
+    engine_->load_state(model, optimizer);
+  }
+
+ private:
+  std::unique_ptr<Engine> engine_;
+};
+
+}  // namespace
+
+TEST_CASE("CUDA graphs: a captured step launches every bucket unpolled and uncounted; each replay counts and is watched") {
+  const EngineConfig config = narrow_config();
+  DeviceMemoryEngine engine(config);
+  Timeline timeline;
+  RecordingComm comm(2, DeviceKind::cuda, &timeline);
+  ReducerOptions options;
+  options.first_bucket_mb = 0.001;
+  options.bucket_mb = 0.004;
+  options.first_step = 7;
+  options.timeline = &timeline;
+  Reducer reducer(comm, engine, options);
+  const size_t buckets = reducer.plan().buckets.size();
+  REQUIRE(buckets >= 3);
+  CHECK(reducer.capturable());
+
+  // An eager step polls its buckets while backward goes on.
+  comm.calls.clear();
+  engine.train_step(random_batch(config, 2).view(), 1e-3, &reducer);
+  CHECK(comm.tests > 0);
+  CHECK(reducer.step() == 8);
+
+  // The captured step: before_forward eagerly, then the step with the reducer capturing.
+  comm.calls.clear();
+  comm.tests = comm.waits = 0;
+  timeline.clear();
+  reducer.before_forward();
+  reducer.capturing(true);
+  struct Captured final : StepHooks {  // the engine calls before_forward outside the graph
+    Reducer& reducer;
+    explicit Captured(Reducer& r) : reducer(r) {}
+    void grad_ready(const TensorInfo& tensor) override { reducer.grad_ready(tensor); }
+    void before_optimizer() override { reducer.before_optimizer(); }
+  } captured(reducer);
+  engine.train_step(random_batch(config, 3).view(), 1e-3, &captured);
+  reducer.capturing(false);
+  REQUIRE(comm.calls.size() == 1 + buckets);
+  CHECK(comm.calls[0].what == "broadcast of the BatchNorm running statistics at step 8");
+  for (size_t b = 0; b < buckets; ++b) {
+    CAPTURE(b);
+    CHECK(comm.calls[1 + b].kind == "allreduce");
+    CHECK(comm.calls[1 + b].what == "allreduce of bucket " + std::to_string(b) + " at step 8");
+  }
+  CHECK(comm.tests == 0);                             // nothing runs during a capture
+  CHECK(comm.waits == 1 + static_cast<int>(buckets));  // every bucket joined back
+  CHECK(timeline.events().empty());                   // nothing happened yet
+  CHECK(reducer.step() == 8);                         // the replays count
+
+  // The replays: each counts one step and has the watchdog watch it.
+  comm.calls.clear();
+  for (int replay = 0; replay < 2; ++replay) {
+    reducer.before_forward();
+    reducer.replayed();
+  }
+  REQUIRE(comm.calls.size() == 4);
+  CHECK(comm.calls[1].kind == "watch");
+  CHECK(comm.calls[1].what == "training step 8, replayed from its CUDA graph with the gradient allreduces");
+  CHECK(comm.calls[2].what == "broadcast of the BatchNorm running statistics at step 9");
+  CHECK(comm.calls[3].what == "training step 9, replayed from its CUDA graph with the gradient allreduces");
+  CHECK(reducer.step() == 10);
+
+  // Eager steps go on as before, a smaller last batch, say.
+  comm.calls.clear();
+  engine.train_step(random_batch(config, 4).view(), 1e-3, &reducer);
+  CHECK(comm.calls.back().what == "allreduce of bucket " + std::to_string(buckets - 1) + " at step 10");
+  CHECK(reducer.step() == 11);
+}
+
+TEST_CASE("CUDA graphs: a capture that fails part-way leaves no bucket in flight") {
+  const EngineConfig config = narrow_config();
+  DeviceMemoryEngine engine(config);
+  RecordingComm comm(2, DeviceKind::cuda, nullptr);
+  Reducer reducer(comm, engine);
+  reducer.before_forward();
+  reducer.capturing(true);
+  // Backward (last layers first) gets as far as launching the first bucket, then the capture
+  // fails.
+  comm.calls.clear();
+  const auto& tensors = engine.layout().tensors();
+  for (size_t i = tensors.size(); i-- > 0 && comm.calls.empty();)
+    if (tensors[i].role == TensorRole::parameter) reducer.grad_ready(tensors[i]);
+  REQUIRE(comm.calls.size() == 1);
+  CHECK(comm.calls[0].what == "allreduce of bucket 0 at step 0");
+  reducer.capturing(false);
+  // The next step starts afresh (before_forward checks nothing is in flight) and completes.
+  comm.calls.clear();
+  engine.train_step(random_batch(config, 5).view(), 1e-3, &reducer);
+  CHECK(reducer.step() == 1);
+}
+
+TEST_CASE("a reducer over host memory cannot be captured") {
+  const EngineConfig config = narrow_config();
+  auto engine = make_cpu_engine(config, 1);
+  RecordingComm comm(2, DeviceKind::cpu, nullptr);
+  Reducer reducer(comm, *engine);
+  CHECK_FALSE(reducer.capturable());
 }
 
 TEST_CASE("one rank broadcasts no buffers before the forward") {

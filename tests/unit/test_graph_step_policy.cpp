@@ -18,7 +18,7 @@ std::vector<std::string> modes(GraphStepPolicy& policy, const std::vector<int>& 
                                bool captures_succeed = true) {
   std::vector<std::string> out;
   for (int batch : batches) {
-    const GraphStepMode mode = policy.next(batch, /*has_hooks=*/false);
+    const GraphStepMode mode = policy.next(batch, /*eager_hooks=*/false);
     out.push_back(cuda::to_string(mode));
     if (mode == GraphStepMode::capture) {
       if (captures_succeed) policy.captured();
@@ -59,9 +59,9 @@ TEST_CASE("a smaller batch runs eagerly and counts for no warm-up") {
         Modes{"eager", "eager", "eager", "capture", "eager", "replay", "replay", "eager"});
 }
 
-TEST_CASE("a step with hooks runs eagerly, even once the graph is ready") {
+TEST_CASE("a step with hooks that cannot be captured runs eagerly, even once the graph is ready") {
   GraphStepPolicy policy(true, 8, 1);
-  CHECK(policy.next(8, /*has_hooks=*/true) == GraphStepMode::eager);
+  CHECK(policy.next(8, /*eager_hooks=*/true) == GraphStepMode::eager);
   CHECK(policy.next(8, false) == GraphStepMode::eager);
   CHECK(policy.next(8, true) == GraphStepMode::eager);
   REQUIRE(policy.next(8, false) == GraphStepMode::capture);

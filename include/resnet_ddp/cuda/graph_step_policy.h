@@ -9,7 +9,7 @@
 //  - the next full-batch step is captured (and then replayed, since capturing runs nothing);
 //  - every later full-batch step replays the graph;
 //  - a batch of another size (the smaller last batch of an epoch) runs eagerly, as does any step
-//    with StepHooks (the reducer's host bookkeeping would not happen on replay);
+//    with StepHooks that cannot be captured (StepHooks::capturable);
 //  - a capture that failed turns graphs off for good: every later step runs eagerly.
 namespace rddp::cuda {
 
@@ -26,7 +26,8 @@ class GraphStepPolicy {
 
   // How the next training step of `batch` images runs. After `capture`, report the outcome
   // with captured() or capture_failed() before asking again.
-  GraphStepMode next(int batch, bool has_hooks);
+  // `eager_hooks`: the step has StepHooks that cannot be captured.
+  GraphStepMode next(int batch, bool eager_hooks);
   void captured();
   void capture_failed();
 

@@ -60,6 +60,11 @@ class Comm {
                                                        const std::string& what) = 0;
   virtual std::shared_ptr<CommRequest> start_barrier(const std::string& what) = 0;
 
+  // Device memory only: a request that completes when the engine's compute stream has passed
+  // what is enqueued on it so far, handed to the watchdog as `what`. A replayed CUDA graph's
+  // collectives are not requests of their own, so the graph's launch is watched this way.
+  virtual std::shared_ptr<CommRequest> watch_compute(const std::string& what);
+
   void allreduce(void* data, size_t count, DataType type, Reduction op, const std::string& what) {
     start_allreduce(data, count, type, op, what)->synchronize();
   }

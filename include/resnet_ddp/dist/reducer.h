@@ -16,6 +16,11 @@
 // sum is complete it is widened back into the bucket's gradients.
 // Each rank keeps its own batch statistics, as in PyTorch: W ranks of batch B are not one
 // rank of batch W*B.
+// CUDA graphs: on device memory the reducer is capturable (StepHooks). While the engine captures
+// a step, the buckets' allreduces are enqueued into the graph as in any step, but the host
+// neither polls them (nothing runs during a capture) nor hands them to the watchdog (they run
+// only when the graph is replayed); every replay then counts one step and has the watchdog
+// watch the step as a whole: the replayed allreduces are not watched one by one.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -49,6 +54,9 @@ class Reducer final : public StepHooks {
   void before_forward() override;
   void grad_ready(const TensorInfo& tensor) override;
   void before_optimizer() override;
+  bool capturable() const override;
+  void capturing(bool on) override;
+  void replayed() override;
 
   // Rank 0's parameters and running statistics to every rank (collective).
   void broadcast_state();
@@ -91,6 +99,8 @@ class Reducer final : public StepHooks {
   std::vector<InFlight> in_flight_;
   std::unique_ptr<Bf16Staging> staging_;  // --grad-allreduce bf16 only
   int64_t step_ = 0;
+  bool capturing_ = false;
+  std::vector<std::shared_ptr<CommRequest>> captured_requests_;  // until the capture ends
 };
 
 }  // namespace rddp::dist

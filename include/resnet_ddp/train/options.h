@@ -34,7 +34,7 @@ struct TrainOptions {
   bool deterministic = false;     // cuDNN algorithms that give the same bits every run
   bool conv_timed_search = true;  // time cuDNN's convolution algorithms (cudnn.benchmark)
   bool conv_algorithms_given = false;  // --deterministic turns timing off unless this is set
-  bool cuda_graphs = false;       // replay the training step as a CUDA graph (one rank only)
+  bool cuda_graphs = false;       // replay the training step as a CUDA graph
 
   int epochs = 10;
   int64_t max_steps = 0;  // stop after this many training steps in all (0: no limit)
