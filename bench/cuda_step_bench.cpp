@@ -35,10 +35,10 @@
 // `--batchnorm cudnn-persistent` (resnet_ddp-persistentbn) trains cuDNN's BatchNorm in its
 // SPATIAL_PERSISTENT mode, as PyTorch does in channels_last; `--batchnorm cudnn-fused`
 // (resnet_ddp-cudnnfusedbn, nhwc only) adds cuDNN's own fusion of the ReLU and the residual add.
-// --cuda-graphs on (one process, no --ddp, as resnet_ddp allows) captures the step after the
-// engine's own warm-up steps and replays it; the engine runs without step hooks then, so the
-// split of a step is not measured (its forward+backward holds the whole step) and the report
-// says how many steps were replayed and how many nodes the graph holds.
+// --cuda-graphs on captures the step after the engine's own warm-up steps and replays it, with
+// the reducer's allreduces under --ddp or several ranks; the step's split is not measured then
+// (its forward+backward holds the whole step) and the report says how many steps were replayed
+// and how many nodes the graph holds.
 // --profile switches a profiler started with `nsys profile --capture-range=cudaProfilerApi` on
 // for the timed windows only, each an NVTX range ("window 1", ...) around resnet_ddp's own.
 // Without a CUDA device it prints SKIPPED and exits 0.
@@ -410,8 +410,9 @@ Measurement train_and_time(const Settings& s, Engine& engine, StepHooks* reducer
                            static_cast<cudaStream_t>(engine.compute_stream()), reducer);
   auto step = [&](int index) {
     events.begin_step(index);
-    // Hooks make every step eager (cuda/graph_step_policy.h).
-    engine.train_step(batch, lr, s.cuda_graphs ? nullptr : &events);
+    // The step's events are hooks that cannot be captured, so with graphs only the reducer
+    // (captured with the step) goes in, and the split is of whole steps.
+    engine.train_step(batch, lr, s.cuda_graphs ? reducer : &events);
     events.end_step();
   };
 
@@ -588,9 +589,6 @@ int measure(const Settings& s, dist::DistributedContext& context) {
   const double build_s = seconds_since(build_start);
 
   const bool ddp = s.ddp || context.world_size() > 1;
-  if (ddp && s.cuda_graphs)
-    fail("--cuda-graphs on is for one process without the gradient reducer, as in resnet_ddp: "
-         "drop --ddp, start one rank, or use --cuda-graphs off");
   if (!ddp && s.grad_allreduce != dist::GradAllreduce::fp32)
     fail("--grad-allreduce ", dist::to_string(s.grad_allreduce),
          " acts in the gradient reducer, which one process does not run: add --ddp (or start several ranks)");

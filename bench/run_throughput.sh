@@ -28,9 +28,8 @@
 #    JSON lines; and beside it a .log with every run's own output.
 #
 # resnet_ddp also runs every configuration with --cuda-graphs on (column resnet_ddp-graphs: the
-# step captured once and replayed as a CUDA graph), so that one run measures what the graph
-# saves in launch overhead; not with --grad-allreduce, since graphs are for one process without
-# the gradient reducer. Likewise with --batchnorm fused (columns resnet_ddp-fusedbn and
+# step captured once and replayed as a CUDA graph, with the reducer's allreduces under
+# --grad-allreduce), so that one run measures what the graph saves in launch overhead. Likewise with --batchnorm fused (columns resnet_ddp-fusedbn and
 # resnet_ddp-fusedbn-graphs): our BatchNorm kernels with ReLU and the residual add folded in,
 # against cuDNN's BatchNorm in the plain columns.
 #
@@ -370,10 +369,8 @@ for impls in "resnet_ddp pytorch-eager" "pytorch-compile"; do
           for format in $(formats_of "$precision"); do
             variants=(resnet_ddp resnet_ddp-fusedbn resnet_ddp-persistentbn resnet_ddp-floatinput)
             [ "$format" != nhwc ] || variants+=(resnet_ddp-cudnnfusedbn)
-            [ -n "$grad_allreduce" ] || variants+=(resnet_ddp-graphs resnet_ddp-fusedbn-graphs
-                                                   resnet_ddp-persistentbn-graphs)
-            [ -n "$grad_allreduce" ] || [ "$format" != nhwc ] ||
-              variants+=(resnet_ddp-cudnnfusedbn-graphs)
+            variants+=(resnet_ddp-graphs resnet_ddp-fusedbn-graphs resnet_ddp-persistentbn-graphs)
+            [ "$format" != nhwc ] || variants+=(resnet_ddp-cudnnfusedbn-graphs)
             for variant in "${variants[@]}"; do
               wanted "$variant" || continue
               measure "$variant" "$limit" "$stem" "$size" "$batch" "$classes" "$precision" \

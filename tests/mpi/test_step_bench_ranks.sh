@@ -31,4 +31,12 @@ for allreduce in fp32 bf16; do
   checks=$((checks + 1))
   echo "ok $checks: --grad-allreduce $allreduce: 2 ranks, $total images/s in total, $per_gpu per GPU"
 done
+# --cuda-graphs on: the reducer's allreduces are captured with the step and replayed.
+"${mpiexec[@]}" -n 2 "$bench" --size 16 --batch 4 --classes 10 --warmup 4 --windows 2 --steps-per-window 1 \
+  --cuda-graphs on >"$out" 2>&1 || fail "the benchmark failed on two ranks with --cuda-graphs on"
+[ "$(field status)" = ok ] && [ "$(field ddp)" = true ] && [ "$(field cuda_graphs)" = true ] ||
+  fail "the record does not say status ok, ddp true, cuda_graphs true"
+[ "$(field graph_replays)" = 3 ] || fail "expected 3 replays (6 steps less 3 warm-up), got $(field graph_replays)"
+checks=$((checks + 1))
+echo "ok $checks: --cuda-graphs on: 2 ranks replay the step with its allreduces"
 echo "$checks passed, 0 failed"
