@@ -83,7 +83,7 @@ describe_part() {
     tests) echo "gpu tests (CUDA vs CPU, bf16, fp16, NHWC) and the NCCL communicator tests" ;;
     fashion) echo "Fashion-MNIST, $epochs cosine epochs, resnet_ddp and PyTorch on the GPU: losses within 5 %, accuracy within half a point" ;;
     precision) echo "Fashion-MNIST, $precision_epochs epochs in fp32, tf32, bf16, fp16: curves PNG and verdict" ;;
-    engine) echo "resume and --cuda-graphs on bit-identical to a straight eager run under --deterministic; one process and mpirun -np 1 through NCCL, also with a bfloat16 gradient allreduce; a whole fp32 training run step by step against PyTorch" ;;
+    engine) echo "resume and --cuda-graphs on bit-identical to a straight eager run under --deterministic; one process and mpirun -np 1 through NCCL, also with a bfloat16 gradient allreduce; the step replayed with its NCCL allreduces as one CUDA graph; a whole fp32 training run step by step against PyTorch" ;;
     mixed) echo "300 synthetic steps in bf16 and fp16, NCHW and NHWC, cuDNN's and our fused BatchNorm (NHWC: also cuDNN's persistent, fp16 NHWC: cuDNN's fused); fp16's skipped steps" ;;
     data) echo "JPEG folder vs resnet_ddp_pack pack: data-wait share per epoch" ;;
     kernels) echo "bench/kernels_bench: our kernels' bandwidth, our BatchNorm beside cuDNN's at ResNet-18's shapes" ;;
@@ -415,6 +415,13 @@ part_engine() {
     step 60 "mpirun -np 1 through NCCL, bfloat16 gradient allreduce" mpirun -np 1 "$bin" "${nccl_run[@]}" \
       --grad-allreduce bf16
   fi
+  # The trainer captures no reducer with one rank, so the benchmark's --ddp runs the step with
+  # its NCCL allreduces (float32, then bfloat16 with its casts) captured into the CUDA graph:
+  # a capture NCCL refuses stops it with the cause.
+  local captured=("$build/bench/cuda_step_bench" --size 32 --batch 128 --classes 10 --precision bf16 --warmup 10
+                  --windows 2 --steps-per-window 10 --conv-algorithms heuristic --ddp --cuda-graphs on)
+  step 60 "step and NCCL allreduces replayed as one CUDA graph" "${captured[@]}"
+  step 60 "step and bfloat16 NCCL allreduces replayed as one CUDA graph" "${captured[@]}" --grad-allreduce bf16
   # parity.test_training_run with the program on the GPU: a whole run (warm-up, cosine, a short
   # last batch, evaluation each epoch) in strict fp32, every step's loss and the weights at the
   # end against PyTorch's run on the CPU. One rank: NCCL will not put two ranks on one GPU.

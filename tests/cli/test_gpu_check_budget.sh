@@ -9,7 +9,7 @@ script=$RDDP_SOURCE_DIR/scripts/gpu_check.sh
 
 expect 2 "--budget needs whole seconds" -- "$script" --dry-run --budget soon
 expect 2 "no part 'nosuch'" -- "$script" --dry-run --part nosuch
-expect 0 "1340 s of the command's 560 s budget, which cuts the last ones short" -- \
+expect 0 "1460 s of the command's 560 s budget, which cuts the last ones short" -- \
   "$script" --dry-run --part tests,kernels,engine --budget 560
 expect 0 "300 s of the command's 600 s budget$" -- "$script" --dry-run --part kernels --budget 600
 
