@@ -58,6 +58,15 @@ if [ "$device" = cuda ]; then
   cmp -s "$work/g-0.rddp" "$work/g-1.rddp" || fail "with --cuda-graphs on the ranks end with different weights"
   cmp -s "$work/g-0.rddp" "$work/e-0.rddp" || fail "--cuda-graphs on did not give the eager run's weights"
   ok "2 ranks, --cuda-graphs on: 5 of 8 steps replayed with their allreduces, the eager run's weights bit for bit"
+  # bfloat16 buckets: the casts into the staging slices and back are captured too.
+  for graphs in on off; do
+    "${mpiexec[@]}" -n 2 "${train[@]}" --epochs 2 --grad-allreduce bf16 --cuda-graphs $graphs \
+      --save-weights "$work/gb-$graphs-{rank}.rddp" >"$work/out" 2>&1 ||
+      fail "two ranks did not train with --grad-allreduce bf16 --cuda-graphs $graphs"
+  done
+  cmp -s "$work/gb-on-0.rddp" "$work/gb-off-0.rddp" && cmp -s "$work/gb-on-0.rddp" "$work/gb-on-1.rddp" ||
+    fail "with --grad-allreduce bf16, --cuda-graphs on did not give the eager run's weights on both ranks"
+  ok "2 ranks, --grad-allreduce bf16 --cuda-graphs on: the eager run's weights bit for bit"
 fi
 
 # Replicas that drift apart end the job at the epoch's end, and before any checkpoint: here rank
