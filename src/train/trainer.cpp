@@ -547,7 +547,11 @@ int Trainer::run() {
       if (options_.checkpoint_every > 0 && global_step_ % options_.checkpoint_every == 0 && step < steps_per_epoch_)
         checkpoint(epoch, step);
     }
-    epoch_local += take_checked_metrics(epoch, step, lr);
+    {
+      // The epoch's last sums: the wait for the GPU to finish the epoch's steps.
+      const ProfileRange range("epoch metrics");
+      epoch_local += take_checked_metrics(epoch, step, lr);
+    }
     const double train_seconds = seconds_since(epoch_start);
     const Metrics train = group_.sum(epoch_local);
     Metrics val;

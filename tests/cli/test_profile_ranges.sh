@@ -42,7 +42,7 @@ if [ $# -gt 0 ]; then
       cpu_step "$step" | sed '2a\    broadcast batchnorm statistics'
       [ "$step" = 2 ] && echo "  ]profiled steps 2-2"
     done
-    printf '  read metrics\n  evaluate\n    broadcast batchnorm statistics\n  checkpoint\n    replica check\n'
+    printf '  read metrics\n  epoch metrics\n  evaluate\n    broadcast batchnorm statistics\n  checkpoint\n    replica check\n'
   } >"$work/expected"
   logs=("$work"/ranges.*.log)
   check "one range log per rank" test "${#logs[@]}" = 2
@@ -61,7 +61,7 @@ expect 0 "profiling +NVTX ranges in domain resnet_ddp; profiler collects global 
   echo "  [profiled steps 2-3"
   cpu_step 2
   cpu_step 3
-  printf '  ]profiled steps 2-3\n  read metrics\n  evaluate\n  checkpoint\n'
+  printf '  ]profiled steps 2-3\n  read metrics\n  epoch metrics\n  evaluate\n  checkpoint\n'
 } >"$work/expected"
 check "CPU: epoch, data waits, steps with forward, loss, backward, buckets, optimizer; the window holds steps 2 and 3" \
   outline_is "$work/expected" "$work"/ranges.*.log
@@ -89,7 +89,7 @@ if [ -x "${RDDP_EMULATED_BIN:-}" ]; then
     cuda_step 1 eager; cuda_step 2 eager; cuda_step 3 eager
     echo "  [profiled steps 4-5"
     cuda_step 4 capture; cuda_step 5 replay
-    printf '  ]profiled steps 4-5\n  read metrics\n  evaluate\n'
+    printf '  ]profiled steps 4-5\n  read metrics\n  epoch metrics\n  evaluate\n'
   } >"$work/expected"
   check "CUDA (emulated): uploads, the graph's capture and replay, the window around steps 4 and 5" \
     outline_is "$work/expected" "$work"/ranges.*.log
