@@ -114,36 +114,26 @@ grep -q "start            .*checkpoint-" "$work/out" || fail "the resumed job di
 grep -q "epoch 3/3: train loss" "$work/out" || fail "the resumed job did not finish its epochs"
 ok "the requeued job resumes from the checkpoint and finishes"
 
-# A rank killed mid-run: the launcher and the watchdog end the job, every survivor says why.
-start=$(date +%s)
-timeout -k 5 90 "${mpiexec[@]}" -n 2 "${train[@]}" --epochs 50 --comm-timeout 20 >"$work/out" 2>&1 &
-job=$!
-signal_rank_1 KILL "--epochs 50 --comm-timeout 20"
-wait "$job"
-status=$?
-elapsed=$(($(date +%s) - start))
-[ "$status" != 0 ] || fail "the job ended with status 0 after a rank was killed"
-[ "$status" != 124 ] || fail "the job hung after a rank was killed"
-grep -Eq "\[rank 0/2 [^]]+\] (received SIGTERM|terminated by SIGTERM|.*did not complete)" "$work/out" ||
-  fail "rank 0 did not say why it stopped"
-ok "rank 1 killed: the job ended with status $status after ${elapsed} s, rank 0 said why"
-
-# The same while the steps are replayed from a CUDA graph: rank 0 waits inside a replayed
-# allreduce, which only the replay's watch covers.
-if [ "$device" = cuda ]; then
+# kill_rank_1 WHAT WAIT_FOR [FLAGS...]: a job of 50 epochs with FLAGS, rank 1 killed once the
+# output holds WAIT_FOR; the launcher and the watchdog end the job, and rank 0 says why.
+kill_rank_1() {
+  local what=$1 wait_for=$2 start status elapsed job
+  shift 2
   start=$(date +%s)
-  timeout -k 5 90 "${mpiexec[@]}" -n 2 "${train[@]}" --epochs 50 --comm-timeout 20 --cuda-graphs on \
-    >"$work/out" 2>&1 &
+  timeout -k 5 90 "${mpiexec[@]}" -n 2 "${train[@]}" --epochs 50 --comm-timeout 20 "$@" >"$work/out" 2>&1 &
   job=$!
-  for _ in $(seq 600); do grep -q "epoch 2/50" "$work/out" && break; sleep 0.1; done
-  signal_rank_1 KILL "--epochs 50 --comm-timeout 20 --cuda-graphs on"
+  for _ in $(seq 600); do grep -q "$wait_for" "$work/out" && break; sleep 0.1; done
+  signal_rank_1 KILL "--epochs 50 --comm-timeout 20${*:+ $*}"
   wait "$job"
   status=$?
   elapsed=$(($(date +%s) - start))
-  [ "$status" != 0 ] || fail "with --cuda-graphs on the job ended with status 0 after a rank was killed"
-  [ "$status" != 124 ] || fail "with --cuda-graphs on the job hung after a rank was killed"
+  [ "$status" != 0 ] || fail "$what: the job ended with status 0 after a rank was killed"
+  [ "$status" != 124 ] || fail "$what: the job hung after a rank was killed"
   grep -Eq "\[rank 0/2 [^]]+\] (received SIGTERM|terminated by SIGTERM|.*did not complete)" "$work/out" ||
-    fail "with --cuda-graphs on rank 0 did not say why it stopped"
-  ok "rank 1 killed during graph replays: the job ended with status $status after ${elapsed} s, rank 0 said why"
-fi
+    fail "$what: rank 0 did not say why it stopped"
+  ok "$what: the job ended with status $status after ${elapsed} s, rank 0 said why"
+}
+kill_rank_1 "rank 1 killed" "step 2/4"
+# The same while the steps are replayed from a CUDA graph, their allreduces inside the replays.
+[ "$device" != cuda ] || kill_rank_1 "rank 1 killed during graph replays" "epoch 2/50" --cuda-graphs on
 echo "$checks passed, 0 failed"

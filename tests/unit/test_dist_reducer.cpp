@@ -14,6 +14,7 @@
 #include "resnet_ddp/rng.h"
 #include "support/engine_batches.h"
 #include "support/engine_outcome.h"
+#include "support/forwarding_engine.h"
 
 using namespace rddp;
 using namespace rddp::dist;
@@ -90,6 +91,16 @@ class RecordingComm final : public Comm {
 
 EngineConfig narrow_config() { return testing::narrow_cpu_config(); }
 
+// Buckets small enough that the narrow model fills several, numbered from `first_step`.
+ReducerOptions small_buckets(Timeline* timeline, int64_t first_step = 0) {
+  ReducerOptions options;
+  options.first_bucket_mb = 0.001;
+  options.bucket_mb = 0.004;
+  options.first_step = first_step;
+  options.timeline = timeline;
+  return options;
+}
+
 // The engine's largest batch, from `seed`.
 testing::Batch random_batch(const EngineConfig& config, uint64_t seed) {
   return testing::random_batch(config, config.max_batch, seed);
@@ -117,11 +128,7 @@ TEST_CASE("each bucket is averaged as soon as its last gradient is ready, in ord
   auto engine = make_cpu_engine(config, 1);
   Timeline timeline;
   RecordingComm comm(2, DeviceKind::cpu, &timeline);
-  ReducerOptions options;
-  options.first_bucket_mb = 0.001;
-  options.bucket_mb = 0.004;
-  options.first_step = 41;
-  options.timeline = &timeline;
+  const ReducerOptions options = small_buckets(&timeline, 41);
   Reducer reducer(comm, *engine, options);
   const BucketPlan& plan = reducer.plan();
   REQUIRE(plan.buckets.size() >= 3);
@@ -214,30 +221,11 @@ namespace {
 // A CPU engine that says its memory is a GPU's, so that the reducer over device memory (which
 // CUDA graphs may capture) runs its bookkeeping here; nothing is captured on the CPU, so the
 // test plays the CUDA engine's part in calling the hooks.
-class DeviceMemoryEngine final : public Engine {
+class DeviceMemoryEngine final : public testing::ForwardingEngine {
  public:
-  explicit DeviceMemoryEngine(const EngineConfig& config) : engine_(make_cpu_engine(config, 1)) {}
+  explicit DeviceMemoryEngine(const EngineConfig& config) : ForwardingEngine(make_cpu_engine(config, 1)) {}
   DeviceKind device() const override { return DeviceKind::cuda; }
   std::string device_name() const override { return "pretend GPU"; }
-  const ParamLayout& layout() const override { return engine_->layout(); }
-  float* params() override { return engine_->params(); }
-  float* grads() override { return engine_->grads(); }
-  float* running_stats() override { return engine_->running_stats(); }
-  void* compute_stream() override { return nullptr; }
-  void train_step(const HostBatch& batch, double lr, StepHooks* hooks) override {
-    engine_->train_step(batch, lr, hooks);
-  }
-  void eval_step(const HostBatch& batch) override { engine_->eval_step(batch); }
-  Metrics take_metrics() override { return engine_->take_metrics(); }
-  void save_state(ModelState<float>& model, OptimizerState& optimizer) override {
-    engine_->save_state(model, optimizer);
-  }
-  void load_state(const ModelState<float>& model, const OptimizerState* optimizer) override {
-    engine_->load_state(model, optimizer);
-  }
-
- private:
-  std::unique_ptr<Engine> engine_;
 };
 
 }  // namespace
@@ -247,11 +235,7 @@ TEST_CASE("CUDA graphs: a captured step launches every bucket unpolled and uncou
   DeviceMemoryEngine engine(config);
   Timeline timeline;
   RecordingComm comm(2, DeviceKind::cuda, &timeline);
-  ReducerOptions options;
-  options.first_bucket_mb = 0.001;
-  options.bucket_mb = 0.004;
-  options.first_step = 7;
-  options.timeline = &timeline;
+  const ReducerOptions options = small_buckets(&timeline, 7);
   Reducer reducer(comm, engine, options);
   const size_t buckets = reducer.plan().buckets.size();
   REQUIRE(buckets >= 3);
@@ -358,10 +342,7 @@ TEST_CASE("bf16: each bucket is summed from its own staging slice, made once, an
   auto engine = make_cpu_engine(config, 1);
   Timeline timeline;
   RecordingComm comm(4, DeviceKind::cpu, &timeline);
-  ReducerOptions options;
-  options.first_bucket_mb = 0.001;
-  options.bucket_mb = 0.004;
-  options.timeline = &timeline;
+  ReducerOptions options = small_buckets(&timeline);
   options.grad_allreduce = GradAllreduce::bf16;
   Reducer reducer(comm, *engine, options);
   const BucketPlan& plan = reducer.plan();

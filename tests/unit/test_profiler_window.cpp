@@ -10,42 +10,22 @@
 #include "resnet_ddp/engine.h"
 #include "resnet_ddp/train/profiler_window.h"
 #include "support/engine_outcome.h"
+#include "support/forwarding_engine.h"
 
 using namespace rddp;
 
 namespace {
 
 // A CPU engine that also notes each switch of the profiler, with the step it came at.
-class SwitchLog final : public Engine {
+class SwitchLog final : public testing::ForwardingEngine {
  public:
-  SwitchLog() : engine_(make_cpu_engine(testing::narrow_cpu_config(), 1)) {}
+  SwitchLog() : ForwardingEngine(make_cpu_engine(testing::narrow_cpu_config(), 1)) {}
   std::vector<std::string> switches;
   int64_t step = 0;
 
   void profiler_capture(bool on) override {
     switches.push_back((on ? "on before " : "off after ") + std::to_string(step));
   }
-  DeviceKind device() const override { return engine_->device(); }
-  std::string device_name() const override { return engine_->device_name(); }
-  const ParamLayout& layout() const override { return engine_->layout(); }
-  float* params() override { return engine_->params(); }
-  float* grads() override { return engine_->grads(); }
-  float* running_stats() override { return engine_->running_stats(); }
-  void* compute_stream() override { return nullptr; }
-  void train_step(const HostBatch& batch, double lr, StepHooks* hooks) override {
-    engine_->train_step(batch, lr, hooks);
-  }
-  void eval_step(const HostBatch& batch) override { engine_->eval_step(batch); }
-  Metrics take_metrics() override { return engine_->take_metrics(); }
-  void save_state(ModelState<float>& model, OptimizerState& optimizer) override {
-    engine_->save_state(model, optimizer);
-  }
-  void load_state(const ModelState<float>& model, const OptimizerState* optimizer) override {
-    engine_->load_state(model, optimizer);
-  }
-
- private:
-  std::unique_ptr<Engine> engine_;
 };
 
 struct Run {
