@@ -7,6 +7,8 @@
 // cuDNN's SPATIAL_PERSISTENT mode through its *Ex calls, as PyTorch trains channels_last, and
 // that mode with cuDNN's own fusion of the residual add and ReLU; NHWC also in fp16, the type
 // cuDNN documents that fusion for.
+// Last, a table of its own: the 224x224 network's stem convolution in NHWC (cuDNN, timed
+// algorithm search) on its 3 input channels and on an input zero-padded to 4 and 8, in TFLOP/s.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -21,7 +23,9 @@
 
 #include "resnet_ddp/cuda/batchnorm_kernels.h"
 #include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/cuda/conv_algorithms.h"
 #include "resnet_ddp/cuda/cudnn_batchnorm.h"
+#include "resnet_ddp/cuda/cudnn_conv.h"
 #include "resnet_ddp/cuda/handles.h"
 #include "resnet_ddp/cuda/kernels.h"
 #include "resnet_ddp/cuda/layer_kernels.h"
@@ -401,6 +405,81 @@ void bench_batchnorms(const Reporter& report) {
     }
 }
 
+// The stem convolution (7x7, stride 2, pad 3, 64 filters) at 224x224, batch 256, NHWC: the
+// forward and the weight gradient (its input gradient is never needed). NHWC tensor-core
+// kernels read whole vectors of channels, which 3 channels do not fill; if the padded inputs run
+// much faster, zero-padding the network's input (and the stem's weights) would pay. TFLOP/s
+// count the padded channels' multiply-adds, as the kernels do them; the useful work is 3/C of it.
+template <typename T>
+void bench_stem_convolution(const char* type_name) {
+  constexpr int kBatch = 256, kSize = 224, kFilters = 64;
+  constexpr cudnnDataType_t type = cuda::data_type_of<T>();
+  constexpr size_t kWorkspaceLimit = size_t{1} << 30;
+  cuda::ComputeContext context;
+  for (int channels : {3, 4, 8}) {
+    const cuda::ConvShape geometry{kBatch, channels, kSize, kSize, kFilters, 7, 2, 3};
+    cuda::MathPolicy policy;
+    policy.data_type = type;
+    policy.format = CUDNN_TENSOR_NHWC;
+    policy.search = cuda::ConvAlgorithmSearch::timed;
+    cuda::ConvAlgorithmCache algorithms(policy);
+    cuda::TensorDescriptorCache descriptors(type, CUDNN_TENSOR_NHWC);
+    cuda::ConvLayer layer(geometry, /*needs_input_grad=*/false, type, CUDNN_TENSOR_NHWC);
+    const cuda::ConvShape shape = layer.shape(kBatch);
+    const size_t inputs = static_cast<size_t>(kBatch) * channels * kSize * kSize;
+    const size_t outputs = static_cast<size_t>(kBatch) * kFilters * shape.out_h() * shape.out_w();
+    const size_t weights = static_cast<size_t>(kFilters) * channels * 49;
+    T* x = device_filled<T>(inputs, 31);
+    T* w = device_filled<T>(weights, 32);
+    T* dy = device_filled<T>(outputs, 33);
+    T* y = device_alloc<T>(outputs);
+    T* dw = device_alloc<T>(weights);
+    const size_t search_bytes =
+        layer.search_workspace_bytes(kBatch, context.cudnn(), algorithms, kWorkspaceLimit);
+    void* workspace = nullptr;
+    RDDP_CUDA_CHECK(cudaMalloc(&workspace, std::max<size_t>(search_bytes, 1)));
+    const cuda::ConvSearchBuffers buffers{x, w, dy, y, nullptr, dw, workspace, search_bytes};
+    const size_t workspace_bytes = layer.prepare(kBatch, context.cudnn(), algorithms, descriptors,
+                                                 &buffers, kWorkspaceLimit);
+    if (workspace_bytes > search_bytes) {
+      RDDP_CUDA_CHECK(cudaFree(workspace));
+      RDDP_CUDA_CHECK(cudaMalloc(&workspace, workspace_bytes));
+    }
+    const cuda::CudnnCall call{context.cudnn(), workspace, workspace_bytes};
+    const double forward_us = median_microseconds(
+        [&] { layer.forward(call, kBatch, x, w, y); }, context.stream());
+    const double filter_us = median_microseconds(
+        [&] { layer.backward_filter(call, kBatch, x, dy, dw); }, context.stream());
+    const double flops = 2.0 * static_cast<double>(outputs) * channels * 49;
+    const auto algorithm = [&](cuda::ConvDirection direction) {
+      return algorithms.choose(context.cudnn(), shape, direction, nullptr, kWorkspaceLimit).algorithm;
+    };
+    const std::string shape_text = std::to_string(kBatch) + "x" + std::to_string(channels) + "x" +
+                                   std::to_string(kSize) + "x" + std::to_string(kSize);
+    std::printf("%-36s %-26s %10.2f %10.1f %9d\n", ("stem conv forward nhwc " + std::string(type_name)).c_str(),
+                shape_text.c_str(), forward_us, flops / (forward_us * 1e-6) / 1e12,
+                algorithm(cuda::ConvDirection::forward));
+    std::printf("%-36s %-26s %10.2f %10.1f %9d\n", ("stem conv weight grad nhwc " + std::string(type_name)).c_str(),
+                shape_text.c_str(), filter_us, flops / (filter_us * 1e-6) / 1e12,
+                algorithm(cuda::ConvDirection::backward_filter));
+    for (void* p : {static_cast<void*>(x), static_cast<void*>(w), static_cast<void*>(dy),
+                    static_cast<void*>(y), static_cast<void*>(dw), workspace})
+      RDDP_CUDA_CHECK(cudaFree(p));
+  }
+}
+
+// A failure here (a shape cuDNN refuses) must not cost the rows above, printed already.
+void bench_stem_convolutions() {
+  std::printf("\n%-36s %-26s %10s %10s %9s\n", "convolution", "input (NHWC, padded)", "median us",
+              "TFLOP/s", "algorithm");
+  try {
+    bench_stem_convolution<__nv_bfloat16>("bf16");
+    bench_stem_convolution<__half>("fp16");
+  } catch (const Error& error) {
+    std::printf("stem convolutions: not measured: %s\n", error.what());
+  }
+}
+
 void run() {
   int device = 0;
   RDDP_CUDA_CHECK(cudaGetDevice(&device));
@@ -432,6 +511,7 @@ void run() {
   bench_weight_copies<__nv_bfloat16>(report, stream, "bf16");
   RDDP_CUDA_CHECK(cudaStreamDestroy(stream));
   bench_batchnorms(report);
+  bench_stem_convolutions();
 }
 
 }  // namespace
