@@ -1,6 +1,7 @@
 // The device-memory half on real GPUs: the NCCL communicator's collectives, and the reducer
 // over it driven by an engine whose "backward" writes known gradients on its compute stream,
-// so the events that order the comm stream after the compute stream (and back) are exercised.
+// so the events that order the comm stream after the compute stream (and back) are exercised,
+// eagerly and captured into a CUDA graph with the step, as --cuda-graphs on does.
 // Where two ranks of a node get the same GPU (fewer GPUs than ranks, or every rank given the same
 // CUDA_VISIBLE_DEVICES), every rank must refuse to share it instead.
 // Prints SKIPPED and exits 77 where no CUDA device answers.
@@ -72,10 +73,14 @@ class ScriptedCudaEngine final : public Engine {
         stream_(stream),
         params_(state_.layout.parameter_elements()),
         grads_(state_.layout.parameter_elements()),
-        running_(state_.layout.running_stat_elements()) {
+        running_(state_.layout.running_stat_elements()),
+        values_(state_.layout.parameter_elements()) {
     // The alignment padding between tensors is averaged too; like the real engines' it is zero.
     RDDP_CUDA_CHECK(
         cudaMemsetAsync(grads_.get(), 0, state_.layout.parameter_elements() * sizeof(float), stream_));
+    std::vector<float> values(layout().parameter_elements(), 0.0f);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = gradient_value(rank_, i);
+    values_.upload(values, stream_);
   }
 
   DeviceKind device() const override { return DeviceKind::cuda; }
@@ -88,17 +93,39 @@ class ScriptedCudaEngine final : public Engine {
 
   void train_step(const HostBatch&, double, StepHooks* hooks) override {
     hooks->before_forward();
-    std::vector<float> values(layout().parameter_elements(), 0.0f);
-    for (size_t i = 0; i < values.size(); ++i) values[i] = gradient_value(rank_, i);
-    // Each tensor's gradient is enqueued before it is reported, as a CUDA backward does.
-    for (const TensorInfo& info : layout().tensors()) {
-      if (info.role != TensorRole::parameter) continue;
-      RDDP_CUDA_CHECK(cudaMemcpyAsync(grads_.get() + info.offset, values.data() + info.offset,
-                                      info.numel * sizeof(float), cudaMemcpyHostToDevice, stream_));
-      hooks->grad_ready(info);
-    }
-    hooks->before_optimizer();
+    backward(*hooks);
     reduced = grads_.download(stream_);  // on the compute stream: after the averaging
+  }
+
+  // As the CUDA engine runs a step with capturable hooks (cuda_engine.cpp): before_forward
+  // eagerly, the rest captured into a CUDA graph with the hooks capturing, then `replays`
+  // launches of the graph, each with before_forward before it and replayed() after it. The
+  // gradients are cleared before each launch, so only the replay can have written them.
+  void train_steps_captured(StepHooks& hooks, int replays) {
+    hooks.before_forward();
+    hooks.capturing(true);
+    RDDP_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    cudaGraph_t graph = nullptr;
+    try {
+      backward(hooks);
+    } catch (...) {
+      cudaStreamEndCapture(stream_, &graph);
+      throw;
+    }
+    const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+    hooks.capturing(false);
+    RDDP_CUDA_CHECK(ended);
+    cudaGraphExec_t exec = nullptr;
+    RDDP_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int replay = 0; replay < replays; ++replay) {
+      if (replay > 0) hooks.before_forward();
+      RDDP_CUDA_CHECK(cudaMemsetAsync(grads_.get(), 0, layout().parameter_elements() * sizeof(float), stream_));
+      RDDP_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+      hooks.replayed();
+    }
+    reduced = grads_.download(stream_);
+    RDDP_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    RDDP_CUDA_CHECK(cudaGraphDestroy(graph));
   }
   void eval_step(const HostBatch&) override { fail("the scripted engine only trains"); }
   Metrics take_metrics() override { return {}; }
@@ -112,10 +139,22 @@ class ScriptedCudaEngine final : public Engine {
   DeviceBuffer<float>& running_buffer() { return running_; }
 
  private:
+  // Each tensor's gradient is enqueued before it is reported, as a CUDA backward does.
+  void backward(StepHooks& hooks) {
+    for (const TensorInfo& info : layout().tensors()) {
+      if (info.role != TensorRole::parameter) continue;
+      RDDP_CUDA_CHECK(cudaMemcpyAsync(grads_.get() + info.offset, values_.get() + info.offset,
+                                      info.numel * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+      hooks.grad_ready(info);
+    }
+    hooks.before_optimizer();
+  }
+
   ModelState<float> state_;
   int rank_;
   cudaStream_t stream_;
   DeviceBuffer<float> params_, grads_, running_;
+  DeviceBuffer<float> values_;  // this rank's gradient_value()s
 };
 
 void test_collectives(const DistributedContext& context, Comm& comm, cudaStream_t stream, RankChecks& checks) {
@@ -160,7 +199,7 @@ void test_collectives(const DistributedContext& context, Comm& comm, cudaStream_
 // bfloat16: the bound on its error is ddp_cpu_test's, W+1 roundings of relative 2^-8 each of the
 // mean of |g|, and every result is a bfloat16 value.
 void test_reducer(const DistributedContext& context, Comm& comm, cudaStream_t stream, GradAllreduce grad_allreduce,
-                  RankChecks& checks) {
+                  bool captured, RankChecks& checks) {
   const int rank = context.rank(), world = context.world_size();
   const bool bf16 = grad_allreduce == GradAllreduce::bf16;
   ScriptedCudaEngine engine(narrow_config().spec, rank, stream);
@@ -177,7 +216,14 @@ void test_reducer(const DistributedContext& context, Comm& comm, cudaStream_t st
                    engine.running_buffer().download(stream) == std::vector<float>(m, -1.0f),
                "the reducer broadcasts rank 0's parameters and running statistics over NCCL");
 
+  // An eager step first, as the engine's warm-up steps come before a capture (NCCL connects
+  // its peers at a communicator's first collectives, which a capture must not be the first of).
   engine.train_step(HostBatch{}, 0.0, &reducer);
+  if (captured) {
+    engine.train_steps_captured(reducer, 2);
+    checks.check(reducer.step() == 3, "a captured step and its 2 replays count 2 steps (" +
+                                          std::to_string(reducer.step() - 1) + " counted)");
+  }
   std::vector<bool> in_tensor(n, false);
   for (const TensorInfo& info : engine.layout().tensors())
     if (info.role == TensorRole::parameter)
@@ -198,7 +244,7 @@ void test_reducer(const DistributedContext& context, Comm& comm, cudaStream_t st
     std::memcpy(&bits, &engine.reduced[i], sizeof bits);
     not_bf16 += (bits & 0xFFFFu) != 0;
   }
-  const std::string how = bf16 ? " as bfloat16" : "";
+  const std::string how = std::string(bf16 ? " as bfloat16" : "") + (captured ? ", replayed from a CUDA graph," : "");
   checks.check(bad == 0, "gradients averaged over NCCL" + how + " bucket by bucket equal the mean of the ranks' (" +
                              std::to_string(bad) + " of " + std::to_string(n) + " off; " +
                              std::to_string(reducer.plan().buckets.size()) + " buckets)");
@@ -257,8 +303,10 @@ int main(int argc, char** argv) {
     } else {
       auto comm = make_nccl_comm(context, device, stream, &watchdog);
       test_collectives(context, *comm, stream, checks);
-      test_reducer(context, *comm, stream, GradAllreduce::fp32, checks);
-      test_reducer(context, *comm, stream, GradAllreduce::bf16, checks);
+      for (bool captured : {false, true}) {
+        test_reducer(context, *comm, stream, GradAllreduce::fp32, captured, checks);
+        test_reducer(context, *comm, stream, GradAllreduce::bf16, captured, checks);
+      }
     }
     RDDP_CUDA_CHECK(cudaStreamDestroy(stream));
     return checks.finish();
