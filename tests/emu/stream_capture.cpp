@@ -324,7 +324,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (emu::detail::is_capturing(stream)) {
     event->captured_in = capture().number;
     event->captured_stream = stream;
-    event->captured_nodes = capture().streams[stream].nodes;
+    event->captured_nodes = capture().streams.at(stream).nodes;
     return cudaSuccess;
   }
   event->captured_in = 0;
@@ -374,7 +374,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
     // Inside the capture: `stream` joins it if it was not in it, and covers the recording
     // stream's nodes up to the event (a fork, or a join back).
     std::lock_guard<std::mutex> lock(emu::capture_mutex());
-    auto& recorder = c.streams[event->captured_stream];
+    auto& recorder = c.streams.at(event->captured_stream);
     if (stream != event->captured_stream)
       recorder.joined = std::max(recorder.joined, event->captured_nodes);
     c.streams.emplace(stream, decltype(c.streams)::mapped_type{});

@@ -53,19 +53,11 @@ const std::vector<Case> kCases = odd_shapes_then({
 // A cuDNN run's results, read back.
 template <typename T>
 Outputs<T> downloaded(const DeviceBuffer<T>& y, const DeviceBuffer<T>& dx,
-                      const DeviceBuffer<float>& save_mean, const DeviceBuffer<float>& save_invstd,
-                      const DeviceBuffer<float>& running_mean,
-                      const DeviceBuffer<float>& running_var, const DeviceBuffer<float>& dgamma,
-                      const DeviceBuffer<float>& dbeta, cudaStream_t stream) {
+                      const ChannelBuffers& c, cudaStream_t stream) {
   Outputs<T> out;
   out.y = to_host(y, stream);
   out.dx = to_host(dx, stream);
-  out.save_mean = to_host(save_mean, stream);
-  out.save_invstd = to_host(save_invstd, stream);
-  out.running_mean = to_host(running_mean, stream);
-  out.running_var = to_host(running_var, stream);
-  out.dgamma = to_host(dgamma, stream);
-  out.dbeta = to_host(dbeta, stream);
+  c.read_into(out, stream);
   return out;
 }
 
@@ -77,31 +69,24 @@ Outputs<T> run_cudnn(const cuda::ComputeContext& context, const cuda::BatchNormS
   cudaStream_t stream = context.stream();
   const cpu::BatchNormShape s{shape.batch, shape.channels, shape.height, shape.width};
   const bool nhwc = shape.format == MemoryFormat::nhwc;
-  const size_t count = elements(s), channels = static_cast<size_t>(s.channels);
+  const size_t count = elements(s);
   const cudnnTensorFormat_t format = nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   cuda::TensorDescriptorCache descriptors(cuda::data_type_of<T>(), format);
   cuda::BatchNormLayer layer(s.channels, s.height, s.width, cuda::data_type_of<T>(), format, mode);
   layer.prepare(s.batch, descriptors);
   const DeviceBuffer<T> d_x = to_device(in_format(narrowed<T>(in.x), s, nhwc), stream),
                         d_g = to_device(g_stored, stream);
-  const DeviceBuffer<float> d_gamma = to_device(in.gamma, stream),
-                            d_beta = to_device(in.beta, stream);
-  DeviceBuffer<float> d_running_mean = to_device(in.running_mean, stream),
-                      d_running_var = to_device(in.running_var, stream);
+  ChannelBuffers c(in, stream);
   auto d_y = poisoned<T>(count, stream), d_dx = poisoned<T>(count, stream);
-  auto d_save_mean = poisoned<float>(channels, stream),
-       d_save_invstd = poisoned<float>(channels, stream),
-       d_dgamma = poisoned<float>(channels, stream), d_dbeta = poisoned<float>(channels, stream);
   // SPATIAL_PERSISTENT trains through the *Ex calls, which take this memory.
   const cuda::OwnedBatchNormExBuffers ex(layer, context.cudnn(), s.batch);
-  layer.forward_train(context.cudnn(), s.batch, d_x.get(), d_gamma.get(), d_beta.get(),
-                      d_running_mean.get(), d_running_var.get(), d_y.get(), d_save_mean.get(),
-                      d_save_invstd.get(), ex.get());
-  layer.backward(context.cudnn(), s.batch, d_x.get(), d_g.get(), d_gamma.get(),
-                 d_save_mean.get(), d_save_invstd.get(), d_dx.get(), d_dgamma.get(),
-                 d_dbeta.get(), ex.get());
-  return downloaded(d_y, d_dx, d_save_mean, d_save_invstd, d_running_mean, d_running_var,
-                    d_dgamma, d_dbeta, stream);
+  layer.forward_train(context.cudnn(), s.batch, d_x.get(), c.gamma.get(), c.beta.get(),
+                      c.running_mean.get(), c.running_var.get(), d_y.get(), c.save_mean.get(),
+                      c.save_invstd.get(), ex.get());
+  layer.backward(context.cudnn(), s.batch, d_x.get(), d_g.get(), c.gamma.get(),
+                 c.save_mean.get(), c.save_invstd.get(), d_dx.get(), c.dgamma.get(),
+                 c.dbeta.get(), ex.get());
+  return downloaded(d_y, d_dx, c, stream);
 }
 
 // cuDNN's fused BatchNorm (NHWC, SPATIAL_PERSISTENT): y = relu(bn(x) + residual?) in one *Ex
@@ -119,7 +104,7 @@ FusedOutputs<T> run_cudnn_fused(const cuda::ComputeContext& context,
                                 const std::vector<T>& residual, const std::vector<T>& dy) {
   cudaStream_t stream = context.stream();
   const cpu::BatchNormShape s{shape.batch, shape.channels, shape.height, shape.width};
-  const size_t count = elements(s), channels = static_cast<size_t>(s.channels);
+  const size_t count = elements(s);
   const bool add = !residual.empty();
   cuda::TensorDescriptorCache descriptors(cuda::data_type_of<T>(), CUDNN_TENSOR_NHWC);
   cuda::BatchNormLayer layer(s.channels, s.height, s.width, cuda::data_type_of<T>(),
@@ -130,25 +115,18 @@ FusedOutputs<T> run_cudnn_fused(const cuda::ComputeContext& context,
   const DeviceBuffer<T> d_x = to_device(in_format(narrowed<T>(in.x), s, true), stream),
                         d_dy = to_device(dy, stream);
   const DeviceBuffer<T> d_residual = to_device(residual, stream);
-  const DeviceBuffer<float> d_gamma = to_device(in.gamma, stream),
-                            d_beta = to_device(in.beta, stream);
-  DeviceBuffer<float> d_running_mean = to_device(in.running_mean, stream),
-                      d_running_var = to_device(in.running_var, stream);
+  ChannelBuffers c(in, stream);
   auto d_y = poisoned<T>(count, stream), d_dx = poisoned<T>(count, stream),
        d_dz = poisoned<T>(count, stream);
-  auto d_save_mean = poisoned<float>(channels, stream),
-       d_save_invstd = poisoned<float>(channels, stream),
-       d_dgamma = poisoned<float>(channels, stream), d_dbeta = poisoned<float>(channels, stream);
   layer.forward_train_fused(context.cudnn(), s.batch, d_x.get(), add ? d_residual.get() : nullptr,
-                            d_gamma.get(), d_beta.get(), d_running_mean.get(),
-                            d_running_var.get(), d_y.get(), d_save_mean.get(),
-                            d_save_invstd.get(), ex.get());
+                            c.gamma.get(), c.beta.get(), c.running_mean.get(),
+                            c.running_var.get(), d_y.get(), c.save_mean.get(),
+                            c.save_invstd.get(), ex.get());
   layer.backward_fused(context.cudnn(), s.batch, d_x.get(), d_y.get(), d_dy.get(),
-                       add ? d_dz.get() : nullptr, d_gamma.get(), d_beta.get(), d_save_mean.get(),
-                       d_save_invstd.get(), d_dx.get(), d_dgamma.get(), d_dbeta.get(), ex.get());
+                       add ? d_dz.get() : nullptr, c.gamma.get(), c.beta.get(), c.save_mean.get(),
+                       c.save_invstd.get(), d_dx.get(), c.dgamma.get(), c.dbeta.get(), ex.get());
   FusedOutputs<T> r;
-  r.out = downloaded(d_y, d_dx, d_save_mean, d_save_invstd, d_running_mean, d_running_var,
-                     d_dgamma, d_dbeta, stream);
+  r.out = downloaded(d_y, d_dx, c, stream);
   if (add) r.dz = to_host(d_dz, stream);
   return r;
 }

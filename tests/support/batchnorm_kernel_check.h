@@ -269,6 +269,35 @@ struct Outputs {
   std::vector<float> save_mean, save_invstd, running_mean, running_var, dgamma, dbeta;
 };
 
+// The per-channel float buffers of one BatchNorm run, ours or cuDNN's: gamma, beta and the
+// running statistics from `in`; the saved statistics and the parameter gradients poisoned until
+// the run writes them.
+struct ChannelBuffers {
+  ChannelBuffers(const Inputs& in, cudaStream_t stream)
+      : gamma(to_device(in.gamma, stream)),
+        beta(to_device(in.beta, stream)),
+        running_mean(to_device(in.running_mean, stream)),
+        running_var(to_device(in.running_var, stream)),
+        save_mean(poisoned<float>(in.gamma.size(), stream)),
+        save_invstd(poisoned<float>(in.gamma.size(), stream)),
+        dgamma(poisoned<float>(in.gamma.size(), stream)),
+        dbeta(poisoned<float>(in.gamma.size(), stream)) {}
+
+  // The run's per-channel results, into `out`.
+  template <typename T>
+  void read_into(Outputs<T>& out, cudaStream_t stream) const {
+    out.save_mean = to_host(save_mean, stream);
+    out.save_invstd = to_host(save_invstd, stream);
+    out.running_mean = to_host(running_mean, stream);
+    out.running_var = to_host(running_var, stream);
+    out.dgamma = to_host(dgamma, stream);
+    out.dbeta = to_host(dbeta, stream);
+  }
+
+  DeviceBuffer<float> gamma, beta, running_mean, running_var;
+  DeviceBuffer<float> save_mean, save_invstd, dgamma, dbeta;
+};
+
 // Our kernels: training forward, backward (masked by the forward's output when the ReLU is
 // fused) and evaluation with the updated running statistics. Every activation (x, residual, y,
 // dy, dx, masked_dy, evaluation's y) starts `shift` elements past the start of its allocation:
@@ -279,7 +308,7 @@ Outputs<T> run_ours(const cuda::BatchNormShape& shape, const Inputs& in, const V
                     cudaStream_t stream, size_t shift = 0) {
   const cpu::BatchNormShape s{shape.batch, shape.channels, shape.height, shape.width};
   const bool nhwc = shape.format == MemoryFormat::nhwc;
-  const size_t count = elements(s), channels = static_cast<size_t>(s.channels);
+  const size_t count = elements(s);
   const auto x = in_format(narrowed<T>(in.x), s, nhwc);
   const auto residual = in_format(narrowed<T>(in.residual), s, nhwc);
   const auto dy = in_format(narrowed<T>(in.dy), s, nhwc);
@@ -291,13 +320,7 @@ Outputs<T> run_ours(const cuda::BatchNormShape& shape, const Inputs& in, const V
   };
   const DeviceBuffer<T> d_x = placed(&x), d_residual = placed(&residual);
   DeviceBuffer<T> d_dy = placed(&dy);
-  const DeviceBuffer<float> d_gamma = to_device(in.gamma, stream),
-                            d_beta = to_device(in.beta, stream);
-  DeviceBuffer<float> d_running_mean = to_device(in.running_mean, stream),
-                      d_running_var = to_device(in.running_var, stream);
-  auto d_save_mean = poisoned<float>(channels, stream),
-       d_save_invstd = poisoned<float>(channels, stream),
-       d_dgamma = poisoned<float>(channels, stream), d_dbeta = poisoned<float>(channels, stream);
+  ChannelBuffers c(in, stream);
   DeviceBuffer<std::byte> scratch(cuda::batchnorm_scratch_bytes(shape));
   RDDP_CUDA_CHECK(cudaMemsetAsync(scratch.get(), 0xff, scratch.bytes(), stream));
 
@@ -305,8 +328,8 @@ Outputs<T> run_ours(const cuda::BatchNormShape& shape, const Inputs& in, const V
   DeviceBuffer<T> d_y = placed(y_over_residual ? &residual : nullptr);
   T* const y = d_y.get() + shift;
   cuda::batchnorm_forward_train<T>(
-      shape, d_x.get() + shift, d_gamma.get(), d_beta.get(), d_running_mean.get(),
-      d_running_var.get(), d_save_mean.get(), d_save_invstd.get(),
+      shape, d_x.get() + shift, c.gamma.get(), c.beta.get(), c.running_mean.get(),
+      c.running_var.get(), c.save_mean.get(), c.save_invstd.get(),
       v.residual ? (y_over_residual ? y : d_residual.get() + shift) : nullptr, v.relu, y,
       scratch.get(), scratch.bytes(), stream);
 
@@ -316,15 +339,15 @@ Outputs<T> run_ours(const cuda::BatchNormShape& shape, const Inputs& in, const V
               : v.aliasing == 2 ? d_dy.get() + shift
                                 : nullptr;
   cuda::batchnorm_backward<T>(shape, d_x.get() + shift, d_dy.get() + shift,
-                              v.relu ? y : nullptr, d_gamma.get(), d_save_mean.get(),
-                              d_save_invstd.get(), dx, d_dgamma.get(), d_dbeta.get(),
+                              v.relu ? y : nullptr, c.gamma.get(), c.save_mean.get(),
+                              c.save_invstd.get(), dx, c.dgamma.get(), c.dbeta.get(),
                               scratch.get(), scratch.bytes(), stream, masked);
 
   DeviceBuffer<T> d_eval = placed(v.aliasing == 1 ? &x : nullptr);
   T* const eval_y = d_eval.get() + shift;
   cuda::batchnorm_forward_eval<T>(shape, v.aliasing == 1 ? eval_y : d_x.get() + shift,
-                                  d_gamma.get(), d_beta.get(), d_running_mean.get(),
-                                  d_running_var.get(),
+                                  c.gamma.get(), c.beta.get(), c.running_mean.get(),
+                                  c.running_var.get(),
                                   v.residual ? d_residual.get() + shift : nullptr, v.relu, eval_y,
                                   stream);
 
@@ -333,12 +356,7 @@ Outputs<T> run_ours(const cuda::BatchNormShape& shape, const Inputs& in, const V
   out.dx = cuda::download(dx, count, stream);
   if (masked) out.masked_dy = cuda::download(masked, count, stream);
   out.eval_y = cuda::download(eval_y, count, stream);
-  out.save_mean = to_host(d_save_mean, stream);
-  out.save_invstd = to_host(d_save_invstd, stream);
-  out.running_mean = to_host(d_running_mean, stream);
-  out.running_var = to_host(d_running_var, stream);
-  out.dgamma = to_host(d_dgamma, stream);
-  out.dbeta = to_host(d_dbeta, stream);
+  c.read_into(out, stream);
   return out;
 }
 
