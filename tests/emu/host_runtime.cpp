@@ -152,6 +152,7 @@ extern "C" {
 cudaError_t cudaMalloc(void** pointer, size_t bytes) {
   if (const cudaError_t refused = refuse_during_capture()) return refused;
   if (pointer == nullptr) return runtime().last_error = cudaErrorInvalidValue;
+  const auto device = emu::detail::hold_device();  // a replay's kernels check every allocation's guards
   const size_t total = kGuardBytes + padded(bytes) + kGuardBytes;
   auto* block = static_cast<unsigned char*>(std::aligned_alloc(kGuardBytes, total));
   if (block == nullptr) return runtime().last_error = cudaErrorMemoryAllocation;
@@ -165,6 +166,7 @@ cudaError_t cudaMalloc(void** pointer, size_t bytes) {
 cudaError_t cudaFree(void* pointer) {
   if (pointer == nullptr) return cudaSuccess;
   if (const cudaError_t refused = refuse_during_capture()) return refused;
+  const auto device = emu::detail::hold_device();
   auto& allocations = runtime().allocations;
   const auto it = allocations.find(reinterpret_cast<uintptr_t>(pointer));
   if (it == allocations.end()) return runtime().last_error = cudaErrorInvalidValue;

@@ -12,10 +12,21 @@
 // values and copies keep their pointers, as a graph's nodes do; replays read host memory as it
 // is at replay time, as a graph's copy from pinned memory does; a recorded collective, on
 // replay, starts and is waited for in its place.
+//
+// A graph that holds a collective replays on a thread of its own, as asynchronous work on the
+// launch stream: cudaGraphLaunch returns at once, as on the GPU, and an event recorded after
+// it stays incomplete until the replay's last node has run, so that a watchdog can see a
+// replay that hangs on a rank that never joins. Device work runs one piece at a time under one
+// lock (hold_device), whichever thread runs it; the engine's events order it as on the GPU. A
+// graph without collectives replays at once on the caller's thread: nothing could tell.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -28,12 +39,27 @@
 #include "capture_state.h"
 #include "stream_work.h"
 
+namespace emu {
+
+// A recorded node: device work (run), or work that other processes complete (start), started
+// when the replay reaches it and waited for before the next node.
+struct GraphNode {
+  std::function<void()> run;
+  std::function<std::shared_ptr<AsyncWork>()> start;
+};
+
+using GraphNodes = std::vector<GraphNode>;
+
+}  // namespace emu
+
 // The runtime's opaque handle types, defined here since the emulator owns them.
 struct CUgraph_st {
-  std::vector<std::function<void()>> work;
+  emu::GraphNodes nodes;
 };
 struct CUgraphExec_st {
-  std::vector<std::function<void()>> work;
+  // Shared with the replays in flight, which may outlive the executable graph.
+  std::shared_ptr<const emu::GraphNodes> nodes;
+  bool has_collectives;
 };
 struct CUevent_st {
   std::chrono::steady_clock::time_point recorded;
@@ -136,9 +162,18 @@ AsyncList behind_event(cudaEvent_t event) {
   return event->behind;
 }
 
+// Set on a replay's own thread: work it enqueues (a recorded node that enqueues more) is part
+// of the replay and runs at once, not behind the replay in flight on the stream.
+thread_local bool replaying = false;
+
 }  // namespace
 
 namespace detail {
+
+std::unique_lock<std::recursive_mutex> hold_device() {
+  static std::recursive_mutex device;
+  return std::unique_lock<std::recursive_mutex>(device);
+}
 
 cudaError_t refuse_during_capture() {
   Capture& c = capture();
@@ -168,15 +203,15 @@ void finish_stream(cudaStream_t stream) {
 
 namespace {
 
-// Records `work` if `stream` is captured; refuses the legacy stream during a capture, since it
+// Records `node` if `stream` is captured; refuses the legacy stream during a capture, since it
 // synchronises with every stream, the captured ones included (the GPU refuses it and spoils
 // the capture). Returns whether the caller is done with the work.
-bool record_if_captured(cudaStream_t stream, std::function<void()>& work) {
+bool record_if_captured(cudaStream_t stream, GraphNode& node) {
   Capture& c = capture();
   if (c.graph == nullptr) return false;
   const auto member = c.streams.find(stream);
   if (member != c.streams.end()) {
-    c.graph->work.push_back(std::move(work));
+    c.graph->nodes.push_back(std::move(node));
     ++member->second.nodes;
     return true;
   }
@@ -191,15 +226,22 @@ bool record_if_captured(cudaStream_t stream, std::function<void()>& work) {
 }  // namespace
 
 void enqueue(cudaStream_t stream, std::function<void()> work) {
-  if (record_if_captured(stream, work)) return;
-  detail::finish_stream(stream);
-  work();
+  if (replaying) {
+    const auto device = detail::hold_device();
+    work();
+    return;
+  }
+  GraphNode node{std::move(work), nullptr};
+  if (record_if_captured(stream, node)) return;
+  detail::finish_stream(stream);  // never while holding the device: a replay may need it
+  const auto device = detail::hold_device();
+  node.run();
 }
 
 cudaError_t enqueue_async(cudaStream_t stream, const std::function<std::shared_ptr<AsyncWork>()>& start) {
   // Captured, the work is a node that starts it and waits for it on replay: the graph's later
   // nodes may depend on it, and replays run their nodes in order.
-  std::function<void()> node = [start] { wait_for({start()}); };
+  GraphNode node{nullptr, start};
   const bool refused = capture().graph != nullptr && legacy(stream);
   if (record_if_captured(stream, node)) return refused ? cudaErrorStreamCaptureImplicit : cudaSuccess;
   detail::finish_stream(stream);
@@ -208,6 +250,53 @@ cudaError_t enqueue_async(cudaStream_t stream, const std::function<std::shared_p
   in_flight()[stream].push_back(std::move(work));
   return cudaSuccess;
 }
+
+namespace {
+
+// A graph's nodes in order on the calling thread, the device held for each node's work but not
+// while a collective is waited for (the host, a replay elsewhere, may need it meanwhile).
+void run_nodes(const GraphNodes& nodes) {
+  for (const GraphNode& node : nodes) {
+    if (node.start) {
+      std::shared_ptr<AsyncWork> work;
+      {
+        const auto device = detail::hold_device();
+        work = node.start();
+      }
+      wait_for({work});
+    } else {
+      const auto device = detail::hold_device();
+      node.run();
+    }
+  }
+}
+
+// One replay of a graph with collectives, on its own thread; complete when its last node has
+// run. The thread owns what it reads, so the replay may outlive the executable graph.
+class Replay final : public AsyncWork {
+ public:
+  explicit Replay(std::shared_ptr<const GraphNodes> nodes) {
+    std::thread([done = done_, nodes = std::move(nodes)]() mutable {
+      replaying = true;
+      try {
+        run_nodes(*nodes);
+      } catch (const std::exception& error) {
+        // No caller to hand it to: the host went on after the launch, as on the GPU.
+        std::fprintf(stderr, "emulated CUDA: a graph replay failed: %s\n", error.what());
+        std::abort();
+      }
+      nodes.reset();  // before it says so: whoever waited for it may free what the nodes hold
+      done->store(true);
+    }).detach();
+  }
+
+  bool test() override { return done_->load(); }
+
+ private:
+  std::shared_ptr<std::atomic<bool>> done_ = std::make_shared<std::atomic<bool>>(false);
+};
+
+}  // namespace
 
 }  // namespace emu
 
@@ -266,14 +355,19 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* 
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
                                  unsigned long long /*flags*/) {
   if (exec == nullptr || graph == nullptr) return cudaErrorInvalidValue;
-  *exec = new CUgraphExec_st{graph->work};
+  const bool has_collectives = std::any_of(graph->nodes.begin(), graph->nodes.end(),
+                                           [](const emu::GraphNode& node) { return node.start != nullptr; });
+  *exec = new CUgraphExec_st{std::make_shared<const emu::GraphNodes>(graph->nodes), has_collectives};
   return cudaSuccess;
 }
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   if (exec == nullptr) return cudaErrorInvalidValue;
   if (emu::detail::is_capturing(stream)) return cudaErrorStreamCaptureUnsupported;
-  for (const auto& work : exec->work) work();
+  if (exec->has_collectives)
+    return emu::enqueue_async(stream, [nodes = exec->nodes] { return std::make_shared<emu::Replay>(nodes); });
+  emu::detail::finish_stream(stream);  // behind the stream's earlier work, as every launch
+  emu::run_nodes(*exec->nodes);
   return cudaSuccess;
 }
 
@@ -281,7 +375,7 @@ cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t*
   if (graph == nullptr || count == nullptr) return cudaErrorInvalidValue;
   // The nodes themselves are never asked for; their number is.
   if (nodes != nullptr) return cudaErrorNotSupported;
-  *count = graph->work.size();
+  *count = graph->nodes.size();
   return cudaSuccess;
 }
 

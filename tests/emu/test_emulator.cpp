@@ -377,7 +377,7 @@ TEST_CASE("a capture takes in the streams that wait on its events, and must join
   DeviceBuffer<int> device(2);
   int* values = device.get();
   REQUIRE(cudaMemsetAsync(values, 0, 2 * sizeof(int), compute) == cudaSuccess);
-  int starts = 0;
+  std::atomic<int> starts{0};
   auto done = std::make_shared<Switch>();
   done->on = true;
 
@@ -413,11 +413,42 @@ TEST_CASE("a capture takes in the streams that wait on its events, and must join
   REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
   REQUIRE(cudaGraphLaunch(exec, compute) == cudaSuccess);
   REQUIRE(cudaGraphLaunch(exec, compute) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(compute) == cudaSuccess);
   CHECK(starts == 2);  // each replay starts the collective again
   CHECK(values[0] == 0x01010101);
   CHECK(values[1] == 0x02020202);
+
+  // A replay with a collective is in flight on the launch stream until the collective completes
+  // and its later nodes have run: the launch returns at once, as on the GPU, and an event
+  // recorded after it is not ready meanwhile (what a watchdog sees of a rank that never joins).
+  REQUIRE(cudaMemsetAsync(values, 0, 2 * sizeof(int), compute) == cudaSuccess);
+  done = std::make_shared<Switch>();
+  REQUIRE(cudaGraphLaunch(exec, compute) == cudaSuccess);
+  REQUIRE(cudaEventRecord(join, compute) == cudaSuccess);
+  for (int waited = 0; starts < 3 && waited < 10000; ++waited)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  REQUIRE(starts == 3);
+  CHECK(cudaEventQuery(join) == cudaErrorNotReady);
+  CHECK(values[1] == 0);  // the node after the collective has not run
+  // The host's work on another stream goes on meanwhile.
+  cudaStream_t other = nullptr;
+  REQUIRE(cudaStreamCreate(&other) == cudaSuccess);
+  DeviceBuffer<int> elsewhere(1);
+  REQUIRE(cudaMemsetAsync(elsewhere.get(), 0, sizeof(int), other) == cudaSuccess);
+  CHECK(elsewhere.get()[0] == 0);
+  done->on = true;
+  REQUIRE(cudaEventSynchronize(join) == cudaSuccess);
+  CHECK(values[0] == 0x01010101);
+  CHECK(values[1] == 0x02020202);
+  // The replay owns its nodes: the executable graph may go before a replay ends.
+  done = std::make_shared<Switch>();
+  REQUIRE(cudaGraphLaunch(exec, compute) == cudaSuccess);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
+  done->on = true;
+  REQUIRE(cudaStreamSynchronize(compute) == cudaSuccess);
+  CHECK(starts == 4);
+  cudaStreamDestroy(other);
 
   // A fork whose work the capture never waits for fails the capture.
   REQUIRE(cudaStreamBeginCapture(compute, cudaStreamCaptureModeThreadLocal) == cudaSuccess);

@@ -6,9 +6,12 @@
 //   kill   the rank dies by SIGKILL: the launcher ends the others (each says so on SIGTERM)
 //   exit   the rank exits with status 3 without a word: likewise
 //   error  the rank throws an Error: main() hands it to fatal_abort, which ends the job
-// ENGINE is cpu (the default: the CPU engine, gradients over MPI) or cuda (the CUDA engine, one
+// ENGINE is cpu (the default: the CPU engine, gradients over MPI), cuda (the CUDA engine, one
 // GPU per rank, gradients over NCCL on the comm stream, whose unfinished collective the
-// watchdog sees through its event).
+// watchdog sees through its event) or cuda-graphs (the same with --cuda-graphs on: the step
+// and its allreduces replayed from a CUDA graph, watched as a whole through an event after each
+// launch). With graphs the rank fails at the second replayed step, after the step's eager
+// broadcast and before its launch, so that the others' replay waits in its allreduces.
 // Usage: fault_worker MODE TIMEOUT_MS [ENGINE]
 #include <signal.h>
 #include <unistd.h>
@@ -23,6 +26,7 @@
 
 #include "mpi_test_support.h"
 #include "resnet_ddp/cuda/device.h"
+#include "resnet_ddp/cuda/graph_step_policy.h"
 #include "resnet_ddp/dist/comm.h"
 #include "resnet_ddp/dist/context.h"
 #include "resnet_ddp/dist/fatal.h"
@@ -38,34 +42,52 @@ using namespace rddp::mpi_test;
 namespace {
 
 constexpr int64_t kFailingStep = 2;
+// Eager steps, the captured one, its first replay; then the failing replay and one more.
+constexpr int64_t kFailingGraphStep = cuda::GraphStepPolicy::kWarmupSteps + 2;
 
-// The reducer's hooks, with a failure injected at the first gradient of the failing step.
+// The reducer's hooks, with a failure injected at the first gradient of the failing step, or
+// with graphs (whose replays report no gradients) after the failing step's broadcast.
 class FailingHooks final : public StepHooks {
  public:
-  FailingHooks(Reducer& reducer, const DistributedContext& context, std::string mode)
-      : reducer_(reducer), context_(context), mode_(std::move(mode)) {}
+  FailingHooks(Reducer& reducer, const DistributedContext& context, std::string mode, bool graphs)
+      : reducer_(reducer), context_(context), mode_(std::move(mode)),
+        failing_step_(graphs ? kFailingGraphStep : kFailingStep), graphs_(graphs) {}
 
-  void before_forward() override { reducer_.before_forward(); }
+  void before_forward() override {
+    reducer_.before_forward();
+    if (graphs_) fail_at_failing_step();
+  }
   void grad_ready(const TensorInfo& tensor) override {
-    if (reducer_.step() == kFailingStep && !mode_.empty()) fail_now();
+    if (!graphs_) fail_at_failing_step();
     reducer_.grad_ready(tensor);
   }
   void before_optimizer() override { reducer_.before_optimizer(); }
+  bool capturable() const override { return reducer_.capturable(); }
+  void capturing(bool on) override { reducer_.capturing(on); }
+  void replayed() override { reducer_.replayed(); }
+
+  int64_t failing_step() const { return failing_step_; }
 
  private:
+  void fail_at_failing_step() {
+    if (reducer_.step() == failing_step_ && !mode_.empty()) fail_now();
+  }
+
   void fail_now() {
     std::printf("%s fails now (%s) at step %lld\n", context_.prefix().c_str(), mode_.c_str(),
-                static_cast<long long>(kFailingStep));
+                static_cast<long long>(failing_step_));
     std::fflush(stdout);
     if (mode_ == "hang") std::this_thread::sleep_for(std::chrono::minutes(10));
     if (mode_ == "kill") raise(SIGKILL);
     if (mode_ == "exit") _exit(3);
-    fail("simulated failure in backward at step ", kFailingStep);
+    fail("simulated failure ", graphs_ ? "before the replay of" : "in backward at", " step ", failing_step_);
   }
 
   Reducer& reducer_;
   const DistributedContext& context_;
   std::string mode_;
+  int64_t failing_step_;
+  bool graphs_;
 };
 
 }  // namespace
@@ -73,13 +95,16 @@ class FailingHooks final : public StepHooks {
 int main(int argc, char** argv) {
   try {
     DistributedContext context(&argc, &argv);
-    if (argc != 3 && argc != 4) fail("usage: fault_worker hang|kill|exit|error TIMEOUT_MS [cpu|cuda]");
+    if (argc != 3 && argc != 4) fail("usage: fault_worker hang|kill|exit|error TIMEOUT_MS [cpu|cuda|cuda-graphs]");
     const std::string mode = argv[1];
     if (mode != "hang" && mode != "kill" && mode != "exit" && mode != "error") fail("unknown mode '", mode, "'");
     const std::string engine_kind = argc == 4 ? argv[3] : "cpu";
-    if (engine_kind != "cpu" && engine_kind != "cuda") fail("unknown engine '", engine_kind, "'");
+    if (engine_kind != "cpu" && engine_kind != "cuda" && engine_kind != "cuda-graphs")
+      fail("unknown engine '", engine_kind, "'");
+    const bool graphs = engine_kind == "cuda-graphs";
     Watchdog watchdog(std::chrono::milliseconds(std::atol(argv[2])));
-    const EngineConfig config = narrow_config();
+    EngineConfig config = narrow_config();
+    config.cuda_graphs = graphs;
     std::unique_ptr<Engine> engine;
     std::unique_ptr<Comm> comm;
     if (engine_kind == "cpu") {
@@ -97,8 +122,8 @@ int main(int argc, char** argv) {
     options.bucket_mb = 0.008;
     options.first_step = 1;
     Reducer reducer(*comm, *engine, options);
-    FailingHooks hooks(reducer, context, context.rank() == context.world_size() - 1 ? mode : "");
-    for (int64_t step = 1; step <= 4; ++step) {
+    FailingHooks hooks(reducer, context, context.rank() == context.world_size() - 1 ? mode : "", graphs);
+    for (int64_t step = 1; step <= hooks.failing_step() + 2; ++step) {
       engine->train_step(rank_batch(config, context.rank(), step).view(), config.optimizer.lr, &hooks);
       std::printf("%s step %lld done\n", context.prefix().c_str(), static_cast<long long>(step));
       std::fflush(stdout);
