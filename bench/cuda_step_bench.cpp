@@ -5,7 +5,7 @@
 //   cuda_step_bench [--batch 256] [--size 224] [--stem auto|imagenet|cifar] [--classes 1000]
 //                   [--optimizer adamw|sgd] [--precision tf32|fp32|bf16|fp16]
 //                   [--memory-format auto|nchw|nhwc]
-//                   [--batchnorm cudnn|fused|cudnn-persistent|cudnn-fused]
+//                   [--batchnorm cudnn|fused|cudnn-persistent|cudnn-fused] [--pad-input-channels N]
 //                   [--warmup 15] [--windows 5] [--steps-per-window 30]
 //                   [--conv-algorithms timed|heuristic] [--deterministic] [--ddp] [--bucket-mb 25]
 //                   [--grad-allreduce fp32|bf16] [--cuda-graphs on|off] [--input pixels|float]
@@ -35,6 +35,8 @@
 // `--batchnorm cudnn-persistent` (resnet_ddp-persistentbn) trains cuDNN's BatchNorm in its
 // SPATIAL_PERSISTENT mode, as PyTorch does in channels_last; `--batchnorm cudnn-fused`
 // (resnet_ddp-cudnnfusedbn, nhwc only) adds cuDNN's own fusion of the ReLU and the residual add.
+// `--pad-input-channels 4` (nhwc only; records named ...-pad4) zero-pads the 3 input channels to 4
+// on the GPU, so that the stem convolution's tensor-core kernels read whole vectors of channels.
 // --cuda-graphs on captures the step after the engine's own warm-up steps and replays it, with
 // the reducer's allreduces under --ddp or several ranks; the step's split is not measured then
 // (its forward+backward holds the whole step) and the report says how many steps were replayed
@@ -98,6 +100,7 @@ struct Settings {
   std::string precision = "tf32";
   std::string memory_format = "auto";  // resolved by parse(): nchw or nhwc
   BatchNormImpl batchnorm = BatchNormImpl::cudnn;
+  int pad_input_channels = 0;  // 0: none
   int warmup = 15, windows = 5, steps_per_window = 30;
   bool timed_search = true, deterministic = false, ddp = false, cuda_graphs = false;
   bool profile = false;  // profiler collects the timed windows only (cudaProfilerStart/Stop)
@@ -132,6 +135,8 @@ Settings parse(int argc, char** argv) {
     else if (flag == "--precision") s.precision = value();
     else if (flag == "--memory-format") s.memory_format = value();
     else if (flag == "--batchnorm") s.batchnorm = parse_batchnorm_impl(flag, value());
+    else if (flag == "--pad-input-channels")
+      s.pad_input_channels = parse_int(flag, value().c_str(), 3, 64);
     else if (flag == "--warmup") s.warmup = parse_int(flag, value().c_str(), 1, 100000);
     else if (flag == "--windows") s.windows = parse_int(flag, value().c_str(), 1, 1000);
     else if (flag == "--steps-per-window")
@@ -180,6 +185,8 @@ Settings parse(int argc, char** argv) {
   if (s.batchnorm == BatchNormImpl::cudnn_fused && s.memory_format != "nhwc")
     fail("--batchnorm cudnn-fused is cuDNN's fused BatchNorm, which cuDNN offers for NHWC data "
          "only: add --memory-format nhwc");
+  if (s.pad_input_channels > 0 && s.memory_format != "nhwc")
+    fail("--pad-input-channels pads the channels of NHWC activations: add --memory-format nhwc");
   return s;
 }
 
@@ -207,6 +214,7 @@ EngineConfig engine_config(const Settings& s) {
                                              : Precision::tf32;
   config.memory_format = s.memory_format == "nhwc" ? MemoryFormat::nhwc : MemoryFormat::nchw;
   config.batchnorm = s.batchnorm;
+  config.pad_input_channels = s.pad_input_channels;
   config.deterministic = s.deterministic;
   config.conv_timed_search = s.timed_search;
   config.cuda_graphs = s.cuda_graphs;
@@ -235,6 +243,7 @@ std::string impl_name(const Settings& s) {
   if (s.batchnorm == BatchNormImpl::fused) name += "-fusedbn";
   if (s.batchnorm == BatchNormImpl::cudnn_persistent) name += "-persistentbn";
   if (s.batchnorm == BatchNormImpl::cudnn_fused) name += "-cudnnfusedbn";
+  if (s.pad_input_channels > 0) name += "-pad" + std::to_string(s.pad_input_channels);
   if (s.cuda_graphs) name += "-graphs";
   if (s.input == BatchInput::normalized_float) name += "-floatinput";
   return name;
@@ -256,6 +265,7 @@ JsonLine config_json(const char* record, const Settings& s, const EngineConfig& 
       .string("memory_format", to_string(config.memory_format))
       .boolean("cuda_graphs", s.cuda_graphs)
       .string("batchnorm", to_string(s.batchnorm))
+      .integer("pad_input_channels", s.pad_input_channels)
       .string("input", s.input == BatchInput::pixels ? "uint8 pixels" : "float")
       .integer("params", static_cast<long long>(layout.parameter_count()))
       .number("flops_per_image", bench::training_flops_per_image(describe(config.spec), s.size))

@@ -42,7 +42,9 @@
 # resnet_ddp-cudnnfusedbn (that mode with cuDNN's own fusion of the ReLU and the residual add,
 # nhwc only; cuDNN documents it for fp16, and a refusal in another precision is recorded as the
 # run's failure), and both of those with --cuda-graphs on (resnet_ddp-persistentbn-graphs,
-# resnet_ddp-cudnnfusedbn-graphs), so that a machine lent for 10 minutes a command can measure them in two commands, each
+# resnet_ddp-cudnnfusedbn-graphs), and resnet_ddp-fusedbn-pad4 and resnet_ddp-fusedbn-pad4-graphs
+# (nhwc only: the input's 3 channels zero-padded to 4 on the GPU for the stem convolution,
+# --pad-input-channels 4), so that a machine lent for 10 minutes a command can measure them in two commands, each
 # writing its own results file; `bench/compare_throughput.py A.md B.md` merges their tables (a
 # measurement in one wins over "not run" in the other). --precisions LIST (tf32, bf16, fp32, fp16) and --sizes LIST (32,
 # 224) narrow the configurations the same way.
@@ -67,6 +69,7 @@ all_impls=resnet_ddp,resnet_ddp-fusedbn,resnet_ddp-graphs,resnet_ddp-fusedbn-gra
 chosen_impls=$all_impls
 known_impls=$all_impls,resnet_ddp-floatinput,resnet_ddp-persistentbn,resnet_ddp-cudnnfusedbn
 known_impls+=,resnet_ddp-persistentbn-graphs,resnet_ddp-cudnnfusedbn-graphs
+known_impls+=,resnet_ddp-fusedbn-pad4,resnet_ddp-fusedbn-pad4-graphs
 all_precisions=tf32,bf16,fp32,fp16 chosen_precisions=tf32,bf16,fp32,fp16
 all_sizes=32,224 chosen_sizes=32,224
 results_dir=$here/results build=$root/build
@@ -303,6 +306,12 @@ measure() {
     resnet_ddp-cudnnfusedbn-graphs)
       command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm cudnn-fused
                --cuda-graphs on) ;;
+    resnet_ddp-fusedbn-pad4)
+      command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused
+               --pad-input-channels 4) ;;
+    resnet_ddp-fusedbn-pad4-graphs)
+      command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused
+               --pad-input-channels 4 --cuda-graphs on) ;;
     pytorch-*)
       if [ -z "$python" ]; then
         status_record "$impl" "$stem" "$size" "$batch" "$classes" "$precision" "not run: no Python with torch and torchvision"
@@ -371,6 +380,7 @@ for impls in "resnet_ddp pytorch-eager" "pytorch-compile"; do
             [ "$format" != nhwc ] || variants+=(resnet_ddp-cudnnfusedbn)
             variants+=(resnet_ddp-graphs resnet_ddp-fusedbn-graphs resnet_ddp-persistentbn-graphs)
             [ "$format" != nhwc ] || variants+=(resnet_ddp-cudnnfusedbn-graphs)
+            [ "$format" != nhwc ] || variants+=(resnet_ddp-fusedbn-pad4 resnet_ddp-fusedbn-pad4-graphs)
             for variant in "${variants[@]}"; do
               wanted "$variant" || continue
               measure "$variant" "$limit" "$stem" "$size" "$batch" "$classes" "$precision" \

@@ -226,6 +226,12 @@ void Trainer::check_gpu_only_options() const {
   if (options_.batchnorm != BatchNormImpl::cudnn && device_ != DeviceKind::cuda)
     fail("--batchnorm ", to_string(options_.batchnorm), " chooses GPU kernels, but this run trains on the CPU (",
          device_reason_, "): drop --batchnorm, or run where a GPU answers");
+  if (options_.pad_input_channels > 0 && device_ != DeviceKind::cuda)
+    fail("--pad-input-channels pads the input on the GPU, but this run trains on the CPU (", device_reason_,
+         "): drop --pad-input-channels, or run where a GPU answers");
+  if (options_.pad_input_channels > 0 && options_.pad_input_channels < data_.channels)
+    fail("--pad-input-channels ", options_.pad_input_channels, " is fewer than the ", data_.channels,
+         " channels of the images: give at least ", data_.channels, " (4 or 8 are the useful values)");
   if (!options_.cuda_graphs) return;
   if (device_ != DeviceKind::cuda)
     fail("--cuda-graphs on replays CUDA work, but this run trains on the CPU (", device_reason_,
@@ -270,6 +276,7 @@ void Trainer::make_engine_and_state() {
   engine_config_.precision = options_.precision;
   engine_config_.memory_format = options_.memory_format;
   engine_config_.batchnorm = options_.batchnorm;
+  engine_config_.pad_input_channels = options_.pad_input_channels;
   engine_config_.deterministic = options_.deterministic;
   engine_config_.conv_timed_search = options_.conv_timed_search;
   engine_config_.cuda_graphs = options_.cuda_graphs;
@@ -369,7 +376,11 @@ void Trainer::show_settings() const {
                              : std::string(" (the CPU always computes in float32)"))},
       {"memory format", device_ == DeviceKind::cuda
                             ? std::string(to_string(options_.memory_format)) +
-                                  (options_.memory_format_given ? "" : " (the default)")
+                                  (options_.memory_format_given ? "" : " (the default)") +
+                                  (options_.pad_input_channels > 0
+                                       ? ", the input zero-padded to " +
+                                             std::to_string(options_.pad_input_channels) + " channels on the GPU"
+                                       : std::string())
                             : std::string("nchw (the CPU engine's only layout)")},
       {"batchnorm", device_ == DeviceKind::cuda ? std::string(to_string(options_.batchnorm)) +
                                                       batchnorm_description(options_.batchnorm)

@@ -29,6 +29,7 @@ struct TrainOptions {
   // BatchNorm on NHWC tensors, so nhwc stays an option to measure, not a default.
   MemoryFormat memory_format = MemoryFormat::nchw;
   bool memory_format_given = false;
+  int pad_input_channels = 0;  // 0: the images' own channels
   // GPU BatchNorm kernels: cuDNN's until our fused ones have been measured on a GPU.
   BatchNormImpl batchnorm = BatchNormImpl::cudnn;
   bool deterministic = false;     // cuDNN algorithms that give the same bits every run
