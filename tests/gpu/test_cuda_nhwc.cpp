@@ -259,6 +259,26 @@ TEST_CASE("the NHWC executor with cuDNN's fused BatchNorm matches the CPU execut
   MESSAGE(ledger.summary(kBf16Roundoff, kBf16Tolerance));
 }
 
+// Two engines' states after the same training step, their gradients and running statistics
+// compared within float32's tolerance.
+struct StatesAfterStep {
+  explicit StatesAfterStep(const ModelSpec& spec) : got(spec), want(spec) {}
+  ModelState<float> got, want;
+};
+
+StatesAfterStep compare_states_after_step(Engine& got_engine, Engine& want_engine,
+                                          const ModelSpec& spec) {
+  StatesAfterStep states(spec);
+  OptimizerState unused_a, unused_b;
+  got_engine.save_state(states.got, unused_a);
+  want_engine.save_state(states.want, unused_b);
+  check_flat(states.got.layout, TensorRole::parameter, "gradient", states.got.grads,
+             states.want.grads, kFloatTolerance);
+  check_flat(states.got.layout, TensorRole::running_stat, "running", states.got.running,
+             states.want.running, kFloatTolerance);
+  return states;
+}
+
 TEST_CASE("an NHWC engine's SGD step matches the NCHW engine's, and its weight copy follows") {
   // SGD without momentum moves each parameter by lr * (g + wd * p): linear in the gradient, so
   // the parameters after the step agree as closely as the gradients do.
@@ -285,14 +305,9 @@ TEST_CASE("an NHWC engine's SGD step matches the NCHW engine's, and its weight c
   b->train_step(data.view(), nchw.optimizer.lr, nullptr);
   a->take_metrics();
   b->take_metrics();
-  ModelState<float> got(nhwc.spec), want(nhwc.spec);
-  OptimizerState unused_a, unused_b;
-  a->save_state(got, unused_a);
-  b->save_state(want, unused_b);
-  check_flat(got.layout, TensorRole::parameter, "gradient", got.grads, want.grads,
-             kFloatTolerance);
-  check_flat(got.layout, TensorRole::running_stat, "running", got.running, want.running,
-             kFloatTolerance);
+  const StatesAfterStep states = compare_states_after_step(*a, *b, nhwc.spec);
+  const ModelState<float>& got = states.got;
+  const ModelState<float>& want = states.want;
   // p' - p = -lr (g + wd p): compare the steps taken, with the gradients' tolerance.
   for (const TensorInfo& info : got.layout.tensors()) {
     if (info.role != TensorRole::parameter) continue;
@@ -351,14 +366,7 @@ TEST_CASE("an NHWC engine with its input zero-padded to 4 or 8 channels trains a
       const Metrics trained_a = a->take_metrics(), trained_b = b->take_metrics();
       CHECK(std::fabs(trained_a.loss_sum - trained_b.loss_sum) <=
             kFloatNetRel * (1.0 + std::fabs(trained_b.loss_sum)));
-      ModelState<float> got(plain.spec), want(plain.spec);
-      OptimizerState unused_a, unused_b;
-      a->save_state(got, unused_a);
-      b->save_state(want, unused_b);
-      check_flat(got.layout, TensorRole::parameter, "gradient", got.grads, want.grads,
-                 kFloatTolerance);
-      check_flat(got.layout, TensorRole::running_stat, "running", got.running, want.running,
-                 kFloatTolerance);
+      compare_states_after_step(*a, *b, plain.spec);
       // The stepped weights reach the padded copy too: evaluations agree after the step.
       a->eval_step(view());
       b->eval_step(view());
