@@ -39,8 +39,8 @@
 // on the GPU, so that the stem convolution's tensor-core kernels read whole vectors of channels.
 // --cuda-graphs on captures the step after the engine's own warm-up steps and replays it, with
 // the reducer's allreduces under --ddp or several ranks; the step's split is not measured then
-// (its forward+backward holds the whole step) and the report says how many steps were replayed
-// and how many nodes the graph holds.
+// (the record's split_ms holds null for its parts, and the GPU's idle time between steps) and
+// the report says how many steps were replayed and how many nodes the graph holds.
 // --profile switches a profiler started with `nsys profile --capture-range=cudaProfilerApi` on
 // for the timed windows only, each an NVTX range ("window 1", ...) around resnet_ddp's own.
 // Without a CUDA device it prints SKIPPED and exits 0.
@@ -515,9 +515,14 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
               *std::min_element(total_rates.begin(), total_rates.end()) / world,
               *std::max_element(total_rates.begin(), total_rates.end()) / world);
   std::printf("images/s total   %.0f\n", total);
-  std::printf("step             %.2f ms: data wait %.2f, forward+backward %.2f, exposed "
-              "communication %.2f, optimizer %.2f, GPU idle between steps %.2f\n",
-              step_ms, t.data, t.forward_backward, t.exposed_comm, t.optimizer, t.idle);
+  if (s.cuda_graphs)
+    std::printf("step             %.2f ms: one graph launch, not split into its parts; GPU idle "
+                "between steps %.2f\n",
+                step_ms, t.idle);
+  else
+    std::printf("step             %.2f ms: data wait %.2f, forward+backward %.2f, exposed "
+                "communication %.2f, optimizer %.2f, GPU idle between steps %.2f\n",
+                step_ms, t.data, t.forward_backward, t.exposed_comm, t.optimizer, t.idle);
   std::printf("FLOPs per image  %.3f G = %s\n", flops / 1e9, bench::kTrainingFlopsFormula);
   std::printf("achieved         %.1f TFLOP/s per GPU\n", achieved_tflops);
   std::printf("MFU              %s against %s\n", mfu_text, peak_text(d, s.precision).c_str());

@@ -13,6 +13,7 @@
 // end to the next one's start is the GPU idling while the host enqueues (a host-bound run).
 #include <cuda_runtime_api.h>
 
+#include <cmath>
 #include <vector>
 
 #include "resnet_ddp/cuda/check.h"
@@ -73,14 +74,14 @@ class StepEvents final : public StepHooks {
   }
   // The split of the window's steps, which add up to the window's time over its steps. Call
   // after window_ms().
-  // With `whole_steps` (the engine ran without hooks, as under --cuda-graphs, where the step is
-  // one graph launch with no boundaries inside it to record at) forward_backward holds the whole
-  // step from its begin to its end, batch copy and optimizer included, and only idle is split off.
+  // With `whole_steps` (the engine ran without these hooks, as under --cuda-graphs, where the
+  // step is one graph launch with no boundaries inside it to record at) only idle is measured;
+  // the parts of the step are NaN, not measured, rather than zeros that would read as measured.
   StepSplit split(bool whole_steps = false) const {
     StepSplit s;
+    if (whole_steps) s.data = s.forward_backward = s.exposed_comm = s.optimizer = NAN;
     for (int i = 0; i < steps(); ++i) {
       if (whole_steps) {
-        s.forward_backward += elapsed(at(i, kBegin), at(i, kEnd));
         if (i > 0) s.idle += elapsed(at(i - 1, kEnd), at(i, kBegin));
         continue;
       }
