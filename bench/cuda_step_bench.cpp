@@ -421,7 +421,7 @@ Measurement train_and_time(const Settings& s, Engine& engine, StepHooks* reducer
   auto step = [&](int index) {
     events.begin_step(index);
     // The step's events are hooks that cannot be captured, so with graphs only the reducer
-    // (captured with the step) goes in, and the split is of whole steps.
+    // (captured with the step) goes in, and of the split only the idle time is measured.
     engine.train_step(batch, lr, s.cuda_graphs ? reducer : &events);
     events.end_step();
   };

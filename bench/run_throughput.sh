@@ -379,8 +379,8 @@ for impls in "resnet_ddp pytorch-eager" "pytorch-compile"; do
             variants=(resnet_ddp resnet_ddp-fusedbn resnet_ddp-persistentbn resnet_ddp-floatinput)
             [ "$format" != nhwc ] || variants+=(resnet_ddp-cudnnfusedbn)
             variants+=(resnet_ddp-graphs resnet_ddp-fusedbn-graphs resnet_ddp-persistentbn-graphs)
-            [ "$format" != nhwc ] || variants+=(resnet_ddp-cudnnfusedbn-graphs)
-            [ "$format" != nhwc ] || variants+=(resnet_ddp-fusedbn-pad4 resnet_ddp-fusedbn-pad4-graphs)
+            [ "$format" != nhwc ] ||
+              variants+=(resnet_ddp-cudnnfusedbn-graphs resnet_ddp-fusedbn-pad4 resnet_ddp-fusedbn-pad4-graphs)
             for variant in "${variants[@]}"; do
               wanted "$variant" || continue
               measure "$variant" "$limit" "$stem" "$size" "$batch" "$classes" "$precision" \

@@ -81,16 +81,13 @@ class StepEvents final : public StepHooks {
     StepSplit s;
     if (whole_steps) s.data = s.forward_backward = s.exposed_comm = s.optimizer = NAN;
     for (int i = 0; i < steps(); ++i) {
-      if (whole_steps) {
-        if (i > 0) s.idle += elapsed(at(i - 1, kEnd), at(i, kBegin));
-        continue;
-      }
+      if (i > 0) s.idle += elapsed(at(i - 1, kEnd), at(i, kBegin));
+      if (whole_steps) continue;
       s.data += elapsed(at(i, kBegin), at(i, kUploaded));
       s.exposed_comm += elapsed(at(i, kUploaded), at(i, kForward));
       s.forward_backward += elapsed(at(i, kForward), at(i, kBackwardDone));
       s.exposed_comm += elapsed(at(i, kBackwardDone), at(i, kOptimizer));
       s.optimizer += elapsed(at(i, kOptimizer), at(i, kEnd));
-      if (i > 0) s.idle += elapsed(at(i - 1, kEnd), at(i, kBegin));
     }
     const double n = steps();
     s.data /= n;

@@ -718,7 +718,8 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
   size_t largest_weight = 0, all_weights = 0;
   std::vector<WeightPermutation> permutations;
   for (Conv<T>* conv : plan.convs) {
-    largest_weight = std::max(largest_weight, copy_elements(*conv));
+    const size_t copy = copy_elements(*conv);
+    largest_weight = std::max(largest_weight, copy);
     const ConvShape s = conv->layer->shape(1);
     WeightPermutation p;
     p.param_offset = static_cast<int64_t>(conv->weight->offset);
@@ -729,7 +730,7 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
     p.copy_in_channels = s.in_channels;
     p.kernel = s.kernel;
     permutations.push_back(p);
-    all_weights += copy_elements(*conv);
+    all_weights += copy;
   }
   if (plan.weight_grad_scratch()) plan.arena.request(&plan.weight_grad_copy, largest_weight);
   if (plan.nhwc) plan.arena.request(&plan.conv_weights, all_weights);
