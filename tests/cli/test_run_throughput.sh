@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# bench/run_throughput.sh, the one command that measures a lent GPU, run end to end here so that
+# a fault in the script shows before a GPU's minutes are spent on it. A stand-in nvidia-smi names
+# a GPU; the benchmark is cuda_step_bench built against the CUDA emulator, whose steps really
+# run (at a batch of 4 and a few steps, which a stand-in rewrites the script's settings to);
+# PyTorch's side is the real bench/pytorch_ddp.py, which finds no GPU and says so in its cells.
+source "$(dirname "$0")/lib.sh"
+script=$RDDP_SOURCE_DIR/bench/run_throughput.sh
+[ -x "${RDDP_EMULATED_STEP_BENCH:-}" ] ||
+  { echo "SKIPPED: cuda_step_bench's emulated build is not built here (it needs mpiexec)"; exit 77; }
+"$RDDP_SOURCE_DIR/scripts/find_python.sh" json >/dev/null || { echo "SKIPPED: no python3"; exit 77; }
+
+# Arguments are checked before anything runs.
+expect 2 "--impls: 'resnet_ddp-nosuch' is not one of" -- "$script" --dry-run --impls resnet_ddp-nosuch
+expect 2 "--budget needs whole seconds, got 'soon'" -- "$script" --dry-run --budget soon
+expect 2 "--sizes: '64' is not one of 32,224" -- "$script" --dry-run --sizes 64
+expect 2 "--grad-allreduce must be fp32 or bf16, got 'fp8'" -- "$script" --dry-run --grad-allreduce fp8
+
+# Without a GPU the real command skips, visibly; the dry run prints what it would run.
+mkdir -p "$work/empty-path"
+expect 0 "^SKIPPED: run_throughput.sh: no GPU answers" -- \
+  env PATH="$work/empty-path:/usr/bin:/bin" "$script" --prebuilt --build-dir "$work/none"
+mkdir -p "$work/real/bench"
+ln -s "$RDDP_EMULATED_STEP_BENCH" "$work/real/bench/cuda_step_bench"
+expect 0 "resnet_ddp-fusedbn-pad4-graphs, 224x224, batch 256, fp16, nhwc" -- \
+  "$script" --dry-run --prebuilt --build-dir "$work/real" --with-nhwc \
+  --impls resnet_ddp-fusedbn-pad4-graphs,pytorch-eager
+dry=$(cat "$work/out")
+check "the padded variant runs only in NHWC, with its flags" \
+  grep -qE "cuda_step_bench .*--memory-format nhwc --batchnorm fused --pad-input-channels 4 --cuda-graphs on" <<<"$dry"
+check "no padded run in NCHW" bash -c '! grep -qE "memory-format nchw .*--pad-input-channels" <<<"$1"' _ "$dry"
+check "eager PyTorch runs channels_last where resnet_ddp runs NHWC" \
+  grep -qE "pytorch_ddp.py --mode eager .*--precision bf16 .*--channels-last" <<<"$dry"
+if /usr/bin/python3 -c 'import torch, torchvision' 2>/dev/null; then
+  check "the dry run compared both sides' models (no mismatch reported)" \
+    bash -c '! grep -q "count different models" <<<"$1" && ! grep -q "model check left out" <<<"$1"' _ "$dry"
+fi
+
+# The stand-ins: a GPU for nvidia-smi, GPU tests that pass, and the emulated benchmark at a
+# size the CPU runs in seconds. --describe and --device-info pass through as they are.
+mkdir -p "$work/bin" "$work/build/bench" "$work/build/tests"
+printf '#!/bin/sh\necho "Stand-in GPU, 999.99, 9.0"\n' >"$work/bin/nvidia-smi"
+printf '#!/bin/sh\necho "gpu tests: all passed"\n' >"$work/build/tests/gpu_tests"
+cat >"$work/build/bench/cuda_step_bench" <<STANDIN
+#!/usr/bin/env bash
+args=()
+while [ \$# -gt 0 ]; do
+  case \$1 in
+    --batch) args+=(--batch 4); shift ;;
+    --warmup) args+=(--warmup 3); shift ;;
+    --windows) args+=(--windows 1); shift ;;
+    --steps-per-window) args+=(--steps-per-window 2); shift ;;
+    *) args+=("\$1") ;;
+  esac
+  shift
+done
+[[ " \${args[*]} " == *" --device-info "* ]] || args+=(--conv-algorithms heuristic)
+exec "$RDDP_EMULATED_STEP_BENCH" "\${args[@]}"
+STANDIN
+chmod +x "$work/bin/nvidia-smi" "$work/build/tests/gpu_tests" "$work/build/bench/cuda_step_bench"
+run() {
+  PATH=$work/bin:$PATH RDDP_COMMIT=test-commit "$script" --prebuilt --build-dir "$work/build" "$@"
+}
+
+# GPU tests that fail stop the command before any measurement.
+printf '#!/bin/sh\necho "gpu tests: 1 failed"\nexit 1\n' >"$work/build/tests/gpu_tests-failing"
+chmod +x "$work/build/tests/gpu_tests-failing"
+mv "$work/build/tests/gpu_tests" "$work/build/tests/gpu_tests-passing"
+mv "$work/build/tests/gpu_tests-failing" "$work/build/tests/gpu_tests"
+expect 1 "no measurement from a program that computes wrongly" -- \
+  run --results-dir "$work/refused" --sizes 32 --precisions bf16 --impls resnet_ddp
+check "a failed test run writes no results" bash -c '! ls "$1"/throughput-* 2>/dev/null' _ "$work/refused"
+mv "$work/build/tests/gpu_tests-passing" "$work/build/tests/gpu_tests"
+
+# The measurement: two of our variants (one replayed from a graph, with the padded input) in
+# both layouts where they exist, and eager PyTorch, which has no GPU here.
+expect 0 "results: .*/throughput-Stand-in-GPU-[0-9-]+\.md" -- \
+  run --results-dir "$work/results" --with-nhwc --sizes 32 --precisions bf16 --budget 400 \
+  --impls resnet_ddp-fusedbn,resnet_ddp-fusedbn-pad4-graphs,pytorch-eager
+results=$(ls "$work"/results/throughput-Stand-in-GPU-*.md)
+log=${results%.md}.log
+check "the results name the GPU, its driver, the commit and the passed GPU tests" \
+  grep -qzE "GPU: Stand-in GPU, driver 999.99, compute capability 9.0.*commit test-commit.*GPU tests: passed" "$results"
+check "the device's own view is kept" grep -q '"record":"device","gpu":"emulated CUDA device (CPU)"' "$results"
+ours=$(grep -c '"impl":"resnet_ddp-fusedbn' "$results")
+check "three measured runs of ours: fused BatchNorm in NCHW and NHWC, the padded graph in NHWC ($ours)" \
+  [ "$ours" = 3 ]
+check "every run of ours measured (status ok)" \
+  bash -c '[ "$(grep "\"impl\":\"resnet_ddp" "$1" | grep -c "\"status\":\"ok\"")" = 3 ]' _ "$results"
+padded=$(grep '"impl":"resnet_ddp-fusedbn-pad4-graphs"' "$results")
+check "the padded run padded its input and replayed its graph" \
+  grep -qE '"memory_format":"nhwc".*"pad_input_channels":4.*"graph_replays":[1-9]' <<<"$padded"
+check "PyTorch's cells say why they hold no figure" \
+  grep -qE '"impl": ?"pytorch-eager".*"status": ?"(SKIPPED: pytorch_ddp.py: torch.cuda.is_available\(\) is False|not run: no Python with torch)' "$results"
+check "the tables were written, with our figure in the images/s table" \
+  grep -qE '^\| 1 \| 32x32, cifar stem, 10 classes \| 4 \| adamw \| bf16 \|.* [0-9]+ \|' "$results"
+check "the graph run's split reads not measured" grep -q "not measured" "$results"
+check "the log holds every run's command and output" \
+  bash -c '[ "$(grep -c "^### .*cuda_step_bench" "$1")" = 3 ] && grep -q "^images/s per GPU" "$1"' _ "$log"
+
+# A budget too short for any run: every cell says so, and the command still writes its table.
+expect 0 "left out, the budget is spent" -- \
+  run --results-dir "$work/short" --sizes 32 --precisions bf16 --budget 20 --impls resnet_ddp
+check "a run the budget left out says so in its cell" \
+  grep -q '"status":"not run: time budget spent"' "$(ls "$work"/short/throughput-*.md)"
+finish
