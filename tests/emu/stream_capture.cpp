@@ -63,6 +63,7 @@ struct CUgraphExec_st {
 };
 struct CUevent_st {
   std::chrono::steady_clock::time_point recorded;
+  bool ever_recorded = false;  // outside a capture, or by a replay: something to time
   std::vector<std::shared_ptr<emu::AsyncWork>> behind;  // in flight on its stream when recorded
   // Last recorded inside a capture (the capture's number, 0 if not): on this stream, after
   // `captured_nodes` of its recorded nodes.
@@ -148,18 +149,32 @@ AsyncList in_flight_behind(cudaStream_t stream, bool take) {
 
 bool all_complete(const AsyncList& works) {
   for (const auto& work : works)
-    if (!work->test()) return false;
+    if (!work->done()) return false;
   return true;
 }
 
 void wait_for(const AsyncList& works) {
   for (const auto& work : works)
-    while (!work->test()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    while (!work->done()) std::this_thread::sleep_for(std::chrono::microseconds(100));
 }
 
 AsyncList behind_event(cudaEvent_t event) {
   std::lock_guard<std::mutex> lock(async_mutex());
   return event->behind;
+}
+
+bool ever_recorded(cudaEvent_t event) {
+  std::lock_guard<std::mutex> lock(async_mutex());
+  return event->ever_recorded;
+}
+
+// When the event completed: when it was recorded, or when the last work it was recorded behind
+// ended, if later. Only for an event whose work is all complete.
+std::chrono::steady_clock::time_point completed_at(cudaEvent_t event) {
+  std::lock_guard<std::mutex> lock(async_mutex());
+  std::chrono::steady_clock::time_point at = event->recorded;
+  for (const auto& work : event->behind) at = std::max(at, work->completed_at());
+  return at;
 }
 
 // Set on a replay's own thread: work it enqueues (a recorded node that enqueues more) is part
@@ -391,7 +406,7 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
 
 cudaError_t cudaEventCreate(cudaEvent_t* event) {
   if (event == nullptr) return cudaErrorInvalidValue;
-  *event = new CUevent_st{std::chrono::steady_clock::now(), {}};
+  *event = new CUevent_st{std::chrono::steady_clock::now(), false, {}};
   std::lock_guard<std::mutex> lock(emu::async_mutex());
   emu::events().insert(*event);
   return cudaSuccess;
@@ -410,6 +425,23 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   return cudaSuccess;
 }
 
+// With cudaEventRecordExternal on a captured stream, the record is a node of the graph: each
+// replay records the event when it reaches the node, behind the graph's earlier nodes, so that
+// the host can time or wait for a point inside the graph. Otherwise as cudaEventRecord.
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags) {
+  if ((flags & ~static_cast<unsigned>(cudaEventRecordExternal)) != 0) return cudaErrorInvalidValue;
+  if (flags == 0 || !emu::detail::is_capturing(stream)) return cudaEventRecord(event, stream);
+  if (!emu::known_event(event)) return cudaErrorInvalidResourceHandle;
+  emu::enqueue(stream, [event] {
+    std::lock_guard<std::mutex> lock(emu::async_mutex());
+    event->captured_in = 0;
+    event->recorded = std::chrono::steady_clock::now();
+    event->ever_recorded = true;
+    event->behind.clear();
+  });
+  return cudaSuccess;
+}
+
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(emu::async_mutex());
   if (emu::events().count(event) == 0) return cudaErrorInvalidResourceHandle;
@@ -423,6 +455,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   }
   event->captured_in = 0;
   event->recorded = std::chrono::steady_clock::now();
+  event->ever_recorded = true;
   event->behind = emu::in_flight_behind(stream, /*take=*/false);
   return cudaSuccess;
 }
@@ -454,10 +487,17 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   return cudaSuccess;
 }
 
+// Between the events' completions, so that an event recorded behind a replay in flight times
+// the replay's end, as on the GPU; cudaErrorNotReady while either is incomplete and
+// cudaErrorInvalidResourceHandle for one never recorded (only captured, say), as there.
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   if (ms == nullptr || !emu::known_event(start) || !emu::known_event(end))
     return cudaErrorInvalidResourceHandle;
-  *ms = std::chrono::duration<float, std::milli>(end->recorded - start->recorded).count();
+  if (!emu::ever_recorded(start) || !emu::ever_recorded(end)) return cudaErrorInvalidResourceHandle;
+  if (!emu::all_complete(emu::behind_event(start)) || !emu::all_complete(emu::behind_event(end)))
+    return cudaErrorNotReady;
+  *ms = std::chrono::duration<float, std::milli>(emu::completed_at(end) - emu::completed_at(start))
+            .count();
   return cudaSuccess;
 }
 

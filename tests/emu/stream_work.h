@@ -4,7 +4,10 @@
 // captured into a CUDA graph records the work instead of doing it, as on the GPU.
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -21,6 +24,28 @@ class AsyncWork {
  public:
   virtual ~AsyncWork() = default;
   virtual bool test() = 0;
+
+  // test(), and the first time it says so, when: the emulator's waits poll through this, so that
+  // an event recorded behind the work can be timed at the work's end, as on the GPU.
+  bool done() {
+    if (completed_ns_.load() != 0) return true;
+    if (!test()) return false;
+    int64_t unset = 0;
+    completed_ns_.compare_exchange_strong(unset, now_ns());
+    return true;
+  }
+  // When done() first said so; valid once it has.
+  std::chrono::steady_clock::time_point completed_at() const {
+    return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(completed_ns_.load()));
+  }
+
+ private:
+  static int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  std::atomic<int64_t> completed_ns_{0};
 };
 
 // Starts `start`'s work on `stream` once the stream's earlier work is complete, and keeps it in

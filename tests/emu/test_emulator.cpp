@@ -496,3 +496,72 @@ TEST_CASE("every emulated GPU has its own PCI bus id") {
   CHECK(current == count - 1);
   REQUIRE(cudaSetDevice(0) == cudaSuccess);
 }
+
+TEST_CASE("an external event recorded in a capture is a node that each replay records") {
+  cudaStream_t stream = nullptr;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  cudaEvent_t launched = nullptr, inside = nullptr, ended = nullptr;
+  for (cudaEvent_t* event : {&launched, &inside, &ended})
+    REQUIRE(cudaEventCreate(event) == cudaSuccess);
+  DeviceBuffer<int> device(1);
+  auto done = std::make_shared<Switch>();
+  done->on = true;
+
+  // memset, [inside], collective, memset: the collective makes the replay asynchronous.
+  REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  REQUIRE(cudaMemsetAsync(device.get(), 1, sizeof(int), stream) == cudaSuccess);
+  REQUIRE(cudaEventRecordWithFlags(inside, stream, cudaEventRecordExternal) == cudaSuccess);
+  REQUIRE(emu::enqueue_async(stream, [&] { return done; }) == cudaSuccess);
+  REQUIRE(cudaMemsetAsync(device.get(), 2, sizeof(int), stream) == cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
+  size_t nodes = 0;
+  REQUIRE(cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess);
+  CHECK(nodes == 4);
+  CHECK(cudaEventRecordWithFlags(inside, stream, 7u) == cudaErrorInvalidValue);
+  // Captured but never replayed, it has no time yet.
+  float never = 0;
+  CHECK(cudaEventElapsedTime(&never, inside, inside) == cudaErrorInvalidResourceHandle);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+
+  // The collective completes 30 ms into the replay: the event after the launch times the
+  // replay's end, the node inside it a point before the collective.
+  done = std::make_shared<Switch>();
+  REQUIRE(cudaEventRecord(launched, stream) == cudaSuccess);
+  REQUIRE(cudaGraphLaunch(exec, stream) == cudaSuccess);
+  REQUIRE(cudaEventRecord(ended, stream) == cudaSuccess);
+  float ms = -1;
+  CHECK(cudaEventElapsedTime(&ms, launched, ended) == cudaErrorNotReady);
+  std::thread completer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    done->on = true;
+  });
+  REQUIRE(cudaEventSynchronize(ended) == cudaSuccess);
+  completer.join();
+  CHECK(device.get()[0] == 0x02020202);
+  float to_inside = -1, inside_to_end = -1;
+  REQUIRE(cudaEventElapsedTime(&ms, launched, ended) == cudaSuccess);
+  REQUIRE(cudaEventElapsedTime(&to_inside, launched, inside) == cudaSuccess);
+  REQUIRE(cudaEventElapsedTime(&inside_to_end, inside, ended) == cudaSuccess);
+  CHECK(ms >= 30);
+  CHECK(to_inside >= 0);
+  CHECK(to_inside < 30);
+  CHECK(inside_to_end >= 25);
+  CHECK(to_inside + inside_to_end == doctest::Approx(ms).epsilon(0.01));
+
+  // The next replay records it again.
+  float first_replay = 0;
+  REQUIRE(cudaEventElapsedTime(&first_replay, launched, inside) == cudaSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  done->on = true;
+  REQUIRE(cudaGraphLaunch(exec, stream) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  REQUIRE(cudaEventElapsedTime(&ms, launched, inside) == cudaSuccess);
+  CHECK(ms > first_replay + 4);
+
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  for (cudaEvent_t event : {launched, inside, ended}) cudaEventDestroy(event);
+  cudaStreamDestroy(stream);
+}
