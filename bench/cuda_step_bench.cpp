@@ -38,9 +38,9 @@
 // `--pad-input-channels 4` (nhwc only; records named ...-pad4) zero-pads the 3 input channels to 4
 // on the GPU, so that the stem convolution's tensor-core kernels read whole vectors of channels.
 // --cuda-graphs on captures the step after the engine's own warm-up steps and replays it, with
-// the reducer's allreduces under --ddp or several ranks; the step's split is not measured then
-// (the record's split_ms holds null for its parts, and the GPU's idle time between steps) and
-// the report says how many steps were replayed and how many nodes the graph holds.
+// the reducer's allreduces under --ddp or several ranks, and the split's events (events recorded
+// inside the graph: bench/step_events.h says how a replayed step is split); the report says how
+// many steps were replayed and how many nodes the graph holds.
 // --profile switches a profiler started with `nsys profile --capture-range=cudaProfilerApi` on
 // for the timed windows only, each an NVTX range ("window 1", ...) around resnet_ddp's own.
 // Without a CUDA device it prints SKIPPED and exits 0.
@@ -420,9 +420,7 @@ Measurement train_and_time(const Settings& s, Engine& engine, StepHooks* reducer
                            static_cast<cudaStream_t>(engine.compute_stream()), reducer);
   auto step = [&](int index) {
     events.begin_step(index);
-    // The step's events are hooks that cannot be captured, so with graphs only the reducer
-    // (captured with the step) goes in, and of the split only the idle time is measured.
-    engine.train_step(batch, lr, s.cuda_graphs ? reducer : &events);
+    engine.train_step(batch, lr, &events);
     events.end_step();
   };
 
@@ -438,7 +436,7 @@ Measurement train_and_time(const Settings& s, Engine& engine, StepHooks* reducer
     const ProfileRange range("window " + std::to_string(w + 1));
     for (int i = 0; i < s.steps_per_window; ++i) step(i);
     m.window_ms.push_back(events.window_ms());
-    const bench::StepSplit split = events.split(/*whole_steps=*/s.cuda_graphs);
+    const bench::StepSplit split = events.split();
     m.split.data += split.data / s.windows;
     m.split.forward_backward += split.forward_backward / s.windows;
     m.split.exposed_comm += split.exposed_comm / s.windows;
@@ -515,14 +513,12 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
               *std::min_element(total_rates.begin(), total_rates.end()) / world,
               *std::max_element(total_rates.begin(), total_rates.end()) / world);
   std::printf("images/s total   %.0f\n", total);
-  if (s.cuda_graphs)
-    std::printf("step             %.2f ms: one graph launch, not split into its parts; GPU idle "
-                "between steps %.2f\n",
-                step_ms, t.idle);
-  else
-    std::printf("step             %.2f ms: data wait %.2f, forward+backward %.2f, exposed "
-                "communication %.2f, optimizer %.2f, GPU idle between steps %.2f\n",
-                step_ms, t.data, t.forward_backward, t.exposed_comm, t.optimizer, t.idle);
+  std::printf("step             %.2f ms: data wait %.2f, forward+backward %.2f, exposed "
+              "communication %.2f, optimizer %.2f, GPU idle between steps %.2f%s\n",
+              step_ms, t.data, t.forward_backward, t.exposed_comm, t.optimizer, t.idle,
+              s.cuda_graphs ? " (inside the graph: the communication and optimizer of each "
+                              "window's last replay)"
+                            : "");
   std::printf("FLOPs per image  %.3f G = %s\n", flops / 1e9, bench::kTrainingFlopsFormula);
   std::printf("achieved         %.1f TFLOP/s per GPU\n", achieved_tflops);
   std::printf("MFU              %s against %s\n", mfu_text, peak_text(d, s.precision).c_str());

@@ -11,9 +11,16 @@
 // What the stream spends waiting on the copy stream or the communication stream shows as the
 // time between two events, which is exactly what such a wait exposes. The time from one step's
 // end to the next one's start is the GPU idling while the host enqueues (a host-bound run).
+//
+// Under CUDA graphs the hooks are captured with the step (engine.h: capturable): begin_step,
+// before_forward and end_step still record eagerly around the graph's launch, and the two points
+// of before_optimizer become event-record nodes inside the graph (cudaEventRecordExternal).
+// Those two events belong to the graph, not to a step, and every replay records them again, so
+// after a window they hold its last replay's times. A replayed step's split therefore takes the
+// exposed communication and the optimizer of the window's last replay, and forward+backward is
+// the rest of that step, measured exactly from before_forward's events to end_step's.
 #include <cuda_runtime_api.h>
 
-#include <cmath>
 #include <vector>
 
 #include "resnet_ddp/cuda/check.h"
@@ -34,11 +41,16 @@ class StepEvents final : public StepHooks {
  public:
   // Events for `steps` steps on `stream`, forwarding the hooks to `reducer` (may be null).
   StepEvents(int steps, cudaStream_t stream, StepHooks* reducer)
-      : stream_(stream), reducer_(reducer), events_(static_cast<size_t>(steps) * kPerStep) {
+      : stream_(stream),
+        reducer_(reducer),
+        events_(static_cast<size_t>(steps) * kPerStep),
+        replayed_(static_cast<size_t>(steps), false) {
     for (cudaEvent_t& event : events_) RDDP_CUDA_CHECK(cudaEventCreate(&event));
+    for (cudaEvent_t& event : in_graph_) RDDP_CUDA_CHECK(cudaEventCreate(&event));
   }
   ~StepEvents() override {
     for (cudaEvent_t event : events_) cudaEventDestroy(event);
+    for (cudaEvent_t event : in_graph_) cudaEventDestroy(event);
   }
   StepEvents(const StepEvents&) = delete;
   StepEvents& operator=(const StepEvents&) = delete;
@@ -48,6 +60,7 @@ class StepEvents final : public StepHooks {
   // Before train_step of step `index` of the window, and after it returns.
   void begin_step(int index) {
     step_ = index;
+    replayed_[static_cast<size_t>(index)] = false;
     record(kBegin);
   }
   void end_step() { record(kEnd); }
@@ -61,9 +74,26 @@ class StepEvents final : public StepHooks {
     if (reducer_) reducer_->grad_ready(tensor);
   }
   void before_optimizer() override {
+    if (capturing_) {
+      record_in_graph(kBackwardDone);
+      if (reducer_) reducer_->before_optimizer();
+      record_in_graph(kOptimizer);
+      return;
+    }
     record(kBackwardDone);
     if (reducer_) reducer_->before_optimizer();
     record(kOptimizer);
+  }
+
+  // Capturable when the reducer is (or there is none): the events are then captured with it.
+  bool capturable() const override { return reducer_ == nullptr || reducer_->capturable(); }
+  void capturing(bool on) override {
+    capturing_ = on;
+    if (reducer_) reducer_->capturing(on);
+  }
+  void replayed() override {
+    replayed_[static_cast<size_t>(step_)] = true;
+    if (reducer_) reducer_->replayed();
   }
 
   // Window time in milliseconds, from the first step's begin to the last step's end. Waits for
@@ -73,18 +103,27 @@ class StepEvents final : public StepHooks {
     return elapsed(at(0, kBegin), at(steps() - 1, kEnd));
   }
   // The split of the window's steps, which add up to the window's time over its steps. Call
-  // after window_ms().
-  // With `whole_steps` (the engine ran without these hooks, as under --cuda-graphs, where the
-  // step is one graph launch with no boundaries inside it to record at) only idle is measured;
-  // the parts of the step are NaN, not measured, rather than zeros that would read as measured.
-  StepSplit split(bool whole_steps = false) const {
+  // after window_ms(). Replayed steps split as the comment at the top says.
+  StepSplit split() const {
     StepSplit s;
-    if (whole_steps) s.data = s.forward_backward = s.exposed_comm = s.optimizer = NAN;
+    // The graph's own events: the last replay's exposed communication and optimizer.
+    double graph_comm = 0, graph_optimizer = 0;
+    for (int i = steps() - 1; i >= 0; --i) {
+      if (!replayed_[static_cast<size_t>(i)]) continue;
+      graph_comm = elapsed(in_graph(kBackwardDone), in_graph(kOptimizer));
+      graph_optimizer = elapsed(in_graph(kOptimizer), at(i, kEnd));
+      break;
+    }
     for (int i = 0; i < steps(); ++i) {
       if (i > 0) s.idle += elapsed(at(i - 1, kEnd), at(i, kBegin));
-      if (whole_steps) continue;
       s.data += elapsed(at(i, kBegin), at(i, kUploaded));
       s.exposed_comm += elapsed(at(i, kUploaded), at(i, kForward));
+      if (replayed_[static_cast<size_t>(i)]) {
+        s.forward_backward += elapsed(at(i, kForward), at(i, kEnd)) - graph_comm - graph_optimizer;
+        s.exposed_comm += graph_comm;
+        s.optimizer += graph_optimizer;
+        continue;
+      }
       s.forward_backward += elapsed(at(i, kForward), at(i, kBackwardDone));
       s.exposed_comm += elapsed(at(i, kBackwardDone), at(i, kOptimizer));
       s.optimizer += elapsed(at(i, kOptimizer), at(i, kEnd));
@@ -104,7 +143,14 @@ class StepEvents final : public StepHooks {
   cudaEvent_t at(int step, Point point) const {
     return events_[static_cast<size_t>(step) * kPerStep + point];
   }
+  cudaEvent_t in_graph(Point point) const {
+    return in_graph_[point == kBackwardDone ? 0 : 1];
+  }
   void record(Point point) { RDDP_CUDA_CHECK(cudaEventRecord(at(step_, point), stream_)); }
+  // A node of the graph being captured: recorded at every replay, and timed like any event.
+  void record_in_graph(Point point) {
+    RDDP_CUDA_CHECK(cudaEventRecordWithFlags(in_graph(point), stream_, cudaEventRecordExternal));
+  }
   static double elapsed(cudaEvent_t from, cudaEvent_t to) {
     float ms = 0;
     RDDP_CUDA_CHECK(cudaEventElapsedTime(&ms, from, to));
@@ -114,6 +160,9 @@ class StepEvents final : public StepHooks {
   cudaStream_t stream_;
   StepHooks* reducer_;
   std::vector<cudaEvent_t> events_;
+  std::vector<bool> replayed_;  // by step of the window: replayed from the graph
+  cudaEvent_t in_graph_[2] = {};  // before_optimizer's two points inside the graph
+  bool capturing_ = false;
   int step_ = 0;
 };
 

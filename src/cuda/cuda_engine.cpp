@@ -460,10 +460,10 @@ class CudaEngine final : public Engine {
   // Captures the step (capturing runs nothing) and runs it by its first replay. A capture that
   // fails (any CUDA, cuDNN or cuBLAS error, or a call that cannot be captured) leaves the stream
   // out of capture mode with nothing run; the step then runs eagerly, and so does every later
-  // one, with the cause on stderr: slower, never wrong, never hung. Not so with hooks: their
-  // collectives were handed to the communicator while capturing, and whether it can carry on
-  // in step with the other ranks after a failed capture is not something to guess, so the run
-  // stops with the cause.
+  // one, with the cause on stderr: slower, never wrong, never hung. Not so with hooks: a
+  // reducer's collectives were handed to the communicator while capturing, and whether it can
+  // carry on in step with the other ranks after a failed capture is not something to guess, so
+  // the run stops with the cause.
   void capture_and_run_step(int batch, StepHooks* hooks) {
     cudaStream_t stream = context_.stream();
     if (hooks) hooks->capturing(true);
@@ -481,8 +481,9 @@ class CudaEngine final : public Engine {
       return;
     }
     if (hooks)
-      fail("capturing the training step with its gradient allreduces as a CUDA graph failed: ", failure,
-           ". Rerun with --cuda-graphs off");
+      fail("capturing the training step with its step hooks' work (the gradient allreduces) "
+           "as a CUDA graph failed: ",
+           failure, ". Rerun with --cuda-graphs off");
     graph_policy_.capture_failed();
     graph_stats_.capture_failure = failure;
     ++graph_stats_.eager_steps;

@@ -14,6 +14,8 @@ fail() { echo "FAILED: $1"; sed 's/^/  | /' "$out"; exit 1; }
 
 # field NAME: the value of "NAME": in the JSON record (numbers, strings without quotes, true).
 field() { grep '^{"record":"throughput"' "$out" | grep -o "\"$1\":[^,}]*" | head -1 | cut -d: -f2 | tr -d '"'; }
+# split_part NAME: the value of NAME in the record's split_ms.
+split_part() { grep '^{"record":"throughput"' "$out" | grep -o '"split_ms":{[^}]*}' | grep -o "\"$1\":[^,}]*" | cut -d: -f2; }
 
 for allreduce in fp32 bf16; do
   "${mpiexec[@]}" -n 2 "$bench" --size 16 --batch 4 --classes 10 --warmup 1 --windows 2 --steps-per-window 1 \
@@ -37,6 +39,13 @@ done
 [ "$(field status)" = ok ] && [ "$(field ddp)" = true ] && [ "$(field cuda_graphs)" = true ] ||
   fail "the record does not say status ok, ddp true, cuda_graphs true"
 [ "$(field graph_replays)" = 3 ] || fail "expected 3 replays (6 steps less 3 warm-up), got $(field graph_replays)"
+# The split's events before the optimizer are nodes of the graph, captured with the allreduces.
+for part in forward_backward comm_exposed optimizer; do
+  awk -v v="$(split_part "$part")" 'BEGIN { exit !(v ~ /^[0-9.e+-]+$/ && v >= 0) }' ||
+    fail "the replayed step's $part is not measured: '$(split_part "$part")'"
+done
+awk -v f="$(split_part forward_backward)" -v o="$(split_part optimizer)" 'BEGIN { exit !(f > 0 && o > 0) }' ||
+  fail "a replayed step's forward+backward or optimizer took no time"
 checks=$((checks + 1))
-echo "ok $checks: --cuda-graphs on: 2 ranks replay the step with its allreduces"
+echo "ok $checks: --cuda-graphs on: 2 ranks replay the step with its allreduces, split by events in the graph"
 echo "$checks passed, 0 failed"
