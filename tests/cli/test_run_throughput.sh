@@ -15,6 +15,7 @@ expect 2 "--impls: 'resnet_ddp-nosuch' is not one of" -- "$script" --dry-run --i
 expect 2 "--budget needs whole seconds, got 'soon'" -- "$script" --dry-run --budget soon
 expect 2 "--sizes: '64' is not one of 32,224" -- "$script" --dry-run --sizes 64
 expect 2 "--grad-allreduce must be fp32 or bf16, got 'fp8'" -- "$script" --dry-run --grad-allreduce fp8
+expect 2 "--compile-limit needs whole seconds, got '0'" -- "$script" --dry-run --compile-limit 0
 
 # Without a GPU the real command skips, visibly; the dry run prints what it would run.
 mkdir -p "$work/empty-path"
@@ -31,6 +32,10 @@ check "the padded variant runs only in NHWC, with its flags" \
 check "no padded run in NCHW" bash -c '! grep -qE "memory-format nchw .*--pad-input-channels" <<<"$1"' _ "$dry"
 check "eager PyTorch runs channels_last where resnet_ddp runs NHWC" \
   grep -qE "pytorch_ddp.py --mode eager .*--precision bf16 .*--channels-last" <<<"$dry"
+# The compiled run that needs longer than the others gets a command of its own.
+expect 0 "timeout 540s: .*pytorch_ddp.py --mode compile --stem imagenet --size 224 .*--precision fp32" -- \
+  "$script" --dry-run --prebuilt --build-dir "$work/real" --impls pytorch-compile --sizes 224 \
+  --precisions fp32 --compile-limit 540 --budget 570
 if /usr/bin/python3 -c 'import torch, torchvision' 2>/dev/null; then
   check "the dry run compared both sides' models (no mismatch reported)" \
     bash -c '! grep -q "count different models" <<<"$1" && ! grep -q "model check left out" <<<"$1"' _ "$dry"
