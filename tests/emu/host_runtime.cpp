@@ -25,6 +25,7 @@
 
 #include "capture_state.h"
 #include "cuda_emu.h"
+#include "host_waits.h"
 #include "launch_fault.h"
 #include "stream_work.h"
 
@@ -126,6 +127,12 @@ void check_kernel_pointer(const Config& config, int argument, const void* pointe
 }  // namespace emu::detail
 
 namespace emu {
+
+HostWaits& host_waits() {
+  thread_local HostWaits counts;
+  return counts;
+}
+
 bool is_device_memory(const void* p, size_t bytes) { return detail::device_range(p, bytes); }
 }  // namespace emu
 
@@ -150,6 +157,7 @@ cudaError_t note_profiler_call(const char* name) {
 extern "C" {
 
 cudaError_t cudaMalloc(void** pointer, size_t bytes) {
+  ++emu::host_waits().allocations;
   if (const cudaError_t refused = refuse_during_capture()) return refused;
   if (pointer == nullptr) return runtime().last_error = cudaErrorInvalidValue;
   const auto device = emu::detail::hold_device();  // a replay's kernels check every allocation's guards
@@ -164,6 +172,7 @@ cudaError_t cudaMalloc(void** pointer, size_t bytes) {
 }
 
 cudaError_t cudaFree(void* pointer) {
+  ++emu::host_waits().allocations;
   if (pointer == nullptr) return cudaSuccess;
   if (const cudaError_t refused = refuse_during_capture()) return refused;
   const auto device = emu::detail::hold_device();
@@ -190,6 +199,7 @@ cudaError_t check_copy(void* to, const void* from, size_t bytes, cudaMemcpyKind 
 }  // namespace
 
 cudaError_t cudaMemcpy(void* to, const void* from, size_t bytes, cudaMemcpyKind kind) {
+  ++emu::host_waits().blocking_copies;
   if (const cudaError_t refused = refuse_during_capture()) return refused;
   if (const cudaError_t bad = check_copy(to, from, bytes, kind)) return bad;
   finish_stream(nullptr);
@@ -206,6 +216,7 @@ cudaError_t cudaMemcpyAsync(void* to, const void* from, size_t bytes, cudaMemcpy
 }
 
 cudaError_t cudaMemset(void* pointer, int value, size_t bytes) {
+  ++emu::host_waits().blocking_copies;
   if (const cudaError_t refused = refuse_during_capture()) return refused;
   if (!device_range(pointer, bytes)) return runtime().last_error = cudaErrorInvalidValue;
   finish_stream(nullptr);
@@ -241,6 +252,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  ++emu::host_waits().stream_syncs;
   if (!emu::detail::known_stream(stream)) return cudaErrorInvalidResourceHandle;
   if (const cudaError_t refused = refuse_during_capture()) return refused;
   finish_stream(stream);
@@ -248,6 +260,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
+  ++emu::host_waits().device_syncs;
   if (const cudaError_t refused = refuse_during_capture()) return refused;
   finish_stream(nullptr);
   return cudaSuccess;
@@ -260,6 +273,7 @@ cudaError_t cudaProfilerStop(void) { return note_profiler_call("cudaProfilerStop
 
 // Pinned memory is plain host memory; only cudaFreeHost's check of what it frees is kept.
 cudaError_t cudaHostAlloc(void** pointer, size_t bytes, unsigned int /*flags*/) {
+  ++emu::host_waits().allocations;
   if (pointer == nullptr) return runtime().last_error = cudaErrorInvalidValue;
   *pointer = std::aligned_alloc(kGuardBytes, padded(bytes == 0 ? 1 : bytes));
   if (*pointer == nullptr) return runtime().last_error = cudaErrorMemoryAllocation;
@@ -270,6 +284,7 @@ cudaError_t cudaHostAlloc(void** pointer, size_t bytes, unsigned int /*flags*/) 
 cudaError_t cudaMallocHost(void** pointer, size_t bytes) { return cudaHostAlloc(pointer, bytes, 0); }
 
 cudaError_t cudaFreeHost(void* pointer) {
+  ++emu::host_waits().allocations;
   if (pointer == nullptr) return cudaSuccess;
   if (runtime().pinned.erase(pointer) == 0) return runtime().last_error = cudaErrorInvalidValue;
   std::free(pointer);

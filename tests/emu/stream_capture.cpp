@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "capture_state.h"
+#include "host_waits.h"
 #include "stream_work.h"
 
 namespace emu {
@@ -473,6 +474,7 @@ bool captured_now(cudaEvent_t event) {
 // Any thread: the watchdog asks whether a collective has completed. The capturing thread may not
 // (stricter than the GPU, so that a test catches a host poll inside a captured step).
 cudaError_t cudaEventQuery(cudaEvent_t event) {
+  ++emu::host_waits().polls;
   if (!emu::known_event(event)) return cudaErrorInvalidResourceHandle;
   if (const cudaError_t refused = emu::detail::refuse_during_capture()) return refused;
   if (captured_now(event)) return cudaErrorCapturedEvent;
@@ -480,6 +482,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  ++emu::host_waits().event_syncs;
   if (!emu::known_event(event)) return cudaErrorInvalidResourceHandle;
   if (const cudaError_t refused = emu::detail::refuse_during_capture()) return refused;
   if (captured_now(event)) return cudaErrorCapturedEvent;
