@@ -19,6 +19,7 @@
 #include "resnet_ddp/cuda/cuda_engine.h"
 #include "resnet_ddp/engine.h"
 #include "support/engine_batches.h"
+#include "support/engine_outcome.h"
 
 using namespace rddp;
 
@@ -39,14 +40,9 @@ std::string describe(const Variant& v) {
          to_string(v.optimizer);
 }
 
+// Which calls a step makes does not depend on the network's widths or the images' size.
 EngineConfig config_of(const Variant& v) {
-  EngineConfig config;
-  config.spec.stem = Stem::cifar;
-  config.spec.num_classes = 10;
-  // Small widths and images: which calls a step makes does not depend on them.
-  config.spec.widths = {8, 16, 16, 16};
-  config.max_batch = 4;
-  config.height = config.width = 16;
+  EngineConfig config = testing::narrow_cpu_config();
   config.precision = v.precision;
   config.memory_format = v.format;
   config.batchnorm = v.batchnorm;
@@ -81,8 +77,9 @@ void check_steps(const Variant& v) {
   constexpr int kSteps = 6;  // past the graph's eager warm-up and its capture
   for (int step = 0; step < kSteps; ++step) {
     const bool pixels = v.input == BatchInput::pixels;
-    const testing::Batch batch = pixels ? testing::random_pixel_batch(config, 4, 100 + step)
-                                        : testing::random_batch(config, 4, 100 + step);
+    const int size = config.max_batch;
+    const testing::Batch batch = pixels ? testing::random_pixel_batch(config, size, 100 + step)
+                                        : testing::random_batch(config, size, 100 + step);
     const HostBatch view = pixels ? batch.pixel_view() : batch.view();
     const emu::HostWaits waits = waits_during([&] { engine->train_step(view, 0.01, nullptr); });
     CAPTURE(step);
@@ -91,7 +88,8 @@ void check_steps(const Variant& v) {
   }
   const bool pixels = v.input == BatchInput::pixels;
   const testing::Batch eval =
-      pixels ? testing::random_pixel_batch(config, 4, 7) : testing::random_batch(config, 4, 7);
+      pixels ? testing::random_pixel_batch(config, config.max_batch, 7)
+             : testing::random_batch(config, config.max_batch, 7);
   const emu::HostWaits waits =
       waits_during([&] { engine->eval_step(pixels ? eval.pixel_view() : eval.view()); });
   CHECK(waits.event_syncs == 1);
