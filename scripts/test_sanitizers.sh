@@ -11,10 +11,10 @@
 # would take many minutes each on two cores; the ordinary build runs them. cli.test_bad_input
 # and cli.test_pack still run the whole program, training included, for a step. The emulated
 # CUDA engine's tests (cpu.emu_engine.*, tests/emu/README.md) train for minutes in the ordinary
-# build, and the programs built on that engine (mpi.emu_*, cli.test_cuda_trainer_emulated) with
-# them; they are left out here and their programs are not built. The kernel tests' second run in
-# reverse thread order (cpu.emu_reverse.*) checks ordering, which the first run here already
-# covers for the sanitizers, so it is left out too.
+# build, and the programs built on that engine (mpi.emu_*, cli.test_cuda_trainer_emulated,
+# cli.test_run_throughput) with them; they are left out here and their programs are not built.
+# The kernel tests' second run in reverse thread order (cpu.emu_reverse.*) checks ordering,
+# which the first run here already covers for the sanitizers, so it is left out too.
 # Environment: RDDP_ASAN_BUILD_DIR (default build-asan), RDDP_CUDA_ARCHS (default 90).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -59,7 +59,7 @@ export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$supp/lsan.supp:print_suppressi
 
 cd "$build"
 [ $# -gt 0 ] || set -- -L "cpu|mpi" \
-  -E "^(cli[.]test_resume|cli[.]test_faults|cli[.]test_plot_precision_curves|mpi[.]trainer_np2|cpu[.]emu_engine[.].*|cpu[.]emu_reverse[.].*|mpi[.]emu_.*|cli[.]test_cuda_trainer_emulated)$"
+  -E "^(cli[.]test_resume|cli[.]test_faults|cli[.]test_plot_precision_curves|mpi[.]trainer_np2|cpu[.]emu_engine[.].*|cpu[.]emu_reverse[.].*|mpi[.]emu_.*|cli[.]test_cuda_trainer_emulated|cli[.]test_run_throughput)$"
 status=0
 ctest --output-on-failure -j "$jobs" "$@" || status=$?
 grep -h '^SKIPPED' Testing/Temporary/LastTest.log 2>/dev/null | sort -u || true

@@ -7,7 +7,7 @@
 source "$(dirname "$0")/lib.sh"
 script=$RDDP_SOURCE_DIR/bench/run_throughput.sh
 [ -x "${RDDP_EMULATED_STEP_BENCH:-}" ] ||
-  { echo "SKIPPED: cuda_step_bench's emulated build is not built here (it needs mpiexec)"; exit 77; }
+  { echo "SKIPPED: no emulated cuda_step_bench at '${RDDP_EMULATED_STEP_BENCH:-}' (built where mpiexec is found)"; exit 77; }
 "$RDDP_SOURCE_DIR/scripts/find_python.sh" json >/dev/null || { echo "SKIPPED: no python3"; exit 77; }
 
 # Arguments are checked before anything runs.
