@@ -74,10 +74,10 @@ void check_steps(const Variant& v) {
   CudaEngineOptions options;
   options.conv_search = cuda::ConvAlgorithmSearch::heuristic;
   std::unique_ptr<Engine> engine = make_cuda_engine(config, /*init_seed=*/3, options);
+  const bool pixels = v.input == BatchInput::pixels;
+  const int size = config.max_batch;
   constexpr int kSteps = 6;  // past the graph's eager warm-up and its capture
   for (int step = 0; step < kSteps; ++step) {
-    const bool pixels = v.input == BatchInput::pixels;
-    const int size = config.max_batch;
     const testing::Batch batch = pixels ? testing::random_pixel_batch(config, size, 100 + step)
                                         : testing::random_batch(config, size, 100 + step);
     const HostBatch view = pixels ? batch.pixel_view() : batch.view();
@@ -86,10 +86,9 @@ void check_steps(const Variant& v) {
     CHECK(waits.event_syncs == 2);
     CHECK(waits.total() == 2);
   }
-  const bool pixels = v.input == BatchInput::pixels;
+  if (v.graphs) CHECK(cuda_graph_stats(*engine).replays == kSteps - 3);
   const testing::Batch eval =
-      pixels ? testing::random_pixel_batch(config, config.max_batch, 7)
-             : testing::random_batch(config, config.max_batch, 7);
+      pixels ? testing::random_pixel_batch(config, size, 7) : testing::random_batch(config, size, 7);
   const emu::HostWaits waits =
       waits_during([&] { engine->eval_step(pixels ? eval.pixel_view() : eval.view()); });
   CHECK(waits.event_syncs == 1);
