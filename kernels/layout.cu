@@ -10,7 +10,7 @@
 // as become the network's input the same way, normalised on the way (pixel_math.h).
 //
 // NHWC input may be zero-padded to more channels than the images have (EngineConfig::
-// input_channels): the stem's input gets zeros there, its weight copy zero weights, and its
+// pad_input_channels): the stem's input gets zeros there, its weight copy zero weights, and its
 // weight gradient loses those channels on the way back, so the padding changes no result.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -161,10 +161,6 @@ __global__ void __launch_bounds__(kThreads)
   transpose_weight_slice<false>(ohwi + o * row * taps, oihw + o * in_channels * taps, in_channels,
                                 row, kernel);
 }
-
-}  // namespace
-
-namespace {
 
 // 0 means no padding; otherwise at least `channels`.
 int padded_or_fail(const char* what, int channels, int padded_channels) {

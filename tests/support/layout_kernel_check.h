@@ -6,7 +6,8 @@
 // test (tests/gpu/test_cuda_nhwc.cpp, at ResNet-18's weight shapes) and the emulated one
 // (tests/emu/test_emulated_layout.cpp, which runs the same kernel source on the CPU at shapes
 // that reach the same paths), each also with the input's channels zero-padded (the stem's
-// input and weight copy under EngineConfig::input_channels). Every output starts poisoned (NaN).
+// input and weight copy under EngineConfig::pad_input_channels). Every output starts poisoned
+// (NaN).
 #include <doctest/doctest.h>
 
 #include <cuda_bf16.h>
