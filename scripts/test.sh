@@ -10,7 +10,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${RDDP_BUILD_DIR:-$root/build}
 jobs=$(nproc 2>/dev/null || echo 2)
 
+# Each phase's time goes to the log, so that a slow CI run says where its minutes went.
+phase_start=$SECONDS
+phase_done() { echo "test.sh: $1 took $((SECONDS - phase_start)) s"; phase_start=$SECONDS; }
+
 "$root/scripts/setup.sh"
+phase_done setup
 # The CPU layers use OpenMP; tests run side by side on few cores, where threads that spin
 # while they wait only steal each other's time.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
@@ -20,10 +25,12 @@ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CUDA_ARCHITECTURES="${RDDP_CUDA_ARCHS:-90}" >"$build/configure.log" 2>&1 ||
   { cat "$build/configure.log"; exit 1; }
 cmake --build "$build" -j "$jobs"
+phase_done build
 
 cd "$build"
 status=0
 ctest --output-on-failure -j "$jobs" "$@" || status=$?
+phase_done tests
 # Make every skip visible with its reason, not just ctest's "Skipped".
 grep -h '^SKIPPED' Testing/Temporary/LastTest.log 2>/dev/null | sort -u || true
 exit $status

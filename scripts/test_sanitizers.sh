@@ -21,7 +21,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${RDDP_ASAN_BUILD_DIR:-$root/build-asan}
 jobs=$(nproc 2>/dev/null || echo 2)
 
+# Each phase's time goes to the log, so that a slow CI run says where its minutes went.
+phase_start=$SECONDS
+phase_done() { echo "test_sanitizers.sh: $1 took $((SECONDS - phase_start)) s"; phase_start=$SECONDS; }
+
 "$root/scripts/setup.sh" --build-only
+phase_done setup
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 
 # -O2 for the library: the cli tests train ResNet-18 for a few steps, which at -O1 under the
@@ -48,6 +53,7 @@ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 targets=(unit_tests emulated_kernel_tests resnet_ddp resnet_ddp_pack nvtx_recorder)
 for source in "$root"/tests/mpi/*.cpp; do targets+=("$(basename "$source" .cpp)"); done
 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
+phase_done build
 
 # halt_on_error: the first report ends the program, so it fails its test. protect_shadow_gap=0
 # lets the CUDA runtime, which the library links, map the memory it wants (its device probe
@@ -62,5 +68,6 @@ cd "$build"
   -E "^(cli[.]test_resume|cli[.]test_faults|cli[.]test_plot_precision_curves|mpi[.]trainer_np2|cpu[.]emu_engine[.].*|cpu[.]emu_reverse[.].*|mpi[.]emu_.*|cli[.]test_cuda_trainer_emulated|cli[.]test_run_throughput)$"
 status=0
 ctest --output-on-failure -j "$jobs" "$@" || status=$?
+phase_done tests
 grep -h '^SKIPPED' Testing/Temporary/LastTest.log 2>/dev/null | sort -u || true
 exit $status
