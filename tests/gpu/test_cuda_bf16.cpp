@@ -26,17 +26,16 @@
 #include <string>
 #include <vector>
 
-#include "resnet_ddp/cpu/executor.h"
-#include "resnet_ddp/cpu/softmax_xent.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/cuda_engine.h"
 #include "resnet_ddp/cuda/device_buffer.h"
-#include "resnet_ddp/cuda/executor.h"
 #include "resnet_ddp/cuda/handles.h"
 #include "resnet_ddp/cuda/layer_kernels.h"
 #include "resnet_ddp/engine.h"
 #include "resnet_ddp/rng.h"
 #include "support/engine_batches.h"
+#include "support/executor_check.h"
+#include "support/first_step_check.h"
 #include "support/mixed_precision_check.h"
 #include "support/test_tensors.h"
 
@@ -50,7 +49,6 @@ namespace {
 constexpr double kBf16Roundoff = 0x1p-9;
 constexpr double kNormRel = 432 * kBf16Roundoff;
 constexpr double kElementRel = 640 * kBf16Roundoff;
-constexpr double kFloatRoundoff = 0x1p-24;
 constexpr int kClasses = 10;
 
 // bfloat16 tensor-core maths (and cuDNN's bfloat16 BatchNorm) need compute capability 8.0.
@@ -71,11 +69,6 @@ EngineConfig bf16_config(Stem stem, int max_batch) {
   config.label_smoothing = 0.1;
   config.precision = Precision::bf16;
   return config;
-}
-
-template <typename Ref>
-std::vector<double> element_tolerance(const Ref* want, size_t count) {
-  return testing::scaled_tolerance(want, count, kElementRel);
 }
 
 const testing::MixedTolerance kTolerance{kElementRel, kNormRel};
@@ -102,18 +95,6 @@ void poison(float* device, size_t count, cudaStream_t stream) {
   RDDP_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-// Non-trivial BatchNorm affine parameters and running statistics, as the float tests use.
-template <typename T>
-void perturb(ModelState<T>& state, uint64_t seed) {
-  Rng rng(seed);
-  for (const TensorInfo& info : state.layout.tensors()) {
-    if (info.role == TensorRole::parameter && info.shape.size() == 1 && info.name != "fc.bias")
-      for (size_t i = 0; i < info.numel; ++i) state.params[info.offset + i] += 0.3 * rng.normal();
-    if (info.role == TensorRole::running_stat)
-      for (size_t i = 0; i < info.numel; ++i) state.running[info.offset + i] += 0.2 * rng.uniform();
-  }
-}
-
 CudaEngineOptions heuristic_options() {
   CudaEngineOptions options;
   options.conv_search = cuda::ConvAlgorithmSearch::heuristic;
@@ -123,79 +104,9 @@ CudaEngineOptions heuristic_options() {
 // Forward (training and evaluation) and backward of the bfloat16 NCHW executor against the CPU
 // executor in double, on both stems, with `batchnorm`'s kernels.
 void check_executor(BatchNormImpl batchnorm) {
-  const std::string batchnorm_name = to_string(batchnorm);
-  CAPTURE(batchnorm_name);
-  for (Stem stem : {Stem::cifar, Stem::imagenet}) {
-    const std::string stem_name = to_string(stem);
-    CAPTURE(stem_name);
-    const EngineConfig config = bf16_config(stem, 4);
-    const int batch = config.max_batch;
-
-    ModelState<double> reference(config.spec);
-    init_torchvision(reference, 7);
-    perturb(reference, 8);
-    ModelState<float> model(config.spec);
-    model.params.assign(reference.params.begin(), reference.params.end());
-    model.running.assign(reference.running.begin(), reference.running.end());
-    reference.params.assign(model.params.begin(), model.params.end());
-    reference.running.assign(model.running.begin(), model.running.end());
-
-    cuda::ComputeContext context;
-    cudaStream_t stream = context.stream();
-    DeviceBuffer<float> params(model.params.size()), grads(model.grads.size()),
-        running(model.running.size());
-    DeviceBuffer<__nv_bfloat16> params_bf16(model.params.size());
-    cuda::copy_to_device(params.get(), model.params.data(), params.size(), stream);
-    cuda::copy_to_device(running.get(), model.running.data(), running.size(), stream);
-    cuda::convert(static_cast<int64_t>(params.size()), params.get(), params_bf16.get(), stream);
-    cuda::MathPolicy policy;
-    policy.deterministic = true;
-    policy.data_type = CUDNN_DATA_BFLOAT16;
-    cuda::Executor executor(
-        model.net, model.layout,
-        cuda::DeviceModel{params.get(), grads.get(), running.get(), params_bf16.get()}, batch,
-        config.height, config.width, context, policy, batchnorm);
-    cpu::Executor<double> cpu_executor(reference, batch, config.height, config.width);
-
-    const Batch data = random_batch(config, batch, 11);
-    const std::vector<double> input64(data.images.begin(), data.images.end());
-    DeviceBuffer<float> input(data.images.size());
-    cuda::copy_to_device(input.get(), data.images.data(), input.size(), stream);
-
-    const size_t logit_count = static_cast<size_t>(batch) * kClasses;
-    const double* want_logits = cpu_executor.forward(input64.data(), batch, true);
-    const auto logits =
-        cuda::download(executor.forward(input.get(), batch, true), logit_count, stream);
-    const double logit_error = check_tensor("logits", logits.data(), want_logits, logit_count);
-    // bfloat16 really was used: float32 maths agrees to about 1e-6, bfloat16 to about 1e-2.
-    CHECK(logit_error > 0x1p-14);
-
-    std::vector<double> dlogits64(logit_count);
-    cpu::softmax_cross_entropy<double>(want_logits, data.labels.data(), batch, kClasses, 0.1,
-                                       dlogits64.data());
-    const std::vector<float> dlogits(dlogits64.begin(), dlogits64.end());
-    dlogits64.assign(dlogits.begin(), dlogits.end());
-    DeviceBuffer<float> d_dlogits(logit_count);
-    cuda::copy_to_device(d_dlogits.get(), dlogits.data(), logit_count, stream);
-    poison(grads.get(), grads.size(), stream);
-    std::vector<std::string> cpu_order, gpu_order;
-    cpu_executor.backward(dlogits64.data(),
-                          [&](const TensorInfo& info) { cpu_order.push_back(info.name); });
-    executor.backward(d_dlogits.get(),
-                      [&](const TensorInfo& info) { gpu_order.push_back(info.name); });
-    CHECK(gpu_order == cpu_order);
-
-    const auto got_grads = cuda::download(grads.get(), grads.size(), stream);
-    const auto got_running = cuda::download(running.get(), running.size(), stream);
-    check_flat(model.layout, TensorRole::parameter, "gradient", got_grads, reference.grads);
-    check_flat(model.layout, TensorRole::running_stat, "after training forward", got_running,
-               reference.running);
-
-    const double* want_eval = cpu_executor.forward(input64.data(), batch, false);
-    const auto eval_logits =
-        cuda::download(executor.forward(input.get(), batch, false), logit_count, stream);
-    check_tensor("eval logits", eval_logits.data(), want_eval, logit_count);
-  }
+  for (Stem stem : {Stem::cifar, Stem::imagenet})
+    testing::check_executor_against_cpu({stem, /*bf16=*/true, CUDNN_TENSOR_NCHW, batchnorm},
+                                        kTolerance, &ledger);
 }
 
 }  // namespace
@@ -253,33 +164,10 @@ TEST_CASE("one bfloat16 AdamW step of the CUDA engine matches the CPU engine's f
     CHECK(gpu_opt.step_count == 1);
     CHECK(gpu_opt.first_moment.size() == cpu_opt.first_moment.size());
 
-    // AdamW's first step moves p by lr * g / (|g| + eps): where the gradients agree in sign
-    // (|g| above its tolerance) both engines move p alike, to within
-    // lr * eps * g_tol / ((|g| + eps)(|g| - g_tol + eps)); elsewhere by up to 2 lr apart. The
+    // Where the gradients agree in sign both engines move p alike (first_step_check.h); the
     // float master update itself rounds as in float32.
-    const OptimizerConfig& o = config.optimizer;
-    for (const TensorInfo& info : gpu_model.layout.tensors()) {
-      if (info.role != TensorRole::parameter) continue;
-      const float* g = cpu_model.grads.data() + info.offset;
-      const std::vector<double> g_tol = element_tolerance(g, info.numel);
-      size_t failed = 0;
-      for (size_t i = 0; i < info.numel; ++i) {
-        const double p = std::fabs(params_before[info.offset + i]), gi = std::fabs(g[i]);
-        const double sensitivity =
-            gi > g_tol[i]
-                ? o.lr * o.eps * g_tol[i] / ((gi + o.eps) * (gi - g_tol[i] + o.eps))
-                : 2.0 * o.lr;
-        const double tolerance =
-            sensitivity + 8.0 * kFloatRoundoff * (p + o.lr * (1.0 + gi + o.weight_decay * p));
-        const double got = gpu_model.params[info.offset + i],
-                     want = cpu_model.params[info.offset + i];
-        if (std::fabs(got - want) <= tolerance) continue;
-        if (failed++ < 3)
-          FAIL_CHECK("stepped " << info.name << "[" << i << "] = " << got << ", expected "
-                                << want << " within " << tolerance);
-      }
-      CHECK_MESSAGE(failed == 0, "stepped " << info.name << ": " << failed << " off");
-    }
+    testing::check_first_step(gpu_model.layout, config.optimizer, params_before, cpu_model.grads,
+                              kElementRel, gpu_model.params, cpu_model.params);
   }
   MESSAGE(ledger.summary(kBf16Roundoff, kTolerance));
 }

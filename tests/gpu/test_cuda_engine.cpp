@@ -9,21 +9,20 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
-#include "resnet_ddp/cpu/executor.h"
-#include "resnet_ddp/cpu/softmax_xent.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/cuda_engine.h"
 #include "resnet_ddp/cuda/device.h"
 #include "resnet_ddp/cuda/device_buffer.h"
-#include "resnet_ddp/cuda/executor.h"
-#include "resnet_ddp/cuda/handles.h"
 #include "resnet_ddp/engine.h"
 #include "resnet_ddp/engine_factory.h"
 #include "resnet_ddp/rng.h"
 #include "support/engine_batches.h"
+#include "support/executor_check.h"
+#include "support/first_step_check.h"
 #include "support/test_tensors.h"
 
 using namespace rddp;
@@ -34,7 +33,6 @@ using testing::bitwise_equal;
 
 namespace {
 
-constexpr double kUnitRoundoff = 0x1p-24;
 constexpr int kClasses = 10;
 
 // Whole-network tolerance, relative to each tensor's largest value. Every float layer adds
@@ -106,107 +104,15 @@ void check_flat(const ParamLayout& layout, TensorRole role, const char* what,
   }
 }
 
-// Non-trivial BatchNorm affine parameters and running statistics, so that none of their
-// gradients or updates is a special case.
-template <typename T>
-void perturb(ModelState<T>& state, uint64_t seed) {
-  Rng rng(seed);
-  for (const TensorInfo& info : state.layout.tensors()) {
-    if (info.role == TensorRole::parameter && info.shape.size() == 1 && info.name != "fc.bias")
-      for (size_t i = 0; i < info.numel; ++i) state.params[info.offset + i] += 0.3 * rng.normal();
-    if (info.role == TensorRole::running_stat)
-      for (size_t i = 0; i < info.numel; ++i) state.running[info.offset + i] += 0.2 * rng.uniform();
-  }
-}
-
-template <typename To, typename From>
-void convert_into(std::vector<To>& to, const std::vector<From>& from) {
-  to.assign(from.begin(), from.end());
-}
-
-}  // namespace
-
-namespace {
+// Whole-network tolerance for the executor check: kNetRel of each element's scale.
+const testing::MixedTolerance kExecutorTolerance{kNetRel, std::numeric_limits<double>::infinity()};
 
 // One training forward, backward and evaluation forward of the whole network against the CPU
-// executor in double, with the BatchNorm kernels and activation layout given.
+// executor in double, in strict float32, on both stems.
 void check_executor_against_cpu(BatchNormImpl batchnorm, cudnnTensorFormat_t format) {
-  const std::string setting = std::string(to_string(batchnorm)) + " batchnorm, " +
-                              (format == CUDNN_TENSOR_NHWC ? "nhwc" : "nchw");
-  CAPTURE(setting);
-  for (Stem stem : {Stem::cifar, Stem::imagenet}) {
-    const std::string stem_name = to_string(stem);
-    CAPTURE(stem_name);
-    const EngineConfig config = config_for(stem, 4);
-    const int batch = config.max_batch;
-
-    ModelState<double> reference(config.spec);
-    init_torchvision(reference, 7);
-    perturb(reference, 8);
-    // The GPU's copy holds the same values rounded to float, and the reference takes them back,
-    // so both start from identical numbers.
-    ModelState<float> model(config.spec);
-    convert_into(model.params, reference.params);
-    convert_into(model.running, reference.running);
-    convert_into(reference.params, model.params);
-    convert_into(reference.running, model.running);
-
-    cuda::ComputeContext context;
-    cudaStream_t stream = context.stream();
-    DeviceBuffer<float> params(model.params.size()), grads(model.grads.size()),
-        running(model.running.size());
-    cuda::copy_to_device(params.get(), model.params.data(), params.size(), stream);
-    cuda::copy_to_device(running.get(), model.running.data(), running.size(), stream);
-    RDDP_CUDA_CHECK(cudaMemsetAsync(grads.get(), 0, grads.bytes(), stream));
-    cuda::MathPolicy policy{false, true, cuda::ConvAlgorithmSearch::timed};
-    policy.format = format;
-    cuda::Executor executor(model.net, model.layout,
-                            cuda::DeviceModel{params.get(), grads.get(), running.get()}, batch,
-                            config.height, config.width, context, policy, batchnorm);
-    cpu::Executor<double> cpu_executor(reference, batch, config.height, config.width);
-
-    const Batch data = random_batch(config, batch, 11);
-    const std::vector<double> input64(data.images.begin(), data.images.end());
-    DeviceBuffer<float> input(data.images.size());
-    cuda::copy_to_device(input.get(), data.images.data(), input.size(), stream);
-
-    // Training forward.
-    const size_t logit_count = static_cast<size_t>(batch) * kClasses;
-    const double* want_logits = cpu_executor.forward(input64.data(), batch, true);
-    const auto logits = cuda::download(executor.forward(input.get(), batch, true), logit_count,
-                                       stream);
-    check_tensor("logits", logits.data(), want_logits,
-                 net_tolerance(want_logits, logit_count));
-
-    // Backward from the same d(loss)/d(logits) on both sides, the reference's, so that only
-    // backward is compared.
-    std::vector<double> dlogits64(logit_count);
-    cpu::softmax_cross_entropy<double>(want_logits, data.labels.data(), batch, kClasses, 0.1,
-                                       dlogits64.data());
-    const std::vector<float> dlogits(dlogits64.begin(), dlogits64.end());
-    convert_into(dlogits64, dlogits);
-    DeviceBuffer<float> d_dlogits(logit_count);
-    cuda::copy_to_device(d_dlogits.get(), dlogits.data(), logit_count, stream);
-    std::vector<std::string> cpu_order, gpu_order;
-    cpu_executor.backward(dlogits64.data(),
-                          [&](const TensorInfo& info) { cpu_order.push_back(info.name); });
-    executor.backward(d_dlogits.get(),
-                      [&](const TensorInfo& info) { gpu_order.push_back(info.name); });
-    CHECK(gpu_order == cpu_order);
-
-    const auto got_grads = cuda::download(grads.get(), grads.size(), stream);
-    const auto got_running = cuda::download(running.get(), running.size(), stream);
-    check_flat(model.layout, TensorRole::parameter, "gradient", got_grads, reference.grads);
-    check_flat(model.layout, TensorRole::running_stat, "after training forward", got_running,
-               reference.running);
-
-    // Evaluation mode uses the running statistics just updated, on both sides.
-    const double* want_eval = cpu_executor.forward(input64.data(), batch, false);
-    const auto eval_logits = cuda::download(executor.forward(input.get(), batch, false),
-                                            logit_count, stream);
-    check_tensor("eval logits", eval_logits.data(), want_eval,
-                 net_tolerance(want_eval, logit_count));
-  }
+  for (Stem stem : {Stem::cifar, Stem::imagenet})
+    testing::check_executor_against_cpu({stem, /*bf16=*/false, format, batchnorm},
+                                        kExecutorTolerance, nullptr);
 }
 
 }  // namespace
@@ -345,34 +251,9 @@ TEST_CASE("one training step of the CUDA engine matches the CPU engine") {
     CHECK(gpu_opt.first_moment.size() == cpu_opt.first_moment.size());
     CHECK(gpu_opt.second_moment.size() == cpu_opt.second_moment.size());
 
-    // The step, element by element. Both engines apply the same update to the same parameter
-    // from gradients that agree within g_tol, so their results differ by the update's
-    // sensitivity to the gradient times g_tol, plus a few roundings of p and of the update.
-    //   AdamW's first step moves p by lr * g / (|g| + eps): where |g| > g_tol both move the same
-    //   way and differ by at most lr * eps * g_tol / ((|g| + eps)(|g| - g_tol + eps)); where
-    //   the gradient is lost in the noise the direction may differ, by up to 2 lr.
-    //   SGD's first step moves p by lr * (g + wd p) (with momentum, nesterov doubles the
-    //   gradient's share: (1 + momentum)), so the difference is lr * (1 + momentum) * g_tol.
-    const OptimizerConfig& o = c.optimizer;
-    for (const TensorInfo& info : gpu_model.layout.tensors()) {
-      if (info.role != TensorRole::parameter) continue;
-      const float* g = cpu_model.grads.data() + info.offset;
-      const std::vector<double> g_tol = net_tolerance(g, info.numel);
-      std::vector<double> p_tol(info.numel);
-      for (size_t i = 0; i < info.numel; ++i) {
-        const double p = std::fabs(params_before[info.offset + i]), gi = std::fabs(g[i]);
-        double sensitivity;
-        if (o.kind == OptimizerKind::adamw)
-          sensitivity = gi > g_tol[i] ? o.lr * o.eps * g_tol[i] /
-                                            ((gi + o.eps) * (gi - g_tol[i] + o.eps))
-                                      : 2.0 * o.lr;
-        else
-          sensitivity = o.lr * (1.0 + o.momentum) * g_tol[i];
-        p_tol[i] = sensitivity + 8.0 * kUnitRoundoff * (p + o.lr * (1.0 + gi + o.weight_decay * p));
-      }
-      check_tensor("stepped " + info.name, gpu_model.params.data() + info.offset,
-                   cpu_model.params.data() + info.offset, p_tol);
-    }
+    // The step, element by element (first_step_check.h).
+    testing::check_first_step(gpu_model.layout, c.optimizer, params_before, cpu_model.grads,
+                              kNetRel, gpu_model.params, cpu_model.params);
   }
 }
 

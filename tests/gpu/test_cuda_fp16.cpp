@@ -33,6 +33,7 @@
 #include "resnet_ddp/engine.h"
 #include "resnet_ddp/rng.h"
 #include "support/engine_batches.h"
+#include "support/first_step_check.h"
 #include "support/mixed_precision_check.h"
 #include "support/test_tensors.h"
 
@@ -40,14 +41,12 @@ using namespace rddp;
 using cuda::DeviceBuffer;
 using testing::Batch;
 using testing::random_batch;
-using testing::max_abs;
 
 namespace {
 
 constexpr double kFp16Roundoff = 0x1p-11;
 constexpr double kNormRel = 720 * kFp16Roundoff;
 constexpr double kElementRel = 1920 * kFp16Roundoff;
-constexpr double kFloatRoundoff = 0x1p-24;
 constexpr int kClasses = 10;
 
 // A quarter of ResNet-18's widths, for the loss-scaling tests: skipping, halving and growing do
@@ -176,29 +175,8 @@ TEST_CASE("one float16 AdamW step of the CUDA engine matches the CPU engine's fl
     CHECK(gpu_opt.loss_scale.growth_tracker == 1);
 
     // As the bfloat16 test: where the gradients agree in sign AdamW's first step moves p alike.
-    const OptimizerConfig& o = config.optimizer;
-    for (const TensorInfo& info : gpu_model.layout.tensors()) {
-      if (info.role != TensorRole::parameter) continue;
-      const float* g = cpu_model.grads.data() + info.offset;
-      const double g_scale = max_abs(g, info.numel);
-      size_t failed = 0;
-      for (size_t i = 0; i < info.numel; ++i) {
-        const double p = std::fabs(params_before[info.offset + i]), gi = std::fabs(g[i]);
-        const double g_tol = kElementRel * (g_scale + gi);
-        const double sensitivity =
-            gi > g_tol ? o.lr * o.eps * g_tol / ((gi + o.eps) * (gi - g_tol + o.eps))
-                       : 2.0 * o.lr;
-        const double tolerance =
-            sensitivity + 8.0 * kFloatRoundoff * (p + o.lr * (1.0 + gi + o.weight_decay * p));
-        const double got = gpu_model.params[info.offset + i],
-                     want = cpu_model.params[info.offset + i];
-        if (std::fabs(got - want) <= tolerance) continue;
-        if (failed++ < 3)
-          FAIL_CHECK("stepped " << info.name << "[" << i << "] = " << got << ", expected "
-                                << want << " within " << tolerance);
-      }
-      CHECK_MESSAGE(failed == 0, "stepped " << info.name << ": " << failed << " off");
-    }
+    testing::check_first_step(gpu_model.layout, config.optimizer, params_before, cpu_model.grads,
+                              kElementRel, gpu_model.params, cpu_model.params);
   }
   MESSAGE(ledger.summary(kFp16Roundoff, kTolerance));
 }

@@ -20,19 +20,17 @@
 #include <string>
 #include <vector>
 
-#include "resnet_ddp/cpu/executor.h"
 #include "resnet_ddp/cpu/layers.h"
-#include "resnet_ddp/cpu/softmax_xent.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/cuda_engine.h"
 #include "resnet_ddp/cuda/device_buffer.h"
-#include "resnet_ddp/cuda/executor.h"
 #include "resnet_ddp/cuda/handles.h"
 #include "resnet_ddp/cuda/layer_kernels.h"
 #include "resnet_ddp/engine.h"
 #include "resnet_ddp/rng.h"
 #include "support/device_buffers.h"
 #include "support/engine_batches.h"
+#include "support/executor_check.h"
 #include "support/layout_copies.h"
 #include "support/layout_kernel_check.h"
 #include "support/maxpool_places.h"
@@ -95,11 +93,6 @@ void check_flat(const ParamLayout& layout, TensorRole role, const char* what,
                    want.data() + info.offset, info.numel, tolerance);
 }
 
-void poison(float* device, size_t count, cudaStream_t stream) {
-  RDDP_CUDA_CHECK(cudaMemsetAsync(device, 0xff, count * sizeof(float), stream));
-  RDDP_CUDA_CHECK(cudaStreamSynchronize(stream));
-}
-
 EngineConfig config_for(Stem stem, int max_batch, Precision precision) {
   EngineConfig config;
   config.spec.stem = stem;
@@ -112,100 +105,11 @@ EngineConfig config_for(Stem stem, int max_batch, Precision precision) {
   return config;
 }
 
-// Non-trivial BatchNorm affine parameters and running statistics, as the NCHW tests use.
-template <typename T>
-void perturb(ModelState<T>& state, uint64_t seed) {
-  Rng rng(seed);
-  for (const TensorInfo& info : state.layout.tensors()) {
-    if (info.role == TensorRole::parameter && info.shape.size() == 1 && info.name != "fc.bias")
-      for (size_t i = 0; i < info.numel; ++i) state.params[info.offset + i] += 0.3 * rng.normal();
-    if (info.role == TensorRole::running_stat)
-      for (size_t i = 0; i < info.numel; ++i) state.running[info.offset + i] += 0.2 * rng.uniform();
-  }
-}
-
 // One training forward, backward and evaluation forward of an NHWC executor against the CPU
 // executor in double, from identical parameters.
 void check_executor(Stem stem, bool bf16, BatchNormImpl batchnorm = BatchNormImpl::cudnn) {
-  const std::string batchnorm_name = to_string(batchnorm);
-  CAPTURE(batchnorm_name);
-  const std::string stem_name = to_string(stem);
-  CAPTURE(stem_name);
-  CAPTURE(bf16);
-  const EngineConfig config = config_for(stem, 4, bf16 ? Precision::bf16 : Precision::fp32);
-  const Tolerance& tolerance = bf16 ? kBf16Tolerance : kFloatTolerance;
-  const int batch = config.max_batch;
-
-  ModelState<double> reference(config.spec);
-  init_torchvision(reference, 7);
-  perturb(reference, 8);
-  ModelState<float> model(config.spec);
-  model.params.assign(reference.params.begin(), reference.params.end());
-  model.running.assign(reference.running.begin(), reference.running.end());
-  reference.params.assign(model.params.begin(), model.params.end());
-  reference.running.assign(model.running.begin(), model.running.end());
-
-  cuda::ComputeContext context;
-  cudaStream_t stream = context.stream();
-  DeviceBuffer<float> params(model.params.size()), grads(model.grads.size()),
-      running(model.running.size());
-  DeviceBuffer<__nv_bfloat16> params_bf16(bf16 ? model.params.size() : 0);
-  cuda::copy_to_device(params.get(), model.params.data(), params.size(), stream);
-  cuda::copy_to_device(running.get(), model.running.data(), running.size(), stream);
-  RDDP_CUDA_CHECK(cudaMemsetAsync(grads.get(), 0, grads.bytes(), stream));
-  if (bf16)
-    cuda::convert(static_cast<int64_t>(params.size()), params.get(), params_bf16.get(), stream);
-  cuda::MathPolicy policy;
-  policy.allow_tf32 = false;
-  policy.deterministic = true;
-  policy.data_type = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
-  policy.format = CUDNN_TENSOR_NHWC;
-  cuda::Executor executor(
-      model.net, model.layout,
-      cuda::DeviceModel{params.get(), grads.get(), running.get(),
-                        bf16 ? params_bf16.get() : nullptr},
-      batch, config.height, config.width, context, policy, batchnorm);
-  cpu::Executor<double> cpu_executor(reference, batch, config.height, config.width);
-
-  // The caller's input is NCHW float in both formats.
-  const Batch data = random_batch(config, batch, 11);
-  const std::vector<double> input64(data.images.begin(), data.images.end());
-  const DeviceBuffer<float> input = to_device(data.images, stream);
-
-  const size_t logit_count = static_cast<size_t>(batch) * kClasses;
-  const double* want_logits = cpu_executor.forward(input64.data(), batch, true);
-  const auto logits =
-      cuda::download(executor.forward(input.get(), batch, true), logit_count, stream);
-  const double logit_error =
-      check_tensor("logits", logits.data(), want_logits, logit_count, tolerance);
-  if (bf16) CHECK(logit_error > 0x1p-14);  // bfloat16 really was used
-
-  std::vector<double> dlogits64(logit_count);
-  cpu::softmax_cross_entropy<double>(want_logits, data.labels.data(), batch, kClasses, 0.1,
-                                     dlogits64.data());
-  const std::vector<float> dlogits(dlogits64.begin(), dlogits64.end());
-  dlogits64.assign(dlogits.begin(), dlogits.end());
-  const DeviceBuffer<float> d_dlogits = to_device(dlogits, stream);
-  poison(grads.get(), grads.size(), stream);
-  std::vector<std::string> cpu_order, gpu_order;
-  cpu_executor.backward(dlogits64.data(),
-                        [&](const TensorInfo& info) { cpu_order.push_back(info.name); });
-  executor.backward(d_dlogits.get(),
-                    [&](const TensorInfo& info) { gpu_order.push_back(info.name); });
-  CHECK(gpu_order == cpu_order);
-
-  // Every gradient in PyTorch's layout: a convolution gradient left in OHWI fails here.
-  const auto got_grads = cuda::download(grads.get(), grads.size(), stream);
-  const auto got_running = cuda::download(running.get(), running.size(), stream);
-  check_flat(model.layout, TensorRole::parameter, "gradient", got_grads, reference.grads,
-             tolerance);
-  check_flat(model.layout, TensorRole::running_stat, "after training forward", got_running,
-             reference.running, tolerance);
-
-  const double* want_eval = cpu_executor.forward(input64.data(), batch, false);
-  const auto eval_logits =
-      cuda::download(executor.forward(input.get(), batch, false), logit_count, stream);
-  check_tensor("eval logits", eval_logits.data(), want_eval, logit_count, tolerance);
+  testing::check_executor_against_cpu({stem, bf16, CUDNN_TENSOR_NHWC, batchnorm},
+                                      bf16 ? kBf16Tolerance : kFloatTolerance, &ledger);
 }
 
 CudaEngineOptions exact_options() {
