@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "resnet_ddp/cpu/gemm.h"
 #include "resnet_ddp/cuda/cuda_engine.h"
 #include "resnet_ddp/cuda/device.h"
 #include "resnet_ddp/cuda/graph_step_policy.h"
@@ -348,7 +349,10 @@ void Trainer::show_settings() const {
            : ", betas " + general(opt.beta1) + "/" + general(opt.beta2) + ", eps " + general(opt.eps));
   console_.table("resnet_ddp", {
       {"world size", std::to_string(group_.size()) + (group_.size() > 1 ? " ranks" : " rank")},
-      {"device", std::string(to_string(device_)) + " (" + engine_->device_name() + "; " + device_reason_ + ")"},
+      {"device", std::string(to_string(device_)) + " (" + engine_->device_name() +
+                     (device_ == DeviceKind::cpu ? std::string(", ") + cpu::to_string(cpu::gemm_kernel()) + " GEMM"
+                                                 : "") +
+                     "; " + device_reason_ + ")"},
       {"data", data_.train->description()},
       {"validation", data_.val ? data_.val->description() : "none"},
       {"model", "ResNet-18, " + spec_summary(engine_config_.spec) + ", " +

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "resnet_ddp/cpu/gemm.h"
@@ -27,7 +28,9 @@ struct GemmCase {
 //   |error| <= (k + 2) * eps * (|alpha| * sum |a||b| + |beta * c|).
 // C starts as NaN when beta == 0 (it must not be read) and the row padding of C must survive.
 template <typename T>
-void check_gemm(const GemmCase& g, uint64_t seed) {
+void check_gemm(const GemmCase& g, uint64_t seed, cpu::GemmKernel kernel) {
+  const std::string kernel_name = cpu::to_string(kernel);
+  CAPTURE(kernel_name);
   CAPTURE(g.transpose_a);
   CAPTURE(g.transpose_b);
   CAPTURE(g.m);
@@ -48,8 +51,8 @@ void check_gemm(const GemmCase& g, uint64_t seed) {
     for (int j = g.n; j < ldc; ++j) c[size_t(i) * ldc + j] = sentinel;
   const std::vector<T> c_before = c;
 
-  cpu::gemm<T>(g.transpose_a, g.transpose_b, g.m, g.n, g.k, T(g.alpha), a.data(), lda, b.data(),
-               ldb, T(g.beta), c.data(), ldc);
+  cpu::gemm_using<T>(kernel, g.transpose_a, g.transpose_b, g.m, g.n, g.k, T(g.alpha), a.data(),
+                     lda, b.data(), ldb, T(g.beta), c.data(), ldc);
 
   const double eps = std::numeric_limits<T>::epsilon();
   int failures = 0;
@@ -78,30 +81,42 @@ void check_gemm(const GemmCase& g, uint64_t seed) {
   CHECK(failures == 0);
 }
 
+// The kernels this build and this CPU can run: each is checked on its own.
+std::vector<cpu::GemmKernel> available_kernels() {
+  std::vector<cpu::GemmKernel> kernels;
+  for (cpu::GemmKernel kernel : {cpu::GemmKernel::portable, cpu::GemmKernel::avx2})
+    if (cpu::gemm_kernel_available(kernel)) kernels.push_back(kernel);
+  return kernels;
+}
+
 }  // namespace
 
 TEST_CASE_TEMPLATE("gemm matches a triple loop for every transpose and odd sizes", T, float,
                    double) {
   const int sizes[] = {1, 7, 33, 130};
   const double scalings[][2] = {{1.0, 0.0}, {0.5, -1.5}, {-2.0, 1.0}, {1.0, 0.25}};
-  uint64_t seed = 100;
-  int scaling = 0;
-  for (bool transpose_a : {false, true})
-    for (bool transpose_b : {false, true})
-      for (int m : sizes)
-        for (int n : sizes)
-          for (int k : sizes) {
-            const auto& ab = scalings[scaling++ % 4];
-            check_gemm<T>({transpose_a, transpose_b, m, n, k, ab[0], ab[1]}, seed++);
-          }
+  for (cpu::GemmKernel kernel : available_kernels()) {
+    uint64_t seed = 100;
+    int scaling = 0;
+    for (bool transpose_a : {false, true})
+      for (bool transpose_b : {false, true})
+        for (int m : sizes)
+          for (int n : sizes)
+            for (int k : sizes) {
+              const auto& ab = scalings[scaling++ % 4];
+              check_gemm<T>({transpose_a, transpose_b, m, n, k, ab[0], ab[1]}, seed++, kernel);
+            }
+  }
 }
 
 TEST_CASE("gemm is right across several blocks of every dimension") {
   // Past the packing blocks in k (256) and m (96), and the 2048-column panel in n.
-  for (bool transpose_a : {false, true})
-    for (bool transpose_b : {false, true})
-      check_gemm<float>({transpose_a, transpose_b, 100, 2057, 515, 1.0, 0.0, 1}, 7);
-  check_gemm<double>({false, true, 101, 300, 600, -0.75, 0.5, 2}, 8);
+  for (cpu::GemmKernel kernel : available_kernels()) {
+    for (bool transpose_a : {false, true})
+      for (bool transpose_b : {false, true})
+        check_gemm<float>({transpose_a, transpose_b, 100, 2057, 515, 1.0, 0.0, 1}, 7, kernel);
+    check_gemm<double>({false, true, 101, 300, 600, -0.75, 0.5, 2}, 8, kernel);
+  }
 }
 
 TEST_CASE_TEMPLATE("gemm with beta == 0 overwrites NaN in C, also when k or alpha is 0", T,
@@ -142,4 +157,45 @@ TEST_CASE("gemm gives the same bits with any number of threads") {
     CHECK(std::memcmp(results[r].data(), results[0].data(), results[0].size() * sizeof(float)) ==
           0);
   CHECK(testing::count_non_finite(results[0]) == 0);
+}
+
+// The CPU executor's results, and the tests' expected bits, must not depend on which CPU ran
+// them: the kernels differ in tile width only, never in the order or rounding of a sum.
+TEST_CASE_TEMPLATE("every GEMM kernel gives the same bits", T, float, double) {
+  MESSAGE("gemm() runs the " << std::string(cpu::to_string(cpu::gemm_kernel())) << " kernel on this CPU");
+  if (!cpu::gemm_kernel_available(cpu::GemmKernel::avx2)) {
+    MESSAGE("SKIPPED: only the portable GEMM kernel runs here (no AVX2 in this build or CPU)");
+    return;
+  }
+  struct Shape {
+    int m, n, k;
+  };
+  // Edges of both kernels' tiles (6 rows; 4, 8 or 16 columns), the 256-deep K blocks, the
+  // 2048-column panels, and convolution shapes.
+  const Shape shapes[] = {{1, 1, 1},     {6, 16, 3},    {7, 17, 255},   {13, 9, 257},
+                          {97, 33, 513}, {64, 2100, 27}, {512, 64, 4608}, {10, 1000, 512}};
+  uint64_t seed = 300;
+  for (const Shape& s : shapes)
+    for (bool transpose_a : {false, true})
+      for (bool transpose_b : {false, true})
+        for (double beta : {0.0, 0.75}) {
+          CAPTURE(s.m);
+          CAPTURE(s.n);
+          CAPTURE(s.k);
+          CAPTURE(transpose_a);
+          CAPTURE(transpose_b);
+          CAPTURE(beta);
+          Rng rng(seed++);
+          const int lda = transpose_a ? s.m : s.k, ldb = transpose_b ? s.k : s.n;
+          const auto a = random_uniform<T>(rng, size_t(s.m) * s.k);
+          const auto b = random_uniform<T>(rng, size_t(s.k) * s.n);
+          const auto c_in = random_uniform<T>(rng, size_t(s.m) * s.n);
+          std::vector<T> portable = c_in, avx2 = c_in;
+          cpu::gemm_using<T>(cpu::GemmKernel::portable, transpose_a, transpose_b, s.m, s.n, s.k,
+                             T(-1.25), a.data(), lda, b.data(), ldb, T(beta), portable.data(),
+                             s.n);
+          cpu::gemm_using<T>(cpu::GemmKernel::avx2, transpose_a, transpose_b, s.m, s.n, s.k,
+                             T(-1.25), a.data(), lda, b.data(), ldb, T(beta), avx2.data(), s.n);
+          CHECK(testing::bitwise_equal(avx2, portable));
+        }
 }
