@@ -1,4 +1,5 @@
-// Throughput of the CPU GEMM for each thread count from 1 to the OpenMP maximum:
+// Throughput of the CPU GEMM for each thread count from 1 to the OpenMP maximum, for each
+// kernel this build and CPU can run (portable, avx2):
 //   cpu_gemm_bench [m n k]      (default 512 512 512, float and double, no transposes)
 #include <omp.h>
 
@@ -14,7 +15,7 @@
 namespace {
 
 template <typename T>
-double gflops(int m, int n, int k, int threads) {
+double gflops(rddp::cpu::GemmKernel kernel, int m, int n, int k, int threads) {
   rddp::Rng rng(1);
   std::vector<T> a(static_cast<size_t>(m) * k), b(static_cast<size_t>(k) * n),
       c(static_cast<size_t>(m) * n);
@@ -22,7 +23,8 @@ double gflops(int m, int n, int k, int threads) {
   for (T& value : b) value = static_cast<T>(rng.uniform(-1, 1));
   omp_set_num_threads(threads);
   const auto run = [&] {
-    rddp::cpu::gemm<T>(false, false, m, n, k, T(1), a.data(), k, b.data(), n, T(0), c.data(), n);
+    rddp::cpu::gemm_using<T>(kernel, false, false, m, n, k, T(1), a.data(), k, b.data(), n, T(0),
+                             c.data(), n);
   };
   run();  // warm the caches and the thread pool
   // Best of several repetitions of at least 0.2 s each: the machine may be shared.
@@ -56,12 +58,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int max_threads = omp_get_max_threads();
-  std::printf("gemm m=%d n=%d k=%d (C = A * B, row-major)\n", m, n, k);
-  std::printf("%8s %16s %16s\n", "threads", "float GFLOP/s", "double GFLOP/s");
-  for (int threads = 1; threads <= max_threads; threads *= 2) {
-    std::printf("%8d %16.1f %16.1f\n", threads, gflops<float>(m, n, k, threads),
-                gflops<double>(m, n, k, threads));
-    if (threads < max_threads && threads * 2 > max_threads) threads = max_threads / 2;
+  std::printf("gemm m=%d n=%d k=%d (C = A * B, row-major); gemm() runs the %s kernel here\n", m,
+              n, k, rddp::cpu::to_string(rddp::cpu::gemm_kernel()));
+  std::printf("%9s %8s %16s %16s\n", "kernel", "threads", "float GFLOP/s", "double GFLOP/s");
+  for (rddp::cpu::GemmKernel kernel : {rddp::cpu::GemmKernel::portable, rddp::cpu::GemmKernel::avx2}) {
+    if (!rddp::cpu::gemm_kernel_available(kernel)) continue;
+    for (int threads = 1; threads <= max_threads; threads *= 2) {
+      std::printf("%9s %8d %16.1f %16.1f\n", rddp::cpu::to_string(kernel), threads,
+                  gflops<float>(kernel, m, n, k, threads), gflops<double>(kernel, m, n, k, threads));
+      if (threads < max_threads && threads * 2 > max_threads) threads = max_threads / 2;
+    }
   }
   return 0;
 }
