@@ -56,12 +56,11 @@ void gemm_using(GemmKernel kernel, bool transpose_a, bool transpose_b, int m, in
     return;
   }
 #ifdef RDDP_GEMM_AVX2
-  if (kernel == GemmKernel::avx2) {
-    gemm_avx2(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return;
-  }
+  const GemmFunctions& functions = kernel == GemmKernel::avx2 ? kAvx2Gemm : kPortableGemm;
+#else
+  const GemmFunctions& functions = kPortableGemm;
 #endif
-  gemm_portable(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  functions.of<T>()(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 template <typename T>
