@@ -7,8 +7,8 @@
 // too few columns to pay for packing the weights; there a chunk of images is unfolded side by
 // side into one wider matrix, with dy and y moved between NCHW and that layout. The chunk
 // size depends on the shape alone, not on the thread count, so the summation order and the
-// result never change from run to run. A 1x1 convolution with stride 1 and no padding, one image per chunk, needs
-// no unfolding at all: col_n is x_n itself.
+// result never change from run to run. A 1x1 convolution with stride 1 and no padding, one
+// image per chunk, needs no unfolding at all: col_n is x_n itself.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -128,6 +128,21 @@ struct ConvPlan {
         std::copy_n(nchw + (static_cast<int64_t>(g) * s.out_channels + c) * plane, plane,
                     chunked + c * ld + g * plane);
   }
+  // The GEMM operands of images [n0, n0 + images): the unfolded input (in col, or the input
+  // itself for a direct convolution), and the output gradient (gathered into `chunked` where
+  // a chunk has several images, or dy itself).
+  const T* columns(const T* x, int n0, int images, T* col) const {
+    if (!col) return x + n0 * in_image(s);
+    for (int g = 0; g < images; ++g)
+      im2col(s, x + (n0 + g) * in_image(s), col + g * plane, ld);
+    return col;
+  }
+  const T* upstream(const T* dy, int n0, int images, T* chunked) const {
+    const T* first = dy + n0 * s.out_channels * plane;
+    if (!chunked) return first;
+    gather(first, images, chunked);
+    return chunked;
+  }
   void scatter(const T* chunked, int images, T* nchw) const {
     for (int g = 0; g < images; ++g)
       for (int c = 0; c < s.out_channels; ++c)
@@ -151,9 +166,7 @@ void conv2d_forward(const ConvShape& s, const T* x, const T* w, T* y) {
   const int64_t out_image = s.out_channels * plan.plane;
   for (int n0 = 0; n0 < s.batch; n0 += plan.chunk) {
     const int images = std::min(plan.chunk, s.batch - n0);
-    for (int g = 0; g < images && col; ++g)
-      im2col(s, x + (n0 + g) * in_image(s), col.get() + g * plan.plane, plan.ld);
-    const T* unfolded = col ? col.get() : x + n0 * in_image(s);
+    const T* unfolded = plan.columns(x, n0, images, col.get());
     T* product = out ? out.get() : y + n0 * out_image;
     gemm<T>(false, false, s.out_channels, static_cast<int>(images * plan.plane),
             static_cast<int>(plan.rows), T(1), w, static_cast<int>(plan.rows), unfolded,
@@ -167,11 +180,9 @@ void conv2d_backward_data(const ConvShape& s, const T* dy, const T* w, T* dx) {
   const ConvPlan<T> plan(s);
   const auto col = plan.unfolded();
   const auto dy_chunk = plan.gathered();
-  const int64_t out_image = s.out_channels * plan.plane;
   for (int n0 = 0; n0 < s.batch; n0 += plan.chunk) {
     const int images = std::min(plan.chunk, s.batch - n0);
-    if (dy_chunk) plan.gather(dy + n0 * out_image, images, dy_chunk.get());
-    const T* upstream = dy_chunk ? dy_chunk.get() : dy + n0 * out_image;
+    const T* upstream = plan.upstream(dy, n0, images, dy_chunk.get());
     T* unfolded = col ? col.get() : dx + n0 * in_image(s);
     gemm<T>(true, false, static_cast<int>(plan.rows), static_cast<int>(images * plan.plane),
             s.out_channels, T(1), w, static_cast<int>(plan.rows), upstream,
@@ -186,14 +197,10 @@ void conv2d_backward_filter(const ConvShape& s, const T* x, const T* dy, T* dw) 
   const ConvPlan<T> plan(s);
   const auto col = plan.unfolded();
   const auto dy_chunk = plan.gathered();
-  const int64_t out_image = s.out_channels * plan.plane;
   for (int n0 = 0; n0 < s.batch; n0 += plan.chunk) {
     const int images = std::min(plan.chunk, s.batch - n0);
-    for (int g = 0; g < images && col; ++g)
-      im2col(s, x + (n0 + g) * in_image(s), col.get() + g * plan.plane, plan.ld);
-    if (dy_chunk) plan.gather(dy + n0 * out_image, images, dy_chunk.get());
-    const T* unfolded = col ? col.get() : x + n0 * in_image(s);
-    const T* upstream = dy_chunk ? dy_chunk.get() : dy + n0 * out_image;
+    const T* unfolded = plan.columns(x, n0, images, col.get());
+    const T* upstream = plan.upstream(dy, n0, images, dy_chunk.get());
     // The first chunk overwrites dw, the others add to it, in batch order.
     gemm<T>(false, true, s.out_channels, static_cast<int>(plan.rows),
             static_cast<int>(images * plan.plane), T(1), upstream, static_cast<int>(plan.ld),
