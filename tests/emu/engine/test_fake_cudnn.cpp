@@ -174,13 +174,31 @@ class DeviceBytes {
   size_t bytes_ = 0;
 };
 
-// A device tensor with its descriptor.
-struct Tensor {
-  Tensor(const Dims& dims, cudnnDataType_t type, cudnnTensorFormat_t format)
+// Values on the device in a cuDNN type and memory format, written and read as float in the
+// logical order (NCHW, or KCRS for filters).
+struct DeviceValues {
+  DeviceValues(const Dims& dims, cudnnDataType_t type, cudnnTensorFormat_t format)
       : d(dims),
         type(type),
         format(format),
-        memory(static_cast<size_t>(dims.count()) * element_bytes(type)) {
+        memory(static_cast<size_t>(dims.count()) * element_bytes(type)) {}
+
+  void upload(const std::vector<float>& logical) {
+    memory.upload(encode(logical, d, type, format));
+  }
+  std::vector<float> values() const { return decode(memory.download(), d, type, format); }
+  void* get() const { return memory.get(); }
+
+  Dims d;
+  cudnnDataType_t type;
+  cudnnTensorFormat_t format;
+  DeviceBytes memory;
+};
+
+// A device tensor with its descriptor.
+struct Tensor : DeviceValues {
+  Tensor(const Dims& dims, cudnnDataType_t type, cudnnTensorFormat_t format)
+      : DeviceValues(dims, type, format) {
     REQUIRE(cudnnCreateTensorDescriptor(&desc) == CUDNN_STATUS_SUCCESS);
     REQUIRE(cudnnSetTensor4dDescriptor(desc, format, type, d.n, d.c, d.h, d.w) ==
             CUDNN_STATUS_SUCCESS);
@@ -189,23 +207,12 @@ struct Tensor {
   Tensor(const Tensor&) = delete;
   Tensor& operator=(const Tensor&) = delete;
 
-  void upload(const std::vector<float>& nchw) { memory.upload(encode(nchw, d, type, format)); }
-  std::vector<float> values() const { return decode(memory.download(), d, type, format); }
-  void* get() const { return memory.get(); }
-
-  Dims d;
-  cudnnDataType_t type;
-  cudnnTensorFormat_t format;
-  DeviceBytes memory;
   cudnnTensorDescriptor_t desc = nullptr;
 };
 
-struct Filter {
+struct Filter : DeviceValues {
   Filter(const Dims& dims, cudnnDataType_t type, cudnnTensorFormat_t format)
-      : d(dims),
-        type(type),
-        format(format),
-        memory(static_cast<size_t>(dims.count()) * element_bytes(type)) {
+      : DeviceValues(dims, type, format) {
     REQUIRE(cudnnCreateFilterDescriptor(&desc) == CUDNN_STATUS_SUCCESS);
     REQUIRE(cudnnSetFilter4dDescriptor(desc, type, format, d.n, d.c, d.h, d.w) ==
             CUDNN_STATUS_SUCCESS);
@@ -214,14 +221,6 @@ struct Filter {
   Filter(const Filter&) = delete;
   Filter& operator=(const Filter&) = delete;
 
-  void upload(const std::vector<float>& kcrs) { memory.upload(encode(kcrs, d, type, format)); }
-  std::vector<float> values() const { return decode(memory.download(), d, type, format); }
-  void* get() const { return memory.get(); }
-
-  Dims d;
-  cudnnDataType_t type;
-  cudnnTensorFormat_t format;
-  DeviceBytes memory;
   cudnnFilterDescriptor_t desc = nullptr;
 };
 
