@@ -5,10 +5,13 @@
 #   scripts/test_sanitizers.sh              labels cpu and mpi, but the four long training runs
 #   scripts/test_sanitizers.sh -L 'cpu|mpi' every test of both labels (ctest arguments replace
 #                                           the default selection)
-# CI runs it after scripts/test.sh. The CPU executor runs about 15 times slower under the
-# sanitizers (a 2-step synthetic run: 41 s against 2.8 s), so cli.test_resume, cli.test_faults,
-# cli.test_plot_precision_curves and mpi.trainer_np2, which train ResNet-18 for dozens of steps,
-# would take many minutes each on two cores; the ordinary build runs them. cli.test_bad_input
+#   scripts/test_sanitizers.sh --build-only configures and builds, runs nothing (CI builds so
+#                                           while the ordinary tests run; see .ci/run)
+# CI builds it beside scripts/test.sh and runs its tests after. The CPU executor runs about 15
+# times slower under the sanitizers (a 2-step synthetic run: 41 s against 2.8 s), so
+# cli.test_resume, cli.test_faults, cli.test_plot_precision_curves and mpi.trainer_np2, which
+# train ResNet-18 for dozens of steps, would take many minutes each on two cores; the ordinary
+# build runs them. cli.test_bad_input
 # and cli.test_pack still run the whole program, training included, for a step. The emulated
 # CUDA engine's tests (cpu.emu_engine.*, tests/emu/README.md) train for minutes in the ordinary
 # build, and the programs built on that engine (mpi.emu_*, cli.test_cuda_trainer_emulated,
@@ -18,6 +21,8 @@
 # Environment: RDDP_ASAN_BUILD_DIR (default build-asan), RDDP_CUDA_ARCHS (default 90).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+build_only=0
+if [ "${1:-}" = --build-only ]; then build_only=1; shift; fi
 build=${RDDP_ASAN_BUILD_DIR:-$root/build-asan}
 jobs=$(nproc 2>/dev/null || echo 2)
 
@@ -54,6 +59,7 @@ targets=(unit_tests emulated_kernel_tests resnet_ddp resnet_ddp_pack nvtx_record
 for source in "$root"/tests/mpi/*.cpp; do targets+=("$(basename "$source" .cpp)"); done
 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 phase_done build
+[ $build_only -eq 0 ] || exit 0
 
 # halt_on_error: the first report ends the program, so it fails its test. protect_shadow_gap=0
 # lets the CUDA runtime, which the library links, map the memory it wants (its device probe
