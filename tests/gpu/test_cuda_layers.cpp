@@ -25,6 +25,7 @@
 #include "resnet_ddp/cuda/layer_kernels.h"
 #include "resnet_ddp/rng.h"
 #include "support/device_buffers.h"
+#include "support/layout_copies.h"
 #include "support/maxpool_places.h"
 #include "support/test_tensors.h"
 
@@ -623,38 +624,48 @@ TEST_CASE("max pooling refuses the shapes its CPU twin refuses") {
   }
 }
 
-TEST_CASE("global average pooling matches the CPU twin") {
+TEST_CASE("global average pooling matches the CPU twin, NCHW and NHWC") {
   cuda::ComputeContext context;
   cudaStream_t stream = context.stream();
   struct PoolCase {
     int batch, channels, spatial;
   };
-  for (const PoolCase c : {PoolCase{1, 1, 1}, PoolCase{3, 512, 49}, PoolCase{2, 64, 12544},
-                           PoolCase{5, 7, 33}}) {
-    CAPTURE(c.spatial);
-    const size_t in = static_cast<size_t>(c.batch) * c.channels * c.spatial;
-    const size_t out = static_cast<size_t>(c.batch) * c.channels;
-    Rng rng(derive_seed(in, "avgpool"));
-    const auto x = testing::random_uniform<float>(rng, in, -3.0, 5.0);
-    const auto dy = testing::random_uniform<float>(rng, out);
-    std::vector<float> want_y(out), want_dx(in);
-    cpu::global_avgpool_forward(c.batch, c.channels, c.spatial, x.data(), want_y.data());
-    cpu::global_avgpool_backward(c.batch, c.channels, c.spatial, dy.data(), want_dx.data());
+  for (const bool nhwc : {false, true}) {
+    const MemoryFormat format = nhwc ? MemoryFormat::nhwc : MemoryFormat::nchw;
+    for (const PoolCase c : {PoolCase{1, 1, 1}, PoolCase{3, 512, 49}, PoolCase{2, 64, 12544},
+                             PoolCase{5, 7, 33}}) {
+      CAPTURE(nhwc);
+      CAPTURE(c.channels);
+      CAPTURE(c.spatial);
+      const size_t in = static_cast<size_t>(c.batch) * c.channels * c.spatial;
+      const size_t out = static_cast<size_t>(c.batch) * c.channels;
+      Rng rng(derive_seed(in, nhwc ? "avgpool nhwc" : "avgpool"));
+      const auto x = testing::random_uniform<float>(rng, in, -3.0, 5.0);
+      const auto dy = testing::random_uniform<float>(rng, out);
+      std::vector<float> want_y(out), want_dx(in);
+      cpu::global_avgpool_forward(c.batch, c.channels, c.spatial, x.data(), want_y.data());
+      cpu::global_avgpool_backward(c.batch, c.channels, c.spatial, dy.data(), want_dx.data());
 
-    const DeviceBuffer<float> d_x = to_device(x, stream), d_dy = to_device(dy, stream);
-    auto d_y = poisoned<float>(out, stream), d_dx = poisoned<float>(in, stream);
-    cuda::global_avgpool_forward(c.batch, c.channels, c.spatial, d_x.get(), d_y.get(), stream);
-    cuda::global_avgpool_backward(c.batch, c.channels, c.spatial, d_dy.get(), d_dx.get(), stream);
-    // Both round a double sum to float; the sums differ only in order, by a few units of
-    // double's last place, which moves the float result by at most one unit of its last place,
-    // and only when the sum lies right at a rounding boundary.
-    const auto y = to_host(d_y, stream);
-    size_t off = 0;
-    for (size_t i = 0; i < out; ++i)
-      off += !(std::fabs(y[i] - want_y[i]) <=
-               std::fabs(want_y[i]) * std::numeric_limits<float>::epsilon());
-    CHECK(off == 0);
-    CHECK(bitwise_equal(to_host(d_dx, stream), want_dx));
+      // The spatial plane as 1 x spatial; y and dy are [N, C] in both layouts.
+      const auto d_x = to_device(testing::in_layout(x, nhwc, c.channels, 1, c.spatial), stream);
+      const auto d_dy = to_device(dy, stream);
+      auto d_y = poisoned<float>(out, stream), d_dx = poisoned<float>(in, stream);
+      cuda::global_avgpool_forward(c.batch, c.channels, c.spatial, d_x.get(), d_y.get(), stream,
+                                   format);
+      cuda::global_avgpool_backward(c.batch, c.channels, c.spatial, d_dy.get(), d_dx.get(),
+                                    stream, format);
+      // Both round a double sum to float; the sums differ only in order, by a few units of
+      // double's last place, which moves the float result by at most one unit of its last
+      // place, and only when the sum lies right at a rounding boundary.
+      const auto y = to_host(d_y, stream);
+      size_t off = 0;
+      for (size_t i = 0; i < out; ++i)
+        off += !(std::fabs(y[i] - want_y[i]) <=
+                 std::fabs(want_y[i]) * std::numeric_limits<float>::epsilon());
+      CHECK(off == 0);
+      CHECK(bitwise_equal(
+          testing::from_layout(to_host(d_dx, stream), nhwc, c.channels, 1, c.spatial), want_dx));
+    }
   }
 }
 

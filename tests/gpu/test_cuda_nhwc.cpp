@@ -4,9 +4,10 @@
 //     statistics, and evaluation logits;
 //   - the engine: gradients and parameters after an SGD step, and the convolutions' OHWI copy
 //     following the float masters through the optimizer and load_state;
-//   - our NHWC kernels (max pooling, global average pooling) against their CPU twins element by
-//     element with poisoned outputs, and the layout conversions: the input's NCHW -> NHWC, and
-//     the weights' OIHW -> OHWI -> OIHW round trip bit for bit.
+//   - our NHWC max pooling against its CPU twin element by element with poisoned outputs (global
+//     average pooling's NHWC case is beside its NCHW one in test_cuda_layers.cpp), and the
+//     layout conversions: the input's NCHW -> NHWC, and the weights' OIHW -> OHWI -> OIHW round
+//     trip bit for bit.
 // Host-side permutations here are written as plain nested loops, independent of
 // kernels/layout_math.h, which tests/unit/test_layout_math.cpp checks on its own.
 #include <doctest/doctest.h>
@@ -362,46 +363,6 @@ TEST_CASE("NHWC max pooling matches the CPU twin bit for bit, float and bfloat16
       CHECK(bitwise_equal(widen(nhwc_to_nchw(to_host(d_dx, stream), n, c, s.in_h, s.in_w)),
                           want_dx));
     }
-  }
-}
-
-TEST_CASE("NHWC global average pooling matches the CPU twin") {
-  cuda::ComputeContext context;
-  cudaStream_t stream = context.stream();
-  struct PoolCase {
-    int batch, channels, spatial;
-  };
-  for (const PoolCase p : {PoolCase{1, 1, 1}, PoolCase{3, 512, 49}, PoolCase{2, 64, 256},
-                           PoolCase{5, 7, 33}}) {
-    CAPTURE(p.channels);
-    CAPTURE(p.spatial);
-    const size_t in = static_cast<size_t>(p.batch) * p.channels * p.spatial;
-    const size_t out = static_cast<size_t>(p.batch) * p.channels;
-    Rng rng(derive_seed(in, "avgpool nhwc"));
-    const auto x = testing::random_uniform<float>(rng, in, -3.0, 5.0);
-    const auto dy = testing::random_uniform<float>(rng, out);
-    std::vector<float> want_y(out), want_dx(in);
-    cpu::global_avgpool_forward(p.batch, p.channels, p.spatial, x.data(), want_y.data());
-    cpu::global_avgpool_backward(p.batch, p.channels, p.spatial, dy.data(), want_dx.data());
-
-    // The spatial plane as 1 x spatial: NHWC of [N, C, 1, S].
-    const auto d_x = to_device(nchw_to_nhwc(x, p.batch, p.channels, 1, p.spatial), stream);
-    const auto d_dy = to_device(dy, stream);  // [N, C] in both formats
-    auto d_y = poisoned<float>(out, stream), d_dx = poisoned<float>(in, stream);
-    cuda::global_avgpool_forward(p.batch, p.channels, p.spatial, d_x.get(), d_y.get(), stream,
-                                 MemoryFormat::nhwc);
-    cuda::global_avgpool_backward(p.batch, p.channels, p.spatial, d_dy.get(), d_dx.get(), stream,
-                                  MemoryFormat::nhwc);
-    // As the NCHW kernel's test: a double sum in another order, rounded to float, is off by at
-    // most one unit in the last place, and only at a rounding boundary.
-    const auto y = to_host(d_y, stream);
-    size_t off = 0;
-    for (size_t i = 0; i < out; ++i)
-      off += !(std::fabs(y[i] - want_y[i]) <=
-               std::fabs(want_y[i]) * std::numeric_limits<float>::epsilon());
-    CHECK(off == 0);
-    CHECK(bitwise_equal(nhwc_to_nchw(to_host(d_dx, stream), p.batch, p.channels, 1, p.spatial),
-                        want_dx));
   }
 }
 
