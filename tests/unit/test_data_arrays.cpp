@@ -10,6 +10,7 @@
 #include "resnet_ddp/data/readers.h"
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/rng.h"
+#include "support/scratch_dir.h"
 
 using namespace rddp;
 using namespace rddp::data;
@@ -18,10 +19,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string fresh_dir(const std::string& name) {
-  const fs::path dir = fs::path(RDDP_TEST_TMP) / "data_arrays" / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
+  return testing::fresh_dir("data_arrays", name).string();
 }
 
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {

@@ -8,6 +8,7 @@
 
 #include "resnet_ddp/data/data_config.h"
 #include "resnet_ddp/error.h"
+#include "support/scratch_dir.h"
 
 using namespace rddp;
 using namespace rddp::data;
@@ -16,10 +17,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string fresh_dir(const std::string& name) {
-  const fs::path dir = fs::path(RDDP_TEST_TMP) / "data_config" / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
+  return testing::fresh_dir("data_config", name).string();
 }
 
 // A CIFAR-10 binary tree with `per_file` black images of label 3 in each file.

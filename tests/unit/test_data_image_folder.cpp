@@ -20,6 +20,7 @@
 #include "resnet_ddp/data/transform.h"
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/rng.h"
+#include "support/scratch_dir.h"
 
 using namespace rddp;
 using namespace rddp::data;
@@ -28,10 +29,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string fresh_dir(const std::string& name) {
-  const fs::path dir = fs::path(RDDP_TEST_TMP) / "data_image_folder" / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
+  return testing::fresh_dir("data_image_folder", name).string();
 }
 
 void write_text(const std::string& path, const std::string& text) {

@@ -15,6 +15,7 @@
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/rng.h"
 #include "resnet_ddp/tensor_file.h"
+#include "support/scratch_dir.h"
 
 using namespace rddp;
 namespace fs = std::filesystem;
@@ -22,10 +23,7 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path scratch_dir(const std::string& name) {
-  const fs::path dir = fs::path(RDDP_TEST_TMP) / "tensor_file" / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  return testing::fresh_dir("tensor_file", name);
 }
 
 std::string slurp(const fs::path& path) {

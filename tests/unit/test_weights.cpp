@@ -9,6 +9,7 @@
 #include "resnet_ddp/model_state.h"
 #include "resnet_ddp/rng.h"
 #include "resnet_ddp/weights.h"
+#include "support/scratch_dir.h"
 
 using namespace rddp;
 namespace fs = std::filesystem;
@@ -16,10 +17,7 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path scratch_dir(const std::string& name) {
-  const fs::path dir = fs::path(RDDP_TEST_TMP) / "weights" / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  return testing::fresh_dir("weights", name);
 }
 
 std::string error_of(const std::function<void()>& action) {
