@@ -41,6 +41,52 @@ __device__ __forceinline__ uint8_t window_place(const Window& s, int oh, int ow,
                               (iw - (ow * s.stride - s.pad)));
 }
 
+// The largest value in the window of output (oh, ow) and its place. The window is clipped to the
+// input (padding never wins) and scanned row-major; a strictly larger value or any NaN takes
+// over, as in PyTorch. value_at(ih * in_w + iw) reads the input at (ih, iw) as a float: exact
+// for float and 16-bit values alike.
+struct WindowMax {
+  float value;
+  uint8_t place;
+};
+template <typename ValueAt>
+__device__ __forceinline__ WindowMax window_max(const Window& s, int oh, int ow,
+                                                const ValueAt& value_at) {
+  const int h0 = oh * s.stride - s.pad, w0 = ow * s.stride - s.pad;
+  const int h_begin = max(h0, 0), h_end = min(h0 + s.kernel, s.in_h);
+  const int w_begin = max(w0, 0), w_end = min(w0 + s.kernel, s.in_w);
+  WindowMax best{-INFINITY, window_place(s, oh, ow, h_begin, w_begin)};
+  for (int ih = h_begin; ih < h_end; ++ih) {
+    for (int iw = w_begin; iw < w_end; ++iw) {
+      const float value = value_at(ih * s.in_w + iw);
+      if (value > best.value || isnan(value)) best = {value, window_place(s, oh, ow, ih, iw)};
+    }
+  }
+  return best;
+}
+
+// The gradient of input (ih, iw): the sum, in output order, of dy over the outputs whose windows
+// hold it and chose it. output_at(oh, ow) is the output's offset in dy and argmax. Summed in
+// float (for 16-bit types: rounded once, by the caller).
+template <typename T, typename OutputAt>
+__device__ __forceinline__ float chosen_gradient(const Window& s, int ih, int iw, const T* dy,
+                                                 const uint8_t* argmax,
+                                                 const OutputAt& output_at) {
+  // The outputs whose windows hold this input: oh * stride - pad <= ih < that + kernel.
+  const int h_low = ih + s.pad - s.kernel + 1, w_low = iw + s.pad - s.kernel + 1;
+  const int oh_begin = h_low <= 0 ? 0 : (h_low + s.stride - 1) / s.stride;
+  const int ow_begin = w_low <= 0 ? 0 : (w_low + s.stride - 1) / s.stride;
+  const int oh_end = min((ih + s.pad) / s.stride, s.out_h - 1);
+  const int ow_end = min((iw + s.pad) / s.stride, s.out_w - 1);
+  float sum = 0.0f;
+  for (int oh = oh_begin; oh <= oh_end; ++oh)
+    for (int ow = ow_begin; ow <= ow_end; ++ow) {
+      const int64_t out = output_at(oh, ow);
+      if (argmax[out] == window_place(s, oh, ow, ih, iw)) sum += static_cast<float>(dy[out]);
+    }
+  return sum;
+}
+
 template <typename T>
 __global__ void maxpool_forward_kernel(Window s, int64_t outputs, const T* x, T* y,
                                        uint8_t* argmax) {
@@ -51,26 +97,10 @@ __global__ void maxpool_forward_kernel(Window s, int64_t outputs, const T* x, T*
     const int oh = static_cast<int>(out / s.out_w % s.out_h);
     const int64_t plane = out / (static_cast<int64_t>(s.out_w) * s.out_h);
     const T* x_p = x + plane * s.in_h * s.in_w;
-    // The window clipped to the input (padding never wins), scanned row-major; a strictly
-    // larger value or any NaN takes over, as in PyTorch.
-    const int h0 = oh * s.stride - s.pad, w0 = ow * s.stride - s.pad;
-    const int h_begin = max(h0, 0), h_end = min(h0 + s.kernel, s.in_h);
-    const int w_begin = max(w0, 0), w_end = min(w0 + s.kernel, s.in_w);
-    uint8_t best_place = window_place(s, oh, ow, h_begin, w_begin);
-    // Compared in float: exact for float and bfloat16 values alike.
-    float best = -INFINITY;
-    for (int ih = h_begin; ih < h_end; ++ih) {
-      for (int iw = w_begin; iw < w_end; ++iw) {
-        const int32_t index = ih * s.in_w + iw;
-        const float value = static_cast<float>(x_p[index]);
-        if (value > best || isnan(value)) {
-          best = value;
-          best_place = window_place(s, oh, ow, ih, iw);
-        }
-      }
-    }
-    y[out] = static_cast<T>(best);
-    argmax[out] = best_place;
+    const WindowMax best =
+        window_max(s, oh, ow, [&](int32_t index) { return static_cast<float>(x_p[index]); });
+    y[out] = static_cast<T>(best.value);
+    argmax[out] = best.place;
   }
 }
 
@@ -83,22 +113,10 @@ __global__ void maxpool_backward_kernel(Window s, int64_t inputs, const T* dy,
        in += stride) {
     const int iw = static_cast<int>(in % s.in_w);
     const int ih = static_cast<int>(in / s.in_w % s.in_h);
-    const int64_t plane = in / (static_cast<int64_t>(s.in_w) * s.in_h);
-    // The outputs whose windows hold this input: oh * stride - pad <= ih < that + kernel.
-    const int h_low = ih + s.pad - s.kernel + 1, w_low = iw + s.pad - s.kernel + 1;
-    const int oh_begin = h_low <= 0 ? 0 : (h_low + s.stride - 1) / s.stride;
-    const int ow_begin = w_low <= 0 ? 0 : (w_low + s.stride - 1) / s.stride;
-    const int oh_end = min((ih + s.pad) / s.stride, s.out_h - 1);
-    const int ow_end = min((iw + s.pad) / s.stride, s.out_w - 1);
-    const int64_t base = plane * out_plane;
-    // Summed in float (for bfloat16: rounded once, at the end).
-    float sum = 0.0f;
-    for (int oh = oh_begin; oh <= oh_end; ++oh)
-      for (int ow = ow_begin; ow <= ow_end; ++ow) {
-        const int64_t out = base + static_cast<int64_t>(oh) * s.out_w + ow;
-        if (argmax[out] == window_place(s, oh, ow, ih, iw)) sum += static_cast<float>(dy[out]);
-      }
-    dx[in] = static_cast<T>(sum);
+    const int64_t base = in / (static_cast<int64_t>(s.in_w) * s.in_h) * out_plane;
+    dx[in] = static_cast<T>(chosen_gradient(s, ih, iw, dy, argmax, [&](int oh, int ow) {
+      return base + static_cast<int64_t>(oh) * s.out_w + ow;
+    }));
   }
 }
 
@@ -112,25 +130,14 @@ __global__ void maxpool_forward_nhwc_kernel(Window s, int channels, int64_t outp
   for (int64_t out = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; out < outputs;
        out += stride) {
     const layout::Coord4 p = layout::nhwc_coord(out, channels, s.out_h, s.out_w);
-    const int oh = static_cast<int>(p.h), ow = static_cast<int>(p.w);
     const T* x_n = x + p.n * s.in_h * s.in_w * channels + p.c;
-    const int h0 = oh * s.stride - s.pad, w0 = ow * s.stride - s.pad;
-    const int h_begin = max(h0, 0), h_end = min(h0 + s.kernel, s.in_h);
-    const int w_begin = max(w0, 0), w_end = min(w0 + s.kernel, s.in_w);
-    uint8_t best_place = window_place(s, oh, ow, h_begin, w_begin);
-    float best = -INFINITY;
-    for (int ih = h_begin; ih < h_end; ++ih) {
-      for (int iw = w_begin; iw < w_end; ++iw) {
-        const int32_t index = ih * s.in_w + iw;
-        const float value = static_cast<float>(x_n[static_cast<int64_t>(index) * channels]);
-        if (value > best || isnan(value)) {
-          best = value;
-          best_place = window_place(s, oh, ow, ih, iw);
-        }
-      }
-    }
-    y[out] = static_cast<T>(best);
-    argmax[out] = best_place;
+    const WindowMax best = window_max(s, static_cast<int>(p.h), static_cast<int>(p.w),
+                                      [&](int32_t index) {
+                                        return static_cast<float>(
+                                            x_n[static_cast<int64_t>(index) * channels]);
+                                      });
+    y[out] = static_cast<T>(best.value);
+    argmax[out] = best.place;
   }
 }
 
@@ -141,19 +148,10 @@ __global__ void maxpool_backward_nhwc_kernel(Window s, int channels, int64_t inp
   for (int64_t in = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; in < inputs;
        in += stride) {
     const layout::Coord4 p = layout::nhwc_coord(in, channels, s.in_h, s.in_w);
-    const int ih = static_cast<int>(p.h), iw = static_cast<int>(p.w);
-    const int h_low = ih + s.pad - s.kernel + 1, w_low = iw + s.pad - s.kernel + 1;
-    const int oh_begin = h_low <= 0 ? 0 : (h_low + s.stride - 1) / s.stride;
-    const int ow_begin = w_low <= 0 ? 0 : (w_low + s.stride - 1) / s.stride;
-    const int oh_end = min((ih + s.pad) / s.stride, s.out_h - 1);
-    const int ow_end = min((iw + s.pad) / s.stride, s.out_w - 1);
-    float sum = 0.0f;
-    for (int oh = oh_begin; oh <= oh_end; ++oh)
-      for (int ow = ow_begin; ow <= ow_end; ++ow) {
-        const int64_t out = layout::nhwc_offset({p.n, p.c, oh, ow}, channels, s.out_h, s.out_w);
-        if (argmax[out] == window_place(s, oh, ow, ih, iw)) sum += static_cast<float>(dy[out]);
-      }
-    dx[in] = static_cast<T>(sum);
+    dx[in] = static_cast<T>(chosen_gradient(
+        s, static_cast<int>(p.h), static_cast<int>(p.w), dy, argmax, [&](int oh, int ow) {
+          return layout::nhwc_offset({p.n, p.c, oh, ow}, channels, s.out_h, s.out_w);
+        }));
   }
 }
 
