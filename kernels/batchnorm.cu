@@ -137,66 +137,71 @@ __device__ TreePlace tree_place() {
           static_cast<int>(blockDim.x), static_cast<int>(blockDim.y)};
 }
 
-// Row 0 of each lane ends with the merge of the lane's column: at each level, rows [half, 2 half)
-// hand their state to rows [0, half), row r absorbing row r + half. rows is a power of two.
-// Every thread of the block must call it.
+// Row 0 of each lane ends with the combination of the lane's column: at each level, rows
+// [half, 2 half) store their state in shared memory (store(me)), and rows [0, half) absorb what
+// row r + half stored (absorb(other)). rows is a power of two. Every thread of the block must
+// call it.
+template <typename Store, typename Absorb>
+__device__ __forceinline__ void block_tree(const TreePlace& at, const Store& store,
+                                           const Absorb& absorb) {
+  const int me = at.row * at.lanes + at.lane;
+  for (int half = at.rows / 2; half > 0; half /= 2) {
+    if (at.row >= half && at.row < 2 * half) store(me);
+    __syncthreads();
+    if (at.row < half) absorb(me + half * at.lanes);
+    __syncthreads();
+  }
+}
+
 template <int Slots>
 __device__ void block_merge(bn::SlotMoments<float, Slots>& mine, const TreePlace& at) {
   __shared__ float counts[kThreads];
   __shared__ float means[Slots][kThreads];
   __shared__ float m2s[Slots][kThreads];
-  const int me = at.row * at.lanes + at.lane;
-  for (int half = at.rows / 2; half > 0; half /= 2) {
-    if (at.row >= half && at.row < 2 * half) {
-      counts[me] = mine.count;
+  block_tree(
+      at,
+      [&](int me) {
+        counts[me] = mine.count;
 #pragma unroll
-      for (int j = 0; j < Slots; ++j) {
-        means[j][me] = mine.mean[j];
-        m2s[j][me] = mine.m2[j];
-      }
-    }
-    __syncthreads();
-    if (at.row < half) {
-      const int other = me + half * at.lanes;
-      bn::SlotMoments<float, Slots> theirs;
-      theirs.count = counts[other];
+        for (int j = 0; j < Slots; ++j) {
+          means[j][me] = mine.mean[j];
+          m2s[j][me] = mine.m2[j];
+        }
+      },
+      [&](int other) {
+        bn::SlotMoments<float, Slots> theirs;
+        theirs.count = counts[other];
 #pragma unroll
-      for (int j = 0; j < Slots; ++j) {
-        theirs.mean[j] = means[j][other];
-        theirs.m2[j] = m2s[j][other];
-      }
-      bn::merge_slots(mine, theirs);
-    }
-    __syncthreads();
-  }
+        for (int j = 0; j < Slots; ++j) {
+          theirs.mean[j] = means[j][other];
+          theirs.m2[j] = m2s[j][other];
+        }
+        bn::merge_slots(mine, theirs);
+      });
 }
 
 template <int Slots>
 __device__ void block_sum(bn::SlotSums<float, Slots>& mine, const TreePlace& at) {
   __shared__ float gs[Slots][kThreads];
   __shared__ float g_xmus[Slots][kThreads];
-  const int me = at.row * at.lanes + at.lane;
-  for (int half = at.rows / 2; half > 0; half /= 2) {
-    if (at.row >= half && at.row < 2 * half) {
+  block_tree(
+      at,
+      [&](int me) {
 #pragma unroll
-      for (int j = 0; j < Slots; ++j) {
-        gs[j][me] = mine.g[j];
-        g_xmus[j][me] = mine.g_xmu[j];
-      }
-    }
-    __syncthreads();
-    if (at.row < half) {
-      const int other = me + half * at.lanes;
-      bn::SlotSums<float, Slots> theirs;
+        for (int j = 0; j < Slots; ++j) {
+          gs[j][me] = mine.g[j];
+          g_xmus[j][me] = mine.g_xmu[j];
+        }
+      },
+      [&](int other) {
+        bn::SlotSums<float, Slots> theirs;
 #pragma unroll
-      for (int j = 0; j < Slots; ++j) {
-        theirs.g[j] = gs[j][other];
-        theirs.g_xmu[j] = g_xmus[j][other];
-      }
-      bn::add_sums(mine, theirs);
-    }
-    __syncthreads();
-  }
+        for (int j = 0; j < Slots; ++j) {
+          theirs.g[j] = gs[j][other];
+          theirs.g_xmu[j] = g_xmus[j][other];
+        }
+        bn::add_sums(mine, theirs);
+      });
 }
 
 // ---- training forward
