@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "grid_stride.h"
 #include "bf16_math.h"
 #include "resnet_ddp/cuda/bf16_cast.h"
 #include "resnet_ddp/cuda/check.h"
@@ -16,10 +17,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 8192;  // many waves on any current GPU; the loop does the rest
 
-unsigned blocks_for(int64_t count) {
-  const int64_t blocks = (count + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 1 ? 1 : blocks < kMaxBlocks ? blocks : kMaxBlocks);
-}
+unsigned blocks_for(int64_t count) { return grid_stride_blocks(count, kThreads, kMaxBlocks); }
 
 __global__ void compress_bf16_kernel(int64_t count, const float* gradients, uint16_t* out, float share) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "grid_stride.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/layer_kernels.h"
 
@@ -18,10 +19,7 @@ constexpr int kThreads = 256;
 // Enough blocks to fill any current GPU many times over; the grid-stride loop does the rest.
 constexpr int64_t kMaxBlocks = 8192;
 
-unsigned blocks_for(int64_t count) {
-  const int64_t blocks = (count + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
-}
+unsigned blocks_for(int64_t count) { return grid_stride_blocks(count, kThreads, kMaxBlocks); }
 
 __device__ int64_t first_index() {
   return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "grid_stride.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/layer_kernels.h"
 #include "resnet_ddp/error.h"
@@ -85,8 +86,7 @@ void check_global(int batch, int channels, int spatial) {
 }
 
 unsigned blocks_for(int64_t work, int64_t per_block) {
-  const int64_t blocks = (work + per_block - 1) / per_block;
-  return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+  return grid_stride_blocks(work, per_block, kMaxBlocks);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 
+#include "grid_stride.h"
 #include "layout_math.h"
 #include "pixel_math.h"
 #include "resnet_ddp/cuda/check.h"
@@ -30,10 +31,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 8192;
 
-unsigned blocks_for(int64_t count) {
-  const int64_t blocks = (count + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks < kMaxBlocks ? blocks : kMaxBlocks));
-}
+unsigned blocks_for(int64_t count) { return grid_stride_blocks(count, kThreads, kMaxBlocks); }
 
 // Threads walk the destination in order, so that the writes are coalesced; the reads gather.
 // (The tensors here are at most a few MB; a tiled transpose would buy little.)

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "grid_stride.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/loss_scaling.h"
 #include "resnet_ddp/error.h"
@@ -16,8 +17,7 @@ constexpr int kThreads = 256;
 constexpr size_t kMaxBlocks = 2048;
 
 unsigned blocks_for(size_t count) {
-  const size_t blocks = (count + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > kMaxBlocks ? kMaxBlocks : blocks));
+  return grid_stride_blocks(static_cast<int64_t>(count), kThreads, kMaxBlocks);
 }
 
 __global__ void scale_kernel(float* values, int64_t count, const loss_scale::StepState* state) {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "grid_stride.h"
 #include "layout_math.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/layer_kernels.h"
@@ -24,10 +25,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 8192;
 
-unsigned blocks_for(int64_t count) {
-  const int64_t blocks = (count + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
-}
+unsigned blocks_for(int64_t count) { return grid_stride_blocks(count, kThreads, kMaxBlocks); }
 
 // The shape without the batch and channels, which only multiply the number of planes.
 struct Window {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "grid_stride.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/kernels.h"
 #include "resnet_ddp/error.h"
@@ -162,9 +163,8 @@ size_t vector_part(size_t elements, std::initializer_list<const void*> pointers)
 }
 
 unsigned grid_for(size_t elements) {
-  const size_t per_block = static_cast<size_t>(kThreads) * kVector;
-  const size_t blocks = (elements + per_block - 1) / per_block;
-  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > kMaxBlocks ? kMaxBlocks : blocks));
+  return grid_stride_blocks(static_cast<int64_t>(elements), int64_t{kThreads} * kVector,
+                            kMaxBlocks);
 }
 
 template <typename Grad>
