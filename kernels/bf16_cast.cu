@@ -19,21 +19,25 @@ constexpr int64_t kMaxBlocks = 8192;  // many waves on any current GPU; the loop
 
 unsigned blocks_for(int64_t count) { return grid_stride_blocks(count, kThreads, kMaxBlocks); }
 
-__global__ void compress_bf16_kernel(int64_t count, const float* gradients, uint16_t* out, float share) {
+__global__ void compress_bf16_kernel(int64_t count, const float* gradients, uint16_t* out,
+                                     float share) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride)
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride)
     out[i] = bf16::compress(gradients[i], share);
 }
 
 __global__ void decompress_bf16_kernel(int64_t count, const uint16_t* in, float* gradients) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride)
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride)
     gradients[i] = bf16::to_float(in[i]);
 }
 
 }  // namespace
 
-void compress_bf16(const float* gradients, uint16_t* out, size_t count, float share, cudaStream_t stream) {
+void compress_bf16(const float* gradients, uint16_t* out, size_t count, float share,
+                   cudaStream_t stream) {
   if (count == 0) return;
   const auto n = static_cast<int64_t>(count);
   compress_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, gradients, out, share);

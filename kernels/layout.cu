@@ -231,7 +231,8 @@ void ohwi_to_oihw(int out_channels, int in_channels, int kernel, const From* ohw
 }
 
 using bf16 = __nv_bfloat16;
-template void nchw_to_nhwc<float, float>(int, int, int, int, const float*, float*, cudaStream_t, int);
+template void nchw_to_nhwc<float, float>(int, int, int, int, const float*, float*, cudaStream_t,
+                                         int);
 template void nchw_to_nhwc<float, bf16>(int, int, int, int, const float*, bf16*, cudaStream_t, int);
 template void weights_to_ohwi<float>(const WeightPermutation*, int, int, const float*, float*,
                                      cudaStream_t);
@@ -246,7 +247,8 @@ RDDP_INSTANTIATE_PIXELS_TO_INPUT(float)
 RDDP_INSTANTIATE_PIXELS_TO_INPUT(bf16)
 RDDP_INSTANTIATE_PIXELS_TO_INPUT(__half)
 #undef RDDP_INSTANTIATE_PIXELS_TO_INPUT
-template void nchw_to_nhwc<float, __half>(int, int, int, int, const float*, __half*, cudaStream_t, int);
+template void nchw_to_nhwc<float, __half>(int, int, int, int, const float*, __half*, cudaStream_t,
+                                          int);
 template void weights_to_ohwi<__half>(const WeightPermutation*, int, int, const float*, __half*,
                                       cudaStream_t);
 template void ohwi_to_oihw<__half>(int, int, int, const __half*, float*, cudaStream_t, int);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Whether a change to our CUDA kernels changes the code the GPU runs, without a GPU: compiles
-# every kernels/*.cu to PTX as the build does (-O3, one architecture) at a base revision and in
-# the working tree, and compares them kernel by kernel.
+# every kernels/*.cu to PTX as the Release build does (-O3 -DNDEBUG, one architecture) at a
+# base revision and in the working tree, and compares them kernel by kernel.
 #   scripts/kernel_ptx_diff.sh              the working tree against HEAD
 #   scripts/kernel_ptx_diff.sh main~3       ... against another revision
 #   scripts/kernel_ptx_diff.sh HEAD maxpool.cu batchnorm.cu    only these files of kernels/
@@ -30,7 +30,7 @@ git -C "$root" archive "$base" kernels include | tar -x -C "$work/base"
 
 # ptx TREE FILE OUT: FILE of TREE as PTX, hashes and comments removed.
 ptx() {
-  "$nvcc" -ptx -arch="sm_$arch" -O3 -std=c++17 -I"$1/include" -I"$1/kernels" \
+  "$nvcc" -ptx -arch="sm_$arch" -O3 -DNDEBUG -std=c++17 -I"$1/include" -I"$1/kernels" \
     -o "$3.raw" "$1/kernels/$2" || return 1
   # nvcc names an anonymous namespace <length>_GLOBAL__N__<hash of the file's path and text>,
   # and prefixes function-local statics (shared memory arrays) with <length>_INTERNAL_<hash>;
@@ -42,7 +42,10 @@ ptx() {
 
 # The awk that names the kernel a PTX line belongs to: the word after .entry (".visible .entry
 # name(" for kernels with external linkage, ".entry name(" for the others).
-entry_awk='/\.entry/ { for (i = 1; i < NF; ++i) if ($i == ".entry") name = $(i + 1); sub(/\($/, "", name) }'
+entry_awk='/\.entry/ {
+  for (i = 1; i < NF; ++i) if ($i == ".entry") name = $(i + 1)
+  sub(/\($/, "", name)
+}'
 
 # counts PTX: each entry's name and its number of instructions.
 counts() {
@@ -55,16 +58,20 @@ status=0
 if [ $# -gt 0 ]; then
   files="$*"
 else
-  files=$( (cd "$root/kernels" && ls -- *.cu; cd "$work/base/kernels" && ls -- *.cu) 2>/dev/null | sort -u)
+  files=$( (cd "$root/kernels" && ls -- *.cu; cd "$work/base/kernels" && ls -- *.cu) 2>/dev/null |
+    sort -u)
 fi
 for file in $files; do
   if [ ! -f "$work/base/kernels/$file" ] && [ ! -f "$root/kernels/$file" ]; then
     echo "kernel_ptx_diff.sh: no kernels/$file at $base or in the working tree" >&2
     exit 2
   fi
-  if [ ! -f "$work/base/kernels/$file" ]; then echo "$file: new (not at $base)"; status=1; continue; fi
+  if [ ! -f "$work/base/kernels/$file" ]; then
+    echo "$file: new (not at $base)"; status=1; continue
+  fi
   if [ ! -f "$root/kernels/$file" ]; then echo "$file: removed since $base"; status=1; continue; fi
-  ptx "$work/base" "$file" "$work/ptx/$file.base" || { echo "$file: does not compile at $base" >&2; exit 2; }
+  ptx "$work/base" "$file" "$work/ptx/$file.base" ||
+    { echo "$file: does not compile at $base" >&2; exit 2; }
   ptx "$root" "$file" "$work/ptx/$file.now" || { echo "$file: does not compile" >&2; exit 2; }
   if cmp -s "$work/ptx/$file.base" "$work/ptx/$file.now"; then
     echo "$file: identical"

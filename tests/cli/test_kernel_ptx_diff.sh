@@ -31,7 +31,8 @@ check "the NCHW and NHWC forward kernels are named, in all three types" \
   test "$(grep -cE 'maxpool_forward(_nhwc)?_kernel<(float|__half|__nv_bfloat16)>' "$work/out")" = 6
 check "no backward kernel is named" bash -c "! grep -q backward '$work/out'"
 
-expect 2 "'no-such-revision' is not a revision" -- "$repo/scripts/kernel_ptx_diff.sh" no-such-revision
+expect 2 "'no-such-revision' is not a revision" -- \
+  "$repo/scripts/kernel_ptx_diff.sh" no-such-revision
 expect 2 "no kernels/none.cu at HEAD or in the working tree" -- \
   "$repo/scripts/kernel_ptx_diff.sh" HEAD none.cu
 finish
