@@ -11,11 +11,11 @@
 # times slower under the sanitizers (a 2-step synthetic run: 41 s against 2.8 s), so
 # cli.test_resume, cli.test_faults, cli.test_plot_precision_curves and mpi.trainer_np2, which
 # train ResNet-18 for dozens of steps, would take many minutes each on two cores; the ordinary
-# build runs them. cli.test_bad_input
-# and cli.test_pack still run the whole program, training included, for a step. The emulated
-# CUDA engine's tests (cpu.emu_engine.*, tests/emu/README.md) train for minutes in the ordinary
-# build, and the programs built on that engine (mpi.emu_*, cli.test_cuda_trainer_emulated,
-# cli.test_run_throughput) with them; they are left out here and their programs are not built.
+# build runs them. cli.test_bad_input and cli.test_pack still run the whole program, training
+# included, for a step. The emulated CUDA engine's tests (cpu.emu_engine.*, tests/emu/README.md)
+# train for minutes in the ordinary build, and the programs built on that engine (mpi.emu_*,
+# cli.test_cuda_trainer_emulated, cli.test_run_throughput) with them; they are left out here
+# and their programs are not built.
 # The kernel tests' second run in reverse thread order (cpu.emu_reverse.*) checks ordering,
 # which the first run here already covers for the sanitizers, so it is left out too.
 # Environment: RDDP_ASAN_BUILD_DIR (default build-asan), RDDP_CUDA_ARCHS (default 90).
