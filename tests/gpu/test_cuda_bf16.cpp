@@ -34,6 +34,7 @@
 #include "resnet_ddp/engine.h"
 #include "resnet_ddp/rng.h"
 #include "support/engine_batches.h"
+#include "support/engine_configs.h"
 #include "support/executor_check.h"
 #include "support/first_step_check.h"
 #include "support/mixed_precision_check.h"
@@ -43,13 +44,14 @@ using namespace rddp;
 using cuda::DeviceBuffer;
 using testing::Batch;
 using testing::random_batch;
+using testing::heuristic_options;
+using testing::small_image_config;
 
 namespace {
 
 constexpr double kBf16Roundoff = 0x1p-9;
 constexpr double kNormRel = 432 * kBf16Roundoff;
 constexpr double kElementRel = 640 * kBf16Roundoff;
-constexpr int kClasses = 10;
 
 // bfloat16 tensor-core maths (and cuDNN's bfloat16 BatchNorm) need compute capability 8.0.
 bool device_has_bf16() {
@@ -58,17 +60,6 @@ bool device_has_bf16() {
   RDDP_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   if (major < 8) MESSAGE("bfloat16 cases skipped: device 0 is older than compute capability 8.0");
   return major >= 8;
-}
-
-EngineConfig bf16_config(Stem stem, int max_batch) {
-  EngineConfig config;
-  config.spec.stem = stem;
-  config.spec.num_classes = kClasses;
-  config.max_batch = max_batch;
-  config.height = config.width = stem == Stem::cifar ? 32 : 64;
-  config.label_smoothing = 0.1;
-  config.precision = Precision::bf16;
-  return config;
 }
 
 const testing::MixedTolerance kTolerance{kElementRel, kNormRel};
@@ -93,12 +84,6 @@ void poison(float* device, size_t count, cudaStream_t stream) {
   // All bits set: a NaN in float.
   RDDP_CUDA_CHECK(cudaMemsetAsync(device, 0xff, count * sizeof(float), stream));
   RDDP_CUDA_CHECK(cudaStreamSynchronize(stream));
-}
-
-CudaEngineOptions heuristic_options() {
-  CudaEngineOptions options;
-  options.conv_search = cuda::ConvAlgorithmSearch::heuristic;
-  return options;
 }
 
 // Forward (training and evaluation) and backward of the bfloat16 NCHW executor against the CPU
@@ -133,7 +118,7 @@ TEST_CASE("one bfloat16 AdamW step of the CUDA engine matches the CPU engine's f
   for (Stem stem : {Stem::cifar, Stem::imagenet}) {
     const std::string stem_name = to_string(stem);
     CAPTURE(stem_name);
-    EngineConfig config = bf16_config(stem, 4);
+    EngineConfig config = small_image_config(stem, 4, Precision::bf16);
     EngineConfig cpu_config = config;
     cpu_config.precision = Precision::fp32;
     auto cpu = make_cpu_engine(cpu_config, 5);
@@ -174,7 +159,7 @@ TEST_CASE("one bfloat16 AdamW step of the CUDA engine matches the CPU engine's f
 
 TEST_CASE("the bfloat16 weight copies follow the optimizer and load_state") {
   if (!device_has_bf16()) return;
-  EngineConfig config = bf16_config(Stem::cifar, 4);
+  EngineConfig config = small_image_config(Stem::cifar, 4, Precision::bf16);
   // A step that moves this batch's loss from about 10.2 to 4.2 (the CPU engine in float32), far
   // beyond the tolerance, so that a stale copy shows. Much larger steps are no better: AdamW's
   // first step moves every weight by lr with the gradient's sign, and with the running

@@ -21,6 +21,7 @@
 #include "resnet_ddp/engine_factory.h"
 #include "resnet_ddp/rng.h"
 #include "support/engine_batches.h"
+#include "support/engine_configs.h"
 #include "support/executor_check.h"
 #include "support/first_step_check.h"
 #include "support/test_tensors.h"
@@ -30,10 +31,10 @@ using cuda::DeviceBuffer;
 using testing::Batch;
 using testing::random_batch;
 using testing::bitwise_equal;
+using testing::exact_options;
+using testing::small_image_config;
 
 namespace {
-
-constexpr int kClasses = 10;
 
 // Whole-network tolerance, relative to each tensor's largest value. Every float layer adds
 // errors of about sqrt(K) * u relative to its outputs' scale (K <= 4608, so ~4e-6), BatchNorm
@@ -41,35 +42,6 @@ constexpr int kClasses = 10;
 // 2e-4 in all. 1e-3 leaves room for that while any wrong index, transposition, channel or
 // missing term moves a tensor by a sizeable fraction of its scale.
 constexpr double kNetRel = 1e-3;
-
-ModelSpec resnet18(Stem stem) {
-  ModelSpec spec;
-  spec.stem = stem;
-  spec.num_classes = kClasses;
-  return spec;
-}
-
-// Real ResNet-18 widths on small images: the cifar stem at 32x32, the imagenet stem at 64x64
-// (its stride-2 convolution and max pooling leave 16x16 to layer1).
-EngineConfig config_for(Stem stem, int max_batch) {
-  EngineConfig config;
-  config.spec = resnet18(stem);
-  config.max_batch = max_batch;
-  config.height = config.width = stem == Stem::cifar ? 32 : 64;
-  config.label_smoothing = 0.1;
-  config.precision = Precision::fp32;
-  return config;
-}
-
-// Deterministic algorithms chosen by heuristic: timing could choose other (equally
-// deterministic) algorithms for two engines of one test, and they round differently.
-CudaEngineOptions exact_options(
-    cuda::ConvAlgorithmSearch search = cuda::ConvAlgorithmSearch::heuristic) {
-  CudaEngineOptions options;
-  options.deterministic = true;
-  options.conv_search = search;
-  return options;
-}
 
 // The allowed error of each element of a tensor under kNetRel.
 template <typename Ref>
@@ -137,7 +109,7 @@ TEST_CASE("the CUDA executor with cuDNN's SPATIAL_PERSISTENT BatchNorm matches t
 TEST_CASE("the CUDA executor reports every gradient after the work that finalises it") {
   // Each report copies the gradient on the compute stream at that moment; every copy must
   // equal the final gradient, so nothing still to be enqueued may change a reported tensor.
-  const EngineConfig config = config_for(Stem::imagenet, 2);
+  const EngineConfig config = small_image_config(Stem::imagenet, 2);
   auto engine = make_cuda_engine(config, 3, exact_options());
   const ParamLayout& layout = engine->layout();
   auto stream = static_cast<cudaStream_t>(engine->compute_stream());
@@ -212,7 +184,7 @@ TEST_CASE("one training step of the CUDA engine matches the CPU engine") {
     const std::string batchnorm_name = to_string(c.batchnorm);
     CAPTURE(c.batch);
     CAPTURE(batchnorm_name);
-    EngineConfig config = config_for(c.stem, 4);
+    EngineConfig config = small_image_config(c.stem, 4);
     config.optimizer = c.optimizer;
     config.batchnorm = c.batchnorm;
     auto cpu = make_cpu_engine(config, 5);
@@ -262,7 +234,7 @@ TEST_CASE("the CUDA engine learns: the loss on a learnable synthetic task falls"
   // and the fastest algorithms, as training runs. 16x16 images: the emulated engine (tests/emu)
   // runs this in CI on the CPU.
   constexpr int kSide = 16, kHalf = kSide / 2;
-  EngineConfig config = config_for(Stem::cifar, 16);
+  EngineConfig config = small_image_config(Stem::cifar, 16);
   config.height = config.width = kSide;
   config.spec.num_classes = 4;
   config.precision = Precision::tf32;
@@ -305,7 +277,7 @@ TEST_CASE("the CUDA engine learns: the loss on a learnable synthetic task falls"
 }
 
 TEST_CASE("evaluation matches the CPU engine and changes no state") {
-  const EngineConfig config = config_for(Stem::imagenet, 4);
+  const EngineConfig config = small_image_config(Stem::imagenet, 4);
   auto gpu = make_cuda_engine(config, 13, exact_options());
   auto cpu = make_cpu_engine(config, 13);
   gpu->train_step(random_batch(config, 4, 41).view(), 1e-3, nullptr);
@@ -333,7 +305,7 @@ TEST_CASE("evaluation matches the CPU engine and changes no state") {
 }
 
 TEST_CASE("metrics add up across steps and start again after take_metrics") {
-  const EngineConfig config = config_for(Stem::cifar, 4);
+  const EngineConfig config = small_image_config(Stem::cifar, 4);
   auto engine = make_cuda_engine(config, 1, exact_options());
   engine->train_step(random_batch(config, 4, 1).view(), 1e-3, nullptr);
   engine->eval_step(random_batch(config, 3, 2).view());
@@ -354,7 +326,7 @@ TEST_CASE("save_state and load_state round-trip, and resuming continues bit for 
   for (const OptimizerKind kind : {OptimizerKind::adamw, OptimizerKind::sgd}) {
     const std::string optimizer_name = to_string(kind);
     CAPTURE(optimizer_name);
-    EngineConfig config = config_for(Stem::cifar, 4);
+    EngineConfig config = small_image_config(Stem::cifar, 4);
     config.optimizer.kind = kind;
     config.optimizer.momentum = kind == OptimizerKind::sgd ? 0.9 : 0.0;
     auto first = make_cuda_engine(config, 1, exact_options());
@@ -395,7 +367,7 @@ TEST_CASE("save_state and load_state round-trip, and resuming continues bit for 
 }
 
 TEST_CASE("load_state refuses a model or optimizer state of another shape") {
-  const EngineConfig config = config_for(Stem::cifar, 2);
+  const EngineConfig config = small_image_config(Stem::cifar, 2);
   auto engine = make_cuda_engine(config, 1, exact_options());
   ModelSpec narrow = config.spec;
   narrow.widths = {8, 16, 32, 64};
@@ -408,17 +380,17 @@ TEST_CASE("load_state refuses a model or optimizer state of another shape") {
 }
 
 TEST_CASE("a label outside [0, classes) is an Error, and leaves the model as it was") {
-  const EngineConfig config = config_for(Stem::cifar, 4);
+  const EngineConfig config = small_image_config(Stem::cifar, 4);
   auto engine = make_cuda_engine(config, 1, exact_options());
   ModelState<float> before(config.spec), after(config.spec);
   OptimizerState before_opt, after_opt;
   engine->save_state(before, before_opt);
 
   Batch data = random_batch(config, 4, 61);
-  data.labels[2] = kClasses;
+  data.labels[2] = config.spec.num_classes;
   try {
     engine->train_step(data.view(), 1e-3, nullptr);
-    FAIL("train_step accepted label " << kClasses);
+    FAIL("train_step accepted label " << config.spec.num_classes);
   } catch (const Error& error) {
     const std::string message = error.what();
     CHECK(message.find("outside [0, 10)") != std::string::npos);
@@ -447,7 +419,7 @@ TEST_CASE("the CUDA engine refuses bad settings and batches with a clear Error")
   CHECK(cuda::select_device(0).rfind("cuda:0 (", 0) == 0);
   CHECK_THROWS_AS(cuda::select_device(devices), Error);
 
-  EngineConfig config = config_for(Stem::cifar, 2);
+  EngineConfig config = small_image_config(Stem::cifar, 2);
   config.device_index = devices;
   CHECK_THROWS_AS(make_cuda_engine(config, 1), Error);
   config.device_index = 0;

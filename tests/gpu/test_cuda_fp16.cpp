@@ -33,6 +33,7 @@
 #include "resnet_ddp/engine.h"
 #include "resnet_ddp/rng.h"
 #include "support/engine_batches.h"
+#include "support/engine_configs.h"
 #include "support/first_step_check.h"
 #include "support/mixed_precision_check.h"
 #include "support/test_tensors.h"
@@ -41,35 +42,19 @@ using namespace rddp;
 using cuda::DeviceBuffer;
 using testing::Batch;
 using testing::random_batch;
+using testing::exact_options;
+using testing::heuristic_options;
+using testing::small_image_config;
 
 namespace {
 
 constexpr double kFp16Roundoff = 0x1p-11;
 constexpr double kNormRel = 720 * kFp16Roundoff;
 constexpr double kElementRel = 1920 * kFp16Roundoff;
-constexpr int kClasses = 10;
 
 // A quarter of ResNet-18's widths, for the loss-scaling tests: skipping, halving and growing do
 // not depend on them, and the emulated engine (tests/emu) runs these tests in CI on the CPU.
 constexpr std::array<int, 4> kNarrow = {16, 32, 64, 128};
-
-EngineConfig fp16_config(Stem stem, int max_batch) {
-  EngineConfig config;
-  config.spec.stem = stem;
-  config.spec.num_classes = kClasses;
-  config.max_batch = max_batch;
-  config.height = config.width = stem == Stem::cifar ? 32 : 64;
-  config.label_smoothing = 0.1;
-  config.precision = Precision::fp16;
-  return config;
-}
-
-CudaEngineOptions heuristic_options(bool deterministic = false) {
-  CudaEngineOptions options;
-  options.conv_search = cuda::ConvAlgorithmSearch::heuristic;
-  options.deterministic = deterministic;
-  return options;
-}
 
 const testing::MixedTolerance kTolerance{kElementRel, kNormRel};
 testing::ErrorLedger ledger;  // the worst errors of the current test case, printed at its end
@@ -128,7 +113,7 @@ TEST_CASE("one float16 AdamW step of the CUDA engine matches the CPU engine's fl
     const std::string stem_name = to_string(c.stem), batchnorm_name = to_string(c.batchnorm);
     CAPTURE(stem_name);
     CAPTURE(batchnorm_name);
-    EngineConfig config = fp16_config(c.stem, 4);
+    EngineConfig config = small_image_config(c.stem, 4, Precision::fp16);
     config.batchnorm = c.batchnorm;
     config.memory_format = c.format;
     // The scale the PyTorch measurement of the header used; a power of two, so that the
@@ -185,7 +170,7 @@ TEST_CASE("a float16 step with an Inf gradient is skipped and halves the scale")
   for (OptimizerKind kind : {OptimizerKind::adamw, OptimizerKind::sgd}) {
     const std::string optimizer = to_string(kind);
     CAPTURE(optimizer);
-    EngineConfig config = fp16_config(Stem::cifar, 4);
+    EngineConfig config = small_image_config(Stem::cifar, 4, Precision::fp16);
     config.spec.widths = kNarrow;
     config.optimizer.kind = kind;
     if (kind == OptimizerKind::sgd) config.optimizer.momentum = 0.9;
@@ -228,12 +213,12 @@ TEST_CASE("a float16 step with an Inf gradient is skipped and halves the scale")
 }
 
 TEST_CASE("the float16 loss scale grows after growth_interval finite steps, and resumes exactly") {
-  EngineConfig config = fp16_config(Stem::cifar, 4);
+  EngineConfig config = small_image_config(Stem::cifar, 4, Precision::fp16);
   config.spec.widths = kNarrow;
   config.loss_scale.init_scale = 1024.0f;
   config.loss_scale.growth_interval = 3;
   // Deterministic algorithms: the resumed engine below must reproduce this one's bits.
-  auto gpu = make_cuda_engine(config, 4, heuristic_options(true));
+  auto gpu = make_cuda_engine(config, 4, exact_options());
   const Batch data = random_batch(config, 4, 61);
   ModelState<float> model(config.spec);
   OptimizerState opt;
@@ -252,7 +237,7 @@ TEST_CASE("the float16 loss scale grows after growth_interval finite steps, and 
   // Resume: a fresh engine loaded with the state continues exactly as this one.
   opt.loss_scale = {2048.0f, 2};  // one step before growth
   gpu->load_state(model, &opt);
-  auto resumed = make_cuda_engine(config, 99, heuristic_options(true));
+  auto resumed = make_cuda_engine(config, 99, exact_options());
   resumed->load_state(model, &opt);
   ModelState<float> a(config.spec), b(config.spec);
   OptimizerState opt_a, opt_b;

@@ -31,6 +31,7 @@
 #include "resnet_ddp/rng.h"
 #include "support/device_buffers.h"
 #include "support/engine_batches.h"
+#include "support/engine_configs.h"
 #include "support/executor_check.h"
 #include "support/layout_copies.h"
 #include "support/layout_kernel_check.h"
@@ -50,10 +51,11 @@ using testing::bitwise_equal;
 using testing::nchw_to_nhwc;
 using testing::nhwc_to_nchw;
 using testing::window_places;
+using testing::exact_options;
+using testing::small_image_config;
 
 namespace {
 
-constexpr int kClasses = 10;
 // Strict float32: the whole-network tolerance of the NCHW executor test
 // (test_cuda_engine.cpp's kNetRel): relative to each tensor's largest value, plus its own.
 constexpr double kFloatNetRel = 1e-3;
@@ -94,30 +96,11 @@ void check_flat(const ParamLayout& layout, TensorRole role, const char* what,
                    want.data() + info.offset, info.numel, tolerance);
 }
 
-EngineConfig config_for(Stem stem, int max_batch, Precision precision) {
-  EngineConfig config;
-  config.spec.stem = stem;
-  config.spec.num_classes = kClasses;
-  config.max_batch = max_batch;
-  config.height = config.width = stem == Stem::cifar ? 32 : 64;
-  config.label_smoothing = 0.1;
-  config.precision = precision;
-  config.memory_format = MemoryFormat::nhwc;
-  return config;
-}
-
 // One training forward, backward and evaluation forward of an NHWC executor against the CPU
 // executor in double, from identical parameters.
 void check_executor(Stem stem, bool bf16, BatchNormImpl batchnorm = BatchNormImpl::cudnn) {
   testing::check_executor_against_cpu({stem, bf16, CUDNN_TENSOR_NHWC, batchnorm},
                                       bf16 ? kBf16Tolerance : kFloatTolerance, &ledger);
-}
-
-CudaEngineOptions exact_options() {
-  CudaEngineOptions options;
-  options.deterministic = true;
-  options.conv_search = cuda::ConvAlgorithmSearch::heuristic;
-  return options;
 }
 
 }  // namespace
@@ -187,7 +170,8 @@ StatesAfterStep compare_states_after_step(Engine& got_engine, Engine& want_engin
 TEST_CASE("an NHWC engine's SGD step matches the NCHW engine's, and its weight copy follows") {
   // SGD without momentum moves each parameter by lr * (g + wd * p): linear in the gradient, so
   // the parameters after the step agree as closely as the gradients do.
-  EngineConfig nhwc = config_for(Stem::imagenet, 4, Precision::fp32);
+  EngineConfig nhwc =
+      small_image_config(Stem::imagenet, 4, Precision::fp32, MemoryFormat::nhwc);
   nhwc.optimizer.kind = OptimizerKind::sgd;
   nhwc.optimizer.lr = 0.1;
   nhwc.optimizer.momentum = 0.0;
@@ -253,7 +237,8 @@ TEST_CASE("an NHWC engine with its input zero-padded to 4 or 8 channels trains a
     for (const BatchInput input : {BatchInput::normalized_float, BatchInput::pixels}) {
       CAPTURE(pad);
       CAPTURE(input == BatchInput::pixels);
-      EngineConfig plain = config_for(Stem::cifar, 4, Precision::fp32);
+      EngineConfig plain =
+          small_image_config(Stem::cifar, 4, Precision::fp32, MemoryFormat::nhwc);
       plain.input = input;
       plain.pixel_mean = {0.4914f, 0.4822f, 0.4465f};
       plain.pixel_stddev = {0.2470f, 0.2435f, 0.2616f};
@@ -282,12 +267,11 @@ TEST_CASE("an NHWC engine with its input zero-padded to 4 or 8 channels trains a
 }
 
 TEST_CASE("input padding is refused where it cannot work") {
-  EngineConfig nchw = config_for(Stem::cifar, 2, Precision::fp32);
-  nchw.memory_format = MemoryFormat::nchw;
+  EngineConfig nchw = small_image_config(Stem::cifar, 2, Precision::fp32, MemoryFormat::nchw);
   nchw.pad_input_channels = 4;
   CHECK_THROWS_WITH_AS(make_cuda_engine(nchw, 1, exact_options()),
                        doctest::Contains("needs NHWC activations"), Error);
-  EngineConfig fewer = config_for(Stem::cifar, 2, Precision::fp32);
+  EngineConfig fewer = small_image_config(Stem::cifar, 2, Precision::fp32, MemoryFormat::nhwc);
   fewer.pad_input_channels = 2;
   CHECK_THROWS_WITH_AS(make_cuda_engine(fewer, 1, exact_options()),
                        doctest::Contains("fewer channels on the device (2) than its 3"), Error);

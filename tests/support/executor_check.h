@@ -23,6 +23,7 @@
 #include "resnet_ddp/rng.h"
 #include "support/device_buffers.h"
 #include "support/engine_batches.h"
+#include "support/engine_configs.h"
 #include "support/mixed_precision_check.h"
 
 namespace rddp::testing {
@@ -50,18 +51,6 @@ struct ExecutorSetting {
   BatchNormImpl batchnorm = BatchNormImpl::cudnn;
 };
 
-// Real ResNet-18 widths and 10 classes on small images, batch 4: the cifar stem at 32x32, the
-// imagenet stem at 64x64 (its stride-2 convolution and max pooling leave 16x16 to layer1).
-inline EngineConfig executor_check_config(Stem stem) {
-  EngineConfig config;
-  config.spec.stem = stem;
-  config.spec.num_classes = 10;
-  config.max_batch = 4;
-  config.height = config.width = stem == Stem::cifar ? 32 : 64;
-  config.label_smoothing = 0.1;
-  return config;
-}
-
 // Logits (training and evaluation), every gradient in PyTorch's layout and the running
 // statistics, each tensor within `tolerance` (check_mixed_tensor); the worst errors go to
 // `ledger`. Gradients are poisoned first, so an element no kernel wrote fails.
@@ -75,7 +64,7 @@ inline void check_executor_against_cpu(const ExecutorSetting& setting,
   CAPTURE(activations);
   CAPTURE(layout);
   CAPTURE(batchnorm);
-  const EngineConfig config = executor_check_config(setting.stem);
+  const EngineConfig config = small_image_config(setting.stem, 4);
   const int batch = config.max_batch;
   const int classes = config.spec.num_classes;
 
