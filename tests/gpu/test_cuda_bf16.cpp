@@ -33,6 +33,7 @@
 #include "resnet_ddp/cuda/layer_kernels.h"
 #include "resnet_ddp/engine.h"
 #include "resnet_ddp/rng.h"
+#include "support/device_has_bf16.h"
 #include "support/engine_batches.h"
 #include "support/engine_configs.h"
 #include "support/executor_check.h"
@@ -46,6 +47,7 @@ using testing::Batch;
 using testing::random_batch;
 using testing::heuristic_options;
 using testing::small_image_config;
+using testing::device_has_bf16;
 
 namespace {
 
@@ -53,31 +55,13 @@ constexpr double kBf16Roundoff = 0x1p-9;
 constexpr double kNormRel = 432 * kBf16Roundoff;
 constexpr double kElementRel = 640 * kBf16Roundoff;
 
-// bfloat16 tensor-core maths (and cuDNN's bfloat16 BatchNorm) need compute capability 8.0.
-bool device_has_bf16() {
-  int device = 0, major = 0;
-  RDDP_CUDA_CHECK(cudaGetDevice(&device));
-  RDDP_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  if (major < 8) MESSAGE("bfloat16 cases skipped: device 0 is older than compute capability 8.0");
-  return major >= 8;
-}
-
 const testing::MixedTolerance kTolerance{kElementRel, kNormRel};
 testing::ErrorLedger ledger;  // the worst errors of the current test case, printed at its end
-
-// Both checks of the header on one tensor; returns its relative L2 error.
-template <typename Got, typename Ref>
-double check_tensor(const std::string& name, const Got* got, const Ref* want, size_t count) {
-  return testing::check_mixed_tensor(name, got, want, count, kTolerance, &ledger);
-}
 
 template <typename Got, typename Ref>
 void check_flat(const ParamLayout& layout, TensorRole role, const char* what,
                 const std::vector<Got>& got, const std::vector<Ref>& want) {
-  for (const TensorInfo& info : layout.tensors())
-    if (info.role == role)
-      check_tensor(std::string(what) + " " + info.name, got.data() + info.offset,
-                   want.data() + info.offset, info.numel);
+  testing::check_mixed_flat(layout, role, what, got, want, kTolerance, &ledger);
 }
 
 void poison(float* device, size_t count, cudaStream_t stream) {
@@ -97,7 +81,7 @@ void check_executor(BatchNormImpl batchnorm) {
 }  // namespace
 
 TEST_CASE("the bfloat16 executor matches the CPU executor in double within bfloat16's precision") {
-  if (!device_has_bf16()) return;
+  if (!device_has_bf16("bfloat16 cases")) return;
   ledger = {};
   check_executor(BatchNormImpl::cudnn);
   MESSAGE(ledger.summary(kBf16Roundoff, kTolerance));
@@ -106,7 +90,7 @@ TEST_CASE("the bfloat16 executor matches the CPU executor in double within bfloa
 // NCHW is the default layout at every precision, so this is what `--precision bf16 --batchnorm
 // fused` runs: our kernels with the ReLU and the residual add folded in, NCHW's per-plane walk.
 TEST_CASE("the bfloat16 executor with fused BatchNorm matches the CPU executor in double") {
-  if (!device_has_bf16()) return;
+  if (!device_has_bf16("bfloat16 cases")) return;
   ledger = {};
   check_executor(BatchNormImpl::fused);
   MESSAGE(ledger.summary(kBf16Roundoff, kTolerance));
@@ -114,7 +98,7 @@ TEST_CASE("the bfloat16 executor with fused BatchNorm matches the CPU executor i
 
 TEST_CASE("one bfloat16 AdamW step of the CUDA engine matches the CPU engine's float32 step") {
   ledger = {};
-  if (!device_has_bf16()) return;
+  if (!device_has_bf16("bfloat16 cases")) return;
   for (Stem stem : {Stem::cifar, Stem::imagenet}) {
     const std::string stem_name = to_string(stem);
     CAPTURE(stem_name);
@@ -158,7 +142,7 @@ TEST_CASE("one bfloat16 AdamW step of the CUDA engine matches the CPU engine's f
 }
 
 TEST_CASE("the bfloat16 weight copies follow the optimizer and load_state") {
-  if (!device_has_bf16()) return;
+  if (!device_has_bf16("bfloat16 cases")) return;
   EngineConfig config = small_image_config(Stem::cifar, 4, Precision::bf16);
   // A step that moves this batch's loss from about 10.2 to 4.2 (the CPU engine in float32), far
   // beyond the tolerance, so that a stale copy shows. Much larger steps are no better: AdamW's

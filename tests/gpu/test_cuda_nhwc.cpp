@@ -30,6 +30,7 @@
 #include "resnet_ddp/engine.h"
 #include "resnet_ddp/rng.h"
 #include "support/device_buffers.h"
+#include "support/device_has_bf16.h"
 #include "support/engine_batches.h"
 #include "support/engine_configs.h"
 #include "support/executor_check.h"
@@ -53,6 +54,7 @@ using testing::nhwc_to_nchw;
 using testing::window_places;
 using testing::exact_options;
 using testing::small_image_config;
+using testing::device_has_bf16;
 
 namespace {
 
@@ -66,35 +68,10 @@ constexpr double kBf16Roundoff = 0x1p-9;
 constexpr double kBf16ElementRel = 640 * kBf16Roundoff;
 constexpr double kBf16NormRel = 432 * kBf16Roundoff;
 
-bool device_has_bf16() {
-  int device = 0, major = 0;
-  RDDP_CUDA_CHECK(cudaGetDevice(&device));
-  RDDP_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  if (major < 8) MESSAGE("bfloat16 NHWC cases skipped: device 0 is older than compute capability 8.0");
-  return major >= 8;
-}
-
 using Tolerance = testing::MixedTolerance;
 const Tolerance kFloatTolerance{kFloatNetRel, std::numeric_limits<double>::infinity()};
 const Tolerance kBf16Tolerance{kBf16ElementRel, kBf16NormRel};
 testing::ErrorLedger ledger;  // the worst errors of the current test case, printed at its end
-
-// Every element, then the L2 norm; returns the relative L2 error.
-template <typename Got, typename Ref>
-double check_tensor(const std::string& name, const Got* got, const Ref* want, size_t count,
-                    const Tolerance& tolerance) {
-  return testing::check_mixed_tensor(name, got, want, count, tolerance, &ledger);
-}
-
-template <typename Got, typename Ref>
-void check_flat(const ParamLayout& layout, TensorRole role, const char* what,
-                const std::vector<Got>& got, const std::vector<Ref>& want,
-                const Tolerance& tolerance) {
-  for (const TensorInfo& info : layout.tensors())
-    if (info.role == role)
-      check_tensor(std::string(what) + " " + info.name, got.data() + info.offset,
-                   want.data() + info.offset, info.numel, tolerance);
-}
 
 // One training forward, backward and evaluation forward of an NHWC executor against the CPU
 // executor in double, from identical parameters.
@@ -110,7 +87,7 @@ TEST_CASE("the NHWC executor matches the CPU executor in strict float32, both st
 }
 
 TEST_CASE("the NHWC bfloat16 executor matches the CPU executor within bfloat16's precision") {
-  if (!device_has_bf16()) return;
+  if (!device_has_bf16("bfloat16 NHWC cases")) return;
   ledger = {};
   for (Stem stem : {Stem::cifar, Stem::imagenet}) check_executor(stem, /*bf16=*/true);
   MESSAGE(ledger.summary(kBf16Roundoff, kBf16Tolerance));
@@ -119,7 +96,7 @@ TEST_CASE("the NHWC bfloat16 executor matches the CPU executor within bfloat16's
 // The configuration fused BatchNorm exists for: bfloat16 activations in NHWC. Its residual sum
 // is rounded once where cuDNN's path rounds BatchNorm's output first, so it can only be closer.
 TEST_CASE("the NHWC bfloat16 executor with fused BatchNorm matches the CPU executor") {
-  if (!device_has_bf16()) return;
+  if (!device_has_bf16("bfloat16 NHWC cases")) return;
   ledger = {};
   for (Stem stem : {Stem::cifar, Stem::imagenet})
     check_executor(stem, /*bf16=*/true, BatchNormImpl::fused);
@@ -134,7 +111,7 @@ TEST_CASE("the NHWC bfloat16 executor with fused BatchNorm matches the CPU execu
 TEST_CASE("the NHWC executor with cuDNN's fused BatchNorm matches the CPU executor where cuDNN takes it") {
   ledger = {};
   for (bool bf16 : {false, true}) {
-    if (bf16 && !device_has_bf16()) continue;
+    if (bf16 && !device_has_bf16("bfloat16 NHWC cases")) continue;
     try {
       check_executor(Stem::imagenet, bf16, BatchNormImpl::cudnn_fused);
     } catch (const Error& refused) {
@@ -160,10 +137,10 @@ StatesAfterStep compare_states_after_step(Engine& got_engine, Engine& want_engin
   OptimizerState unused_a, unused_b;
   got_engine.save_state(states.got, unused_a);
   want_engine.save_state(states.want, unused_b);
-  check_flat(states.got.layout, TensorRole::parameter, "gradient", states.got.grads,
-             states.want.grads, kFloatTolerance);
-  check_flat(states.got.layout, TensorRole::running_stat, "running", states.got.running,
-             states.want.running, kFloatTolerance);
+  testing::check_mixed_flat(states.got.layout, TensorRole::parameter, "gradient",
+                            states.got.grads, states.want.grads, kFloatTolerance, &ledger);
+  testing::check_mixed_flat(states.got.layout, TensorRole::running_stat, "running",
+                            states.got.running, states.want.running, kFloatTolerance, &ledger);
   return states;
 }
 

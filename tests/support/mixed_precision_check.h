@@ -9,7 +9,9 @@
 #include <cstddef>
 #include <sstream>
 #include <string>
+#include <vector>
 
+#include "resnet_ddp/param_layout.h"
 #include "support/test_tensors.h"
 
 namespace rddp::testing {
@@ -67,6 +69,18 @@ double check_mixed_tensor(const std::string& name, const Got* got, const Ref* wa
                 name << ": relative L2 error " << relative << " > " << tolerance.norm_rel);
   if (ledger) ledger->note(name, relative, worst_ratio);
   return relative;
+}
+
+// check_mixed_tensor on every tensor of `role` in two flat buffers laid out by `layout`, each
+// named "<what> <tensor name>".
+template <typename Got, typename Ref>
+void check_mixed_flat(const ParamLayout& layout, TensorRole role, const char* what,
+                      const std::vector<Got>& got, const std::vector<Ref>& want,
+                      const MixedTolerance& tolerance, ErrorLedger* ledger) {
+  for (const TensorInfo& info : layout.tensors())
+    if (info.role == role)
+      check_mixed_tensor(std::string(what) + " " + info.name, got.data() + info.offset,
+                         want.data() + info.offset, info.numel, tolerance, ledger);
 }
 
 }  // namespace rddp::testing
