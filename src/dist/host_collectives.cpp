@@ -61,6 +61,16 @@ RankDisagreement ranks_differing_from_rank0(Comm& host_comm, uint64_t value, con
   return {count, count > 0 ? first : -1, rank0};
 }
 
+RankMaximum max_over_ranks(Comm& host_comm, double value, const std::string& what) {
+  require_host_memory(host_comm, what);
+  double largest = value;
+  host_comm.allreduce(&largest, 1, DataType::f64, Reduction::max, what);
+  int64_t first = value == largest ? host_comm.rank() : std::numeric_limits<int64_t>::max();
+  host_comm.allreduce(&first, 1, DataType::i64, Reduction::min, "rank of the " + what);
+  if (first == std::numeric_limits<int64_t>::max()) return {largest, -1};
+  return {largest, first};
+}
+
 bool any_rank(Comm& host_comm, bool flag, const std::string& what) {
   require_host_memory(host_comm, what);
   int64_t value = flag ? 1 : 0;

@@ -72,6 +72,9 @@ class MpiProcessGroup final : public ProcessGroup {
   dist::RankDisagreement compare_with_rank0(uint64_t value, const std::string& what) override {
     return dist::ranks_differing_from_rank0(*host_comm_, value, what);
   }
+  dist::RankMaximum max_over_ranks(double value, const std::string& what) override {
+    return dist::max_over_ranks(*host_comm_, value, what);
+  }
   bool any(bool flag) override { return dist::any_rank(*host_comm_, flag, "stop request check"); }
   void barrier(const std::string& what) override { host_comm_->barrier(what); }
   std::string broadcast_from_rank0(std::string bytes, const std::string& what) override {

@@ -19,6 +19,7 @@
 #include "resnet_ddp/profile_range.h"
 #include "resnet_ddp/train/checkpoint.h"
 #include "resnet_ddp/train/console.h"
+#include "resnet_ddp/train/data_starvation.h"
 #include "resnet_ddp/train/lr_schedule.h"
 #include "resnet_ddp/train/preemption.h"
 #include "resnet_ddp/train/profiler_window.h"
@@ -569,6 +570,12 @@ int Trainer::run() {
     }
     const double train_seconds = seconds_since(epoch_start);
     const Metrics train = group_.sum(epoch_local);
+    // Rank 0's own share alone would hide a starved rank elsewhere (data_starvation.h).
+    const double wait_share = train_seconds > 0 ? data_wait / train_seconds : 0.0;
+    const dist::RankMaximum most_wait = group_.max_over_ranks(wait_share, "largest data-wait share");
+    const std::string starved = data_starvation_warning(epoch, group_.rank(), group_.size(), most_wait,
+                                                        train_loader_->workers());
+    if (!starved.empty()) console_.warn(starved);
     Metrics val;
     if (val_loader_) val = evaluate(static_cast<int>(epoch));
     last_val = val;
@@ -580,7 +587,10 @@ int Trainer::run() {
                   (val_loader_ ? " | val loss " + fixed(mean_loss(val), 4) + " acc " + accuracies(val, classes)
                                : "") +
                   " | " + fixed(train_seconds, 1) + " s, " + fixed(images_per_s, 0) + " img/s, data wait " +
-                  fixed(100.0 * data_wait / train_seconds, 1) + "%" +
+                  fixed(100.0 * wait_share, 1) + "%" +
+                  (group_.size() > 1 ? " (most: rank " + std::to_string(most_wait.rank) + ", " +
+                                           fixed(100.0 * most_wait.value, 1) + "%)"
+                                     : "") +
                   (loss_scaling ? " | " + std::to_string(train.skipped_steps) + " step(s) skipped" : ""));
     if (loss_scaling && train.skipped_steps > 0 && console_.is_main())
       console_.warn("epoch " + std::to_string(epoch + 1) + ": " + std::to_string(train.skipped_steps) +
@@ -594,7 +604,9 @@ int Trainer::run() {
         .num("val_loss", mean_loss(val)).num("val_accuracy", accuracy(val))
         .num("val_top5_accuracy", top5_accuracy(val))
         .num("seconds", train_seconds).num("images_per_s", images_per_s)
-        .num("data_wait_share", data_wait / train_seconds);
+        .num("data_wait_share", wait_share)
+        .num("data_wait_share_max", most_wait.value)
+        .num("data_wait_share_max_rank", static_cast<double>(most_wait.rank));
     if (loss_scaling)
       epoch_json.num("skipped_steps", static_cast<double>(train.skipped_steps))
           .num("nonfinite_losses", static_cast<double>(train.nonfinite_losses));

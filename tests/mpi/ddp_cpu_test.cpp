@@ -388,6 +388,14 @@ void test_host_collectives(const DistributedContext& context, Comm& comm, RankCh
   checks.check(any_rank(comm, rank == world - 1, "test any") && !any_rank(comm, false, "test none"),
                "any_rank is true when one rank's flag is");
 
+  // Rank r holds 0.25 * (r % 2): the largest is held by rank 1 and the later odd ranks.
+  const RankMaximum odd = max_over_ranks(comm, 0.25 * (rank % 2), "test share");
+  checks.check(odd.value == (world > 1 ? 0.25 : 0.0) && odd.rank == (world > 1 ? 1 : 0),
+               "max_over_ranks gives the largest value and the lowest rank holding it");
+  const RankMaximum last_rank = max_over_ranks(comm, rank == world - 1 ? 0.5 : 0.1, "test share");
+  checks.check(last_rank.value == 0.5 && last_rank.rank == world - 1,
+               "max_over_ranks names the one rank with the largest value");
+
   bool equal_accepted = true;
   try {
     require_same(comm, 17, "training steps per epoch");

@@ -34,8 +34,8 @@ signal_rank_1() {
 train=("$bin" --dataset synthetic --device "$device" --batch-size 8 --limit-train 64 --limit-val 16 --print-every 1
        --image-size 16)
 
-"${mpiexec[@]}" -n 2 "${train[@]}" --epochs 1 --save-weights "$work/w-{rank}.rddp" >"$work/out" 2>&1 ||
-  fail "two ranks did not train"
+"${mpiexec[@]}" -n 2 "${train[@]}" --epochs 1 --save-weights "$work/w-{rank}.rddp" \
+  --log-json "$work/metrics.jsonl" >"$work/out" 2>&1 || fail "two ranks did not train"
 grep -q "world size       2 ranks" "$work/out" || fail "rank 0 does not report world size 2"
 [ "$(grep -c 'world size' "$work/out")" = 1 ] || fail "the settings table must come from rank 0 only"
 cmp -s "$work/w-0.rddp" "$work/w-1.rddp" || fail "the ranks end with different weights"
@@ -43,6 +43,13 @@ grep -q "device           $device" "$work/out" || fail "rank 0 does not report -
 grep -q "replica check    every rank's weights and optimizer state against rank 0's" "$work/out" ||
   fail "rank 0 does not report the replica check"
 ok "2 ranks on $device: world size 2 reported once, bit-identical weights on both ranks"
+# The epoch line gives rank 0's data wait and the largest of any rank, which the JSON keeps too.
+grep -Eq "data wait [0-9.]+% \(most: rank [01], [0-9.]+%\)" "$work/out" ||
+  fail "the epoch line does not name the rank that waited the most for its data"
+grep '"type":"epoch"' "$work/metrics.jsonl" |
+  grep -Eq '"data_wait_share_max":[0-9.e-]+,"data_wait_share_max_rank":[01][,}]' ||
+  fail "the epoch record lacks data_wait_share_max and its rank: $(cat "$work/metrics.jsonl")"
+ok "2 ranks on $device: the epoch line and record name the rank that waited the most for data"
 
 # --cuda-graphs on with two ranks: the step is captured with its bucket allreduces (the comm
 # stream joins the capture) and replayed; two epochs of 4 steps are 3 eager warm-up steps, the

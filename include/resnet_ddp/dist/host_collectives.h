@@ -26,6 +26,14 @@ struct RankDisagreement {
 };
 RankDisagreement ranks_differing_from_rank0(Comm& host_comm, uint64_t value, const std::string& what);
 
+// The largest `value` over the ranks and the lowest rank holding it (-1 if every value is NaN):
+// the same answer on every rank, e.g. the rank that waited longest for its data.
+struct RankMaximum {
+  double value = 0.0;
+  int64_t rank = -1;
+};
+RankMaximum max_over_ranks(Comm& host_comm, double value, const std::string& what);
+
 // True on every rank when `flag` is true on any (e.g. one rank was told to stop).
 bool any_rank(Comm& host_comm, bool flag, const std::string& what);
 

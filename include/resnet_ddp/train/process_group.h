@@ -39,6 +39,8 @@ class ProcessGroup {
   virtual void require_same(int64_t value, const std::string& what) = 0;
   // How many ranks' `value` differs from rank 0's, and the first of them (host_collectives.h).
   virtual dist::RankDisagreement compare_with_rank0(uint64_t value, const std::string& what) = 0;
+  // The largest `value` over the ranks and the lowest rank holding it (host_collectives.h).
+  virtual dist::RankMaximum max_over_ranks(double value, const std::string& what) = 0;
   // True on every rank when `flag` is true on any (e.g. a preemption signal on one rank).
   virtual bool any(bool flag) = 0;
   // Returns on every rank once all have called it.
