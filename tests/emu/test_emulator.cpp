@@ -22,8 +22,10 @@
 #include "thread_order.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/device_buffer.h"
+#include "support/text_contains.h"
 
 using rddp::cuda::DeviceBuffer;
+using rddp::testing::contains;
 using rddp::cuda::download;
 
 namespace {
@@ -44,10 +46,6 @@ std::string fault_of(Launch&& launch) {
     return fault.what();
   }
   return "";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 // Runs the emulator in `order` for the life of the object, then in the order before.

@@ -4,16 +4,10 @@
 #include <string>
 
 #include "resnet_ddp/train/data_starvation.h"
+#include "support/text_contains.h"
 
 using namespace rddp;
-
-namespace {
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-}  // namespace
+using testing::contains;
 
 TEST_CASE("only the rank that waited the most for its data warns, from 10 % of the epoch on") {
   const dist::RankMaximum rank5{0.38, 5};

@@ -10,8 +10,10 @@
 #include "resnet_ddp/rng.h"
 #include "resnet_ddp/weights.h"
 #include "support/scratch_dir.h"
+#include "support/text_contains.h"
 
 using namespace rddp;
+using testing::contains;
 namespace fs = std::filesystem;
 
 namespace {
@@ -27,10 +29,6 @@ std::string error_of(const std::function<void()>& action) {
     return error.what();
   }
   return "(no error)";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 ModelSpec small_spec() {
