@@ -36,6 +36,30 @@ check "eager PyTorch runs channels_last where resnet_ddp runs NHWC" \
 expect 0 "timeout 540s: .*pytorch_ddp.py --mode compile --stem imagenet --size 224 .*--precision fp32" -- \
   "$script" --dry-run --prebuilt --build-dir "$work/real" --impls pytorch-compile --sizes 224 \
   --precisions fp32 --compile-limit 540 --budget 570
+# --goals: whole configurations one after the other, the mixed-precision ImageNet case first.
+expect 2 "--goals chooses its own runs" -- "$script" --dry-run --goals --impls resnet_ddp
+expect 2 "--goals measures tf32 and bf16 only" -- "$script" --dry-run --goals --precisions fp16
+expect 0 "pytorch-compile, 32x32, batch 128, tf32" -- \
+  "$script" --dry-run --prebuilt --build-dir "$work/real" --goals
+goal_order=$(grep -oE '^== [a-z0-9_-]+, [0-9x]+, batch [0-9]+, [a-z0-9]+, [a-z_]+' "$work/out" | cut -c4-)
+expected_order=$(for config in "224x224, batch 256, bf16" "32x32, batch 128, bf16" \
+                                "224x224, batch 256, tf32" "32x32, batch 128, tf32"; do
+  echo "resnet_ddp-fusedbn-graphs, $config, nhwc"
+  [[ $config != 224* ]] || echo "resnet_ddp-fusedbn-pad4-graphs, $config, nhwc"
+  echo "resnet_ddp-persistentbn-graphs, $config, nhwc"
+  echo "resnet_ddp-fusedbn-graphs, $config, nchw"
+  echo "resnet_ddp-graphs, $config, nchw"
+  echo "pytorch-eager, $config, nchw"
+  echo "pytorch-eager, $config, channels_last"
+  echo "pytorch-compile, $config, nchw"
+done)
+check "--goals runs each configuration whole, bf16 and 224x224 first" [ "$goal_order" = "$expected_order" ]
+check "--goals replays our steps from a graph, with the variant's flags" \
+  grep -qE "cuda_step_bench --stem cifar --size 32 .*--precision tf32 .*--memory-format nhwc --batchnorm cudnn-persistent --cuda-graphs on" "$work/out"
+expect 0 "pytorch-compile, 32x32, batch 128, bf16" -- \
+  "$script" --dry-run --prebuilt --build-dir "$work/real" --goals --sizes 32 --precisions bf16
+check "--sizes and --precisions narrow --goals to one configuration, all 7 of its runs" \
+  [ "$(grep -c '^== .*, 32x32, batch 128, bf16, ' "$work/out")/$(grep -c '^== [a-z0-9_-]*, ' "$work/out")" = 7/7 ]
 if "$RDDP_SOURCE_DIR/scripts/find_python.sh" torch torchvision >/dev/null 2>&1; then
   check "the dry run compared both sides' models (no mismatch reported)" \
     bash -c '! grep -q "count different models" <<<"$1" && ! grep -q "model check left out" <<<"$1"' _ "$dry"
@@ -75,6 +99,18 @@ mv "$work/build/tests/gpu_tests-failing" "$work/build/tests/gpu_tests"
 expect 1 "no measurement from a program that computes wrongly" -- \
   run --results-dir "$work/refused" --sizes 32 --precisions bf16 --impls resnet_ddp
 check "a failed test run writes no results" bash -c '! ls "$1"/throughput-* 2>/dev/null' _ "$work/refused"
+# Unless asked to measure anyway: then the results say the tests failed, and how many.
+printf '#!/bin/sh\necho "[doctest] test cases: 50 | 49 passed | 1 failed | 0 skipped"\nexit 1\n' \
+  >"$work/build/tests/gpu_tests"
+expect 0 "measuring anyway" -- run --results-dir "$work/anyway" --sizes 32 --precisions bf16 \
+  --impls resnet_ddp --measure-despite-failed-tests
+check "measuring anyway prints no refusal" bash -c '! grep -q "no measurement from" "$1"' _ "$work/out"
+anyway=$(ls "$work"/anyway/throughput-Stand-in-GPU-*.md)
+check "the results' header says the tests failed, with doctest's count" \
+  grep -q "^- GPU tests: FAILED (test cases: 50 | 49 passed | 1 failed | 0 skipped): measured anyway" "$anyway"
+check "the tables are marked as counting toward no goal" \
+  grep -q "^\*\*The GPU tests failed on this build\*\*" "$anyway"
+check "the run was measured all the same" grep -qE '"impl":"resnet_ddp",.*"status":"ok"' "$anyway"
 mv "$work/build/tests/gpu_tests-passing" "$work/build/tests/gpu_tests"
 
 # The measurement: our padded-input NHWC variant replayed from a graph, and eager PyTorch in both
