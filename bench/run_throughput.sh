@@ -61,8 +61,10 @@
 # (our likeliest-fastest variants, all replayed from a graph: fused BatchNorm in NHWC, at 224x224
 # also with the input padded to 4 channels, cuDNN's persistent BatchNorm in NHWC, fused and
 # cuDNN's BatchNorm in NCHW; then eager PyTorch in both layouts and torch.compile), so that a
-# budget cut leaves whole configurations with a verdict each. About 8 minutes on an H100 with the
-# GPU tests. --sizes and --precisions narrow it; --impls and --with-nhwc do not go with it.
+# budget cut leaves whole configurations with a verdict each. By the run times of 2026-11-22 on an
+# H100, about 9 to 10 minutes with the GPU tests (about 100 s of them), so --budget 540 may leave
+# out the last runs of tf32 at 32x32. --sizes and --precisions narrow it; --impls and --with-nhwc
+# do not go with it.
 #
 # --measure-despite-failed-tests measures even when the GPU tests fail, and says so in the
 # results' header and above its tables: for a machine lent once for a few minutes, where the
