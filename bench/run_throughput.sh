@@ -412,8 +412,8 @@ else
 fi
 
 # The runs of --goals for one configuration, as "IMPL FORMAT" lines: ours replayed from a graph
-# (every one measured faster so than eager), the variants likeliest to be fastest first; then
-# PyTorch's.
+# (on 2026-11-22 every replayed step was faster than the same step eager), the variants likeliest
+# to be fastest first; then PyTorch's.
 goal_runs() {
   local size=$1
   echo "resnet_ddp-fusedbn-graphs nhwc"
@@ -425,6 +425,7 @@ goal_runs() {
   echo "pytorch-eager nhwc"
   echo "pytorch-compile nchw"
 }
+# A run's time limit by what it runs (the variants of resnet_ddp share one).
 limit_of() {
   case $1 in
     pytorch-eager) echo $limit_eager ;;
@@ -452,11 +453,7 @@ for impls in "resnet_ddp pytorch-eager" "pytorch-compile"; do
     read -r stem size batch classes warmup windows steps <<<"$config"
     for precision in "${precisions[@]}"; do
       for impl in $impls; do
-        case $impl in
-          resnet_ddp) limit=$limit_ours ;;
-          pytorch-eager) limit=$limit_eager ;;
-          pytorch-compile) limit=$limit_compile ;;
-        esac
+        limit=$(limit_of "$impl")
         if [ "$impl" = resnet_ddp ]; then
           for format in $(formats_of "$precision"); do
             variants=(resnet_ddp resnet_ddp-fusedbn resnet_ddp-persistentbn resnet_ddp-floatinput)
