@@ -283,4 +283,18 @@ size_t ConvAlgorithmCache::search_workspace_bytes(cudnnHandle_t handle, const Co
   return 0;
 }
 
+std::string ConvAlgorithmCache::summary() const {
+  std::ostringstream out;
+  for (const auto& [key, choice] : choices_) {
+    const auto [direction, batch, in_channels, in_h, in_w, out_channels, kernel, stride, pad] =
+        key;
+    const ConvShape shape{batch, in_channels, in_h, in_w, out_channels, kernel, stride, pad};
+    out << describe(shape, static_cast<ConvDirection>(direction)) << ": algorithm "
+        << choice.algorithm << ", math " << static_cast<int>(choice.math) << ", workspace "
+        << choice.workspace_bytes << " bytes" << (choice.deterministic ? "" : ", nondeterministic")
+        << "\n";
+  }
+  return out.str();
+}
+
 }  // namespace rddp::cuda

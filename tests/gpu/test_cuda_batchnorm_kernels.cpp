@@ -48,6 +48,11 @@ const std::vector<Case> kCases = odd_shapes_then({
     {{128, 64, 32, 32}, 0.0},   // the cifar stem at 32x32, batch 128
     {{128, 512, 4, 4}, 0.0},    // its layer4
     {{256, 2, 112, 112}, 5.0},  // 3.2 million values a channel, as the stem's at batch 256
+    // The GPU engine tests' imagenet stem at 64x64: its stem, layer1 at batches 3 and 4, layer4
+    {{4, 64, 32, 32}, 0.0},
+    {{3, 64, 16, 16}, 0.0},
+    {{4, 64, 16, 16}, 0.0},
+    {{4, 512, 2, 2}, 0.0},
 });
 
 // A cuDNN run's results, read back.

@@ -100,6 +100,41 @@ TEST_CASE("the CUDA executor with fused BatchNorm matches the CPU executor (nchw
   check_executor_against_cpu(BatchNormImpl::fused, CUDNN_TENSOR_NHWC);
 }
 
+// Float32 NCHW with our BatchNorm on the imagenet stem, the configuration whose gradients missed
+// the CPU's on the H100 of 2026-11-27, from one channel of one block's bn1 on (layer4.0's
+// channel 395 here, layer1.1's channel 59 in the engine's step at batch 3). Two builds with the same algorithms must agree bit for bit (deterministic algorithms,
+// and our reductions add in a fixed order): where they do not, something races. Timed and
+// heuristic algorithms, and cuDNN's BatchNorm beside ours, tell a cuDNN algorithm's fault from
+// ours; the algorithms each chose are printed.
+TEST_CASE("float32 NCHW fused BatchNorm on the imagenet stem: runs agree bit for bit, timed or heuristic") {
+  using cuda::ConvAlgorithmSearch;
+  const testing::ExecutorSetting timed{Stem::imagenet, /*bf16=*/false, CUDNN_TENSOR_NCHW,
+                                       BatchNormImpl::fused, ConvAlgorithmSearch::timed};
+  testing::ExecutorSetting heuristic = timed;
+  heuristic.search = ConvAlgorithmSearch::heuristic;
+  testing::ExecutorSetting cudnn_batchnorm = timed;
+  cudnn_batchnorm.batchnorm = BatchNormImpl::cudnn;
+
+  const testing::ExecutorRun first =
+      testing::check_executor_against_cpu(timed, kExecutorTolerance, nullptr);
+  const testing::ExecutorRun second =
+      testing::check_executor_against_cpu(timed, kExecutorTolerance, nullptr);
+  if (first.algorithms == second.algorithms)
+    CHECK_MESSAGE(bitwise_equal(first.grads, second.grads),
+                  "two runs with the same algorithms gave different gradients");
+  else
+    MESSAGE("the two timed searches chose differently:\n" << first.algorithms << "then\n"
+                                                           << second.algorithms);
+  const testing::ExecutorRun by_heuristic =
+      testing::check_executor_against_cpu(heuristic, kExecutorTolerance, nullptr);
+  const testing::ExecutorRun with_cudnn =
+      testing::check_executor_against_cpu(cudnn_batchnorm, kExecutorTolerance, nullptr);
+  MESSAGE("algorithms, timed, our BatchNorm:\n"
+          << first.algorithms << "heuristic, our BatchNorm:\n"
+          << by_heuristic.algorithms << "timed, cuDNN's BatchNorm:\n"
+          << with_cudnn.algorithms);
+}
+
 // cuDNN's BatchNorm trained in its SPATIAL_PERSISTENT mode computes the same network in NHWC,
 // the layout that mode is for; on a GPU this is where its numerics meet the tolerances.
 TEST_CASE("the CUDA executor with cuDNN's SPATIAL_PERSISTENT BatchNorm matches the CPU executor (nhwc)") {

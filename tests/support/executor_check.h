@@ -42,19 +42,27 @@ void perturb_batchnorm(ModelState<T>& state, uint64_t seed) {
 }
 
 // What the executor is built with. Convolution algorithms are timed, as training chooses them,
-// but only deterministic ones; what stays float is strict float32, since the reference is
-// double.
+// unless `search` says otherwise, but only deterministic ones; what stays float is strict
+// float32, since the reference is double.
 struct ExecutorSetting {
   Stem stem = Stem::cifar;
   bool bf16 = false;  // bfloat16 activations and weight copies, else float32
   cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW;
   BatchNormImpl batchnorm = BatchNormImpl::cudnn;
+  cuda::ConvAlgorithmSearch search = cuda::ConvAlgorithmSearch::timed;
+};
+
+// What one check saw, for checks that compare runs: every gradient as downloaded, and the
+// convolution algorithms the executor chose (ConvAlgorithmCache::summary).
+struct ExecutorRun {
+  std::vector<float> grads;
+  std::string algorithms;
 };
 
 // Logits (training and evaluation), every gradient in PyTorch's layout and the running
 // statistics, each tensor within `tolerance` (check_mixed_tensor); the worst errors go to
 // `ledger`. Gradients are poisoned first, so an element no kernel wrote fails.
-inline void check_executor_against_cpu(const ExecutorSetting& setting,
+inline ExecutorRun check_executor_against_cpu(const ExecutorSetting& setting,
                                        const MixedTolerance& tolerance, ErrorLedger* ledger) {
   const std::string stem_name = to_string(setting.stem);
   const std::string activations = setting.bf16 ? "bf16" : "fp32";
@@ -92,6 +100,7 @@ inline void check_executor_against_cpu(const ExecutorSetting& setting,
   policy.deterministic = true;
   policy.data_type = setting.bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
   policy.format = setting.format;
+  policy.search = setting.search;
   cuda::Executor executor(model.net, model.layout,
                           cuda::DeviceModel{params.get(), grads.get(), running.get(),
                                             setting.bf16 ? params_bf16.get() : nullptr},
@@ -148,6 +157,7 @@ inline void check_executor_against_cpu(const ExecutorSetting& setting,
       cuda::download(executor.forward(input.get(), batch, false), logit_count, stream);
   check_mixed_tensor("eval logits", eval_logits.data(), want_eval, logit_count, tolerance,
                      ledger);
+  return {got_grads, executor.algorithms().summary()};
 }
 
 }  // namespace rddp::testing

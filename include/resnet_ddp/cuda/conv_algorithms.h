@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <string>
 #include <tuple>
 
 #include "resnet_ddp/cpu/layers.h"
@@ -87,6 +88,9 @@ class ConvAlgorithmCache {
 
   const MathPolicy& policy() const { return policy_; }
   size_t size() const { return choices_.size(); }
+  // Every choice, one line each: the convolution and direction, then cuDNN's algorithm number,
+  // math type and workspace. Two runs that differ in their numbers can be told apart by it.
+  std::string summary() const;
 
  private:
   // The direction, then every field of the shape.
