@@ -1,6 +1,7 @@
 #include "resnet_ddp/cpu/executor.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "resnet_ddp/cpu/layers.h"
 #include "resnet_ddp/error.h"
@@ -226,10 +227,18 @@ const T* Executor<T>::forward(const T* input, int batch, bool training) {
   plan.batch = batch;
   plan.has_training_forward = training;
   std::copy_n(input, plan.input.count(batch), plan.input.value.data());
+  ties_.clear();
+  // Notes the ties among the inputs of a ReLU about to run in place on `a`.
+  const auto watch = [&](const BatchNorm<T>& bn, const Activation<T>& a) {
+    if (training && tie_margin_ > 0.0)
+      note_relu_ties(bn.bias, a.value.data(), batch, a.channels,
+                     static_cast<int64_t>(a.height) * a.width);
+  };
 
   conv_forward(state, plan.stem_conv, batch);
   batchnorm_forward(state, plan.stem_bn, batch, training);
   Activation<T>& stem_out = plan.stem_bn.output;
+  watch(plan.stem_bn, stem_out);
   relu_forward(stem_out.count(batch), stem_out.value.data(), stem_out.value.data());
   if (plan.stem_maxpool) {
     PoolShape shape = plan.pool_shape;
@@ -241,6 +250,7 @@ const T* Executor<T>::forward(const T* input, int batch, bool training) {
     conv_forward(state, block.conv1, batch);
     batchnorm_forward(state, block.bn1, batch, training);
     Activation<T>& hidden = block.bn1.output;
+    watch(block.bn1, hidden);
     relu_forward(hidden.count(batch), hidden.value.data(), hidden.value.data());
     conv_forward(state, block.conv2, batch);
     batchnorm_forward(state, block.bn2, batch, training);
@@ -252,6 +262,7 @@ const T* Executor<T>::forward(const T* input, int batch, bool training) {
     }
     const int64_t count = block.output.count(batch);
     add(count, block.bn2.output.value.data(), identity, block.output.value.data());
+    watch(block.bn2, block.output);
     relu_forward(count, block.output.value.data(), block.output.value.data());
   }
 
@@ -321,6 +332,18 @@ void Executor<T>::backward(const T* dlogits, const GradReadyFn& ready) {
   relu_backward(stem_out.count(batch), stem_out.value.data(), stem_out.grad.data(), stem_out.grad.data());
   batchnorm_backward(state, plan.stem_bn, batch, ready);
   conv_backward(state, plan.stem_conv, batch, static_cast<T*>(nullptr), ready);
+}
+
+template <typename T>
+void Executor<T>::note_relu_ties(const TensorInfo* shift, const T* inputs, int batch,
+                                 int channels, int64_t plane) {
+  const int64_t count = static_cast<int64_t>(batch) * channels * plane;
+  double scale = 0.0;
+  for (int64_t i = 0; i < count; ++i) scale = std::max(scale, std::fabs(double(inputs[i])));
+  const double margin = tie_margin_ * scale;
+  for (int64_t i = 0; i < count; ++i)
+    if (std::fabs(double(inputs[i])) <= margin)
+      ties_.push_back({shift, static_cast<int>((i / plane) % channels), double(inputs[i]), scale});
 }
 
 template class Executor<float>;

@@ -2,6 +2,8 @@
 // reported, and training/evaluation-mode bookkeeping.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <string>
 #include <vector>
 
 #include "resnet_ddp/cpu/executor.h"
@@ -9,6 +11,7 @@
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/rng.h"
 #include "support/gradient_checker.h"
+#include "support/relu_ties.h"
 
 using namespace rddp;
 
@@ -140,4 +143,74 @@ TEST_CASE("backward without a training forward is refused") {
   std::vector<float> input(2 * 16, 0.5f), dlogits(5, 0.1f);
   executor.forward(input.data(), 1, false);
   CHECK_THROWS_AS(executor.backward(dlogits.data()), Error);
+}
+
+// The ReLU inputs a training forward finds near zero, which whole-network GPU checks clear
+// before they compare gradients element by element (support/relu_ties.h).
+TEST_CASE("ReLU ties: recorded by BatchNorm and channel in forward order, and cleared by moving shifts") {
+  ModelState<double> state(narrow_spec(Stem::imagenet));
+  init_torchvision(state, 3);
+  const int batch = 2, size = 24;
+  const auto input = random_values<double>(static_cast<size_t>(batch) * 2 * size * size, 4);
+  // The BatchNorms whose outputs (plus the identity, for bn2) a ReLU takes, in forward order.
+  const std::vector<std::string> relu_fed = {"bn1",          "layer1.0.bn1", "layer1.0.bn2",
+                                             "layer1.1.bn1", "layer1.1.bn2", "layer2.0.bn1",
+                                             "layer2.0.bn2", "layer2.1.bn1", "layer2.1.bn2",
+                                             "layer3.0.bn1", "layer3.0.bn2", "layer3.1.bn1",
+                                             "layer3.1.bn2", "layer4.0.bn1", "layer4.0.bn2",
+                                             "layer4.1.bn1", "layer4.1.bn2"};
+  const auto order_of = [&](const TensorInfo* shift) {
+    for (size_t i = 0; i < relu_fed.size(); ++i)
+      if (shift->name == relu_fed[i] + ".bias") return static_cast<int>(i);
+    return -1;
+  };
+
+  {
+    ModelState<double> copy = state;
+    cpu::Executor<double> executor(copy, batch, size, size);
+    executor.forward(input.data(), batch, true);
+    CHECK(executor.relu_ties().empty());  // nothing is watched by default
+    constexpr double kWide = 0.05;
+    executor.watch_relu_ties(kWide);
+    executor.forward(input.data(), batch, false);
+    CHECK(executor.relu_ties().empty());  // evaluation forwards are not watched
+    executor.forward(input.data(), batch, true);
+    const auto& ties = executor.relu_ties();
+    REQUIRE(ties.size() > 10);
+    int last = 0;
+    for (const auto& tie : ties) {
+      const int order = order_of(tie.shift);
+      REQUIRE(order >= 0);
+      CHECK(order >= last);
+      last = order;
+      CHECK(tie.channel >= 0);
+      CHECK(static_cast<size_t>(tie.channel) < tie.shift->numel);
+      CHECK(tie.scale > 0.0);
+      CHECK(std::fabs(tie.value) <= kWide * tie.scale);
+    }
+    CHECK(last > 0);  // ties beyond the stem's too
+  }
+
+  const std::vector<double> params_before = state.params, running_before = state.running;
+  constexpr double kMargin = 2e-3;
+  const int moved = testing::clear_relu_ties(state, input, batch, size, size,
+                                             /*float_params=*/true, kMargin);
+  CHECK(moved > 0);
+  CHECK(state.running == running_before);
+  size_t changed = 0;
+  for (const TensorInfo& info : state.layout.tensors())
+    for (size_t i = 0; i < info.numel && info.role == TensorRole::parameter; ++i) {
+      const double now = state.params[info.offset + i], was = params_before[info.offset + i];
+      if (now == was) continue;
+      ++changed;
+      CHECK(order_of(&info) >= 0);                                 // only ReLU-fed shifts move
+      CHECK(now == static_cast<double>(static_cast<float>(now)));  // and stay floats
+    }
+  CHECK(changed > 0);
+  CHECK(changed <= static_cast<size_t>(moved));
+  ModelState<double> copy = state;
+  cpu::Executor<double> executor(copy, batch, size, size);
+  executor.watch_relu_ties(kMargin);
+  executor.forward(input.data(), batch, true);
+  CHECK(executor.relu_ties().empty());
 }
