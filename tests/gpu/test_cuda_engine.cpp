@@ -241,12 +241,7 @@ TEST_CASE("one training step of the CUDA engine matches the CPU engine") {
     // Both engines start from parameters whose ReLU inputs on this batch keep clear of zero
     // (relu_ties.h), so that the gradients can be compared element by element.
     const Batch data = random_batch(config, c.batch, 31);
-    ModelState<double> cleared(config.spec);
-    cleared.params.assign(cpu_model.params.begin(), cpu_model.params.end());
-    cleared.running.assign(cpu_model.running.begin(), cpu_model.running.end());
-    testing::clear_relu_ties(cleared, std::vector<double>(data.images.begin(), data.images.end()),
-                             c.batch, config.height, config.width, /*float_params=*/true);
-    cpu_model.params.assign(cleared.params.begin(), cleared.params.end());
+    testing::clear_relu_ties(cpu_model, data.images, c.batch, config.height, config.width);
     cpu->load_state(cpu_model, nullptr);
     gpu->load_state(cpu_model, nullptr);
     const std::vector<float> params_before = cpu_model.params;

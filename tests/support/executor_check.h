@@ -64,7 +64,8 @@ struct ExecutorRun {
 // statistics, each tensor within `tolerance` (check_mixed_tensor); the worst errors go to
 // `ledger`. Gradients are poisoned first, so an element no kernel wrote fails.
 inline ExecutorRun check_executor_against_cpu(const ExecutorSetting& setting,
-                                       const MixedTolerance& tolerance, ErrorLedger* ledger) {
+                                              const MixedTolerance& tolerance,
+                                              ErrorLedger* ledger) {
   const std::string stem_name = to_string(setting.stem);
   const std::string activations = setting.bf16 ? "bf16" : "fp32";
   const std::string layout = setting.format == CUDNN_TENSOR_NHWC ? "nhwc" : "nchw";
@@ -93,8 +94,7 @@ inline ExecutorRun check_executor_against_cpu(const ExecutorSetting& setting,
   // Float32 is checked element by element, which a ReLU input at zero would defeat
   // (relu_ties.h); bfloat16's errors dwarf the margin, and its tolerance allows for them.
   if (!setting.bf16) {
-    clear_relu_ties(reference, input64, batch, config.height, config.width,
-                    /*float_params=*/true);
+    clear_relu_ties(reference, input64, batch, config.height, config.width);
     model.params.assign(reference.params.begin(), reference.params.end());
   }
 

@@ -35,12 +35,11 @@ constexpr double kReluTieMargin = 1e-5;
 // of its inputs into the margin in turn for ever, while moving it one way soon leaves the margin
 // in a gap between its inputs, far wider than the margin. A move changes every later layer's
 // inputs a little, so the rounds repeat until a forward finds none (about ten for ResNet-18 at
-// batch 4). With `float_params` each moved shift is rounded to float, so that a float copy of
-// the parameters holds the same numbers. `state`'s running statistics are left as they are.
-// Returns how many moves were made.
+// batch 4). Each moved shift is rounded to float, so that the float copy of the parameters
+// every GPU check runs holds the same numbers. `state`'s running statistics are left as they
+// are. Returns how many moves were made.
 inline int clear_relu_ties(ModelState<double>& state, const std::vector<double>& input, int batch,
-                           int height, int width, bool float_params,
-                           double margin = kReluTieMargin) {
+                           int height, int width, double margin = kReluTieMargin) {
   ModelState<double> probe = state;
   cpu::Executor<double> executor(probe, batch, height, width);
   executor.watch_relu_ties(margin);
@@ -57,12 +56,25 @@ inline int clear_relu_ties(ModelState<double>& state, const std::vector<double>&
       if (!done.insert({tie.shift->offset, tie.channel}).second) continue;
       double& shift = state.params[tie.shift->offset + static_cast<size_t>(tie.channel)];
       shift += 2.0 * margin * tie.scale - tie.value;
-      if (float_params) shift = static_cast<double>(static_cast<float>(shift));
+      shift = static_cast<double>(static_cast<float>(shift));
       ++moved;
     }
   }
   FAIL("the ReLU inputs still hold values within " << margin << " of their scale of zero after "
                                                    << kMaxRounds << " rounds of moving shifts");
+  return moved;
+}
+
+// The same for a float model, as the engines hold it: cleared through a double copy of its
+// parameters, on the batch's float images.
+inline int clear_relu_ties(ModelState<float>& model, const std::vector<float>& images, int batch,
+                           int height, int width) {
+  ModelState<double> state(model.spec);
+  state.params.assign(model.params.begin(), model.params.end());
+  state.running.assign(model.running.begin(), model.running.end());
+  const int moved = clear_relu_ties(state, std::vector<double>(images.begin(), images.end()),
+                                    batch, height, width);
+  model.params.assign(state.params.begin(), state.params.end());
   return moved;
 }
 

@@ -193,8 +193,7 @@ TEST_CASE("ReLU ties: recorded by BatchNorm and channel in forward order, and cl
 
   const std::vector<double> params_before = state.params, running_before = state.running;
   constexpr double kMargin = 2e-3;
-  const int moved = testing::clear_relu_ties(state, input, batch, size, size,
-                                             /*float_params=*/true, kMargin);
+  const int moved = testing::clear_relu_ties(state, input, batch, size, size, kMargin);
   CHECK(moved > 0);
   CHECK(state.running == running_before);
   size_t changed = 0;
