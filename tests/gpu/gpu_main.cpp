@@ -28,6 +28,10 @@ int main(int argc, char** argv) {
   std::printf("gpu tests on device 0 of %d: %s (compute capability %d.%d)\n", devices,
               properties.name, properties.major, properties.minor);
   std::fflush(stdout);
-  doctest::Context context(argc, argv);
+  doctest::Context context;
+  // Each case's seconds by default: time on a GPU is scarce, and where it went is the first
+  // thing the next run needs to know (--duration=false turns it off).
+  context.setOption("duration", true);
+  context.applyCommandLine(argc, argv);
   return context.run();
 }

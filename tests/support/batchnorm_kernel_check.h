@@ -33,6 +33,7 @@
 #include "resnet_ddp/rng.h"
 #include "support/device_buffers.h"
 #include "support/layout_copies.h"
+#include "support/parallel_loops.h"
 #include "support/test_tensors.h"
 
 namespace rddp::testing::batchnorm_check {
@@ -102,24 +103,32 @@ std::vector<T> from_format(const std::vector<T>& values, const cpu::BatchNormSha
   return testing::from_layout(values, nhwc, s.channels, s.height, s.width);
 }
 
+inline std::ptrdiff_t signed_size(size_t size) { return static_cast<std::ptrdiff_t>(size); }
+
 template <typename T>
 std::vector<T> narrowed(const std::vector<double>& values) {
   std::vector<T> out(values.size());
-  for (size_t i = 0; i < values.size(); ++i) out[i] = static_cast<T>(static_cast<float>(values[i]));
+  const std::ptrdiff_t count = signed_size(values.size());
+#pragma omp parallel for schedule(static) if (count >= kParallelElements)
+  for (std::ptrdiff_t i = 0; i < count; ++i) out[i] = static_cast<T>(static_cast<float>(values[i]));
   return out;
 }
 
 template <typename T>
 std::vector<double> widened(const std::vector<T>& values) {
   std::vector<double> out(values.size());
-  for (size_t i = 0; i < values.size(); ++i) out[i] = static_cast<float>(values[i]);
+  const std::ptrdiff_t count = signed_size(values.size());
+#pragma omp parallel for schedule(static) if (count >= kParallelElements)
+  for (std::ptrdiff_t i = 0; i < count; ++i) out[i] = static_cast<float>(values[i]);
   return out;
 }
 
 // relu?(y + residual?), in double.
 inline std::vector<double> activated(std::vector<double> y, const std::vector<double>* residual,
                               bool relu) {
-  for (size_t i = 0; i < y.size(); ++i) {
+  const std::ptrdiff_t count = signed_size(y.size());
+#pragma omp parallel for schedule(static) if (count >= kParallelElements)
+  for (std::ptrdiff_t i = 0; i < count; ++i) {
     if (residual) y[i] += (*residual)[i];
     if (relu && y[i] < 0) y[i] = 0;
   }
@@ -149,23 +158,32 @@ inline void compare(const std::string& what, const std::vector<double>& got,
              const std::vector<double>& want, const std::vector<double>& bound, Ledger& ledger,
              bool strict = true) {
   REQUIRE(got.size() == want.size());
-  size_t failed = 0;
+  const std::ptrdiff_t count = signed_size(want.size());
+  std::ptrdiff_t failed = 0;
   double worst = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
+  // Counted in parallel; the first three misses are reported after, in index order, from the
+  // calling thread (doctest's assertions are not for worker threads).
+#pragma omp parallel for schedule(static) reduction(+ : failed) reduction(max : worst) \
+    if (count >= kParallelElements)
+  for (std::ptrdiff_t i = 0; i < count; ++i) {
     const double error = std::fabs(got[i] - want[i]);
     if (error <= bound[i]) {
       if (bound[i] > 0) worst = std::max(worst, error / bound[i]);
       continue;
     }
+    ++failed;
     worst = std::max(worst, std::isnan(error) ? INFINITY : error / bound[i]);
-    if (failed++ < 3) {
-      if (strict)
-        FAIL_CHECK(what << "[" << i << "] = " << got[i] << ", expected " << want[i] << " within "
-                        << bound[i]);
-      else
-        MESSAGE("WARNING: " << what << "[" << i << "] = " << got[i] << ", expected " << want[i]
-                            << " within " << bound[i]);
-    }
+  }
+  for (std::ptrdiff_t i = 0, shown = 0; i < count && shown < std::min<std::ptrdiff_t>(failed, 3);
+       ++i) {
+    if (std::fabs(got[i] - want[i]) <= bound[i]) continue;
+    ++shown;
+    if (strict)
+      FAIL_CHECK(what << "[" << i << "] = " << got[i] << ", expected " << want[i] << " within "
+                      << bound[i]);
+    else
+      MESSAGE("WARNING: " << what << "[" << i << "] = " << got[i] << ", expected " << want[i]
+                          << " within " << bound[i]);
   }
   if (strict)
     CHECK_MESSAGE(failed == 0, what << ": " << failed << " of " << want.size() << " off");
@@ -178,10 +196,27 @@ inline void compare(const std::string& what, const std::vector<double>& got,
 inline std::vector<double> bounds(const std::vector<double>& want, const std::vector<double>& terms,
                            size_t run, double unit) {
   std::vector<double> bound(want.size());
-  for (size_t i = 0; i < want.size(); ++i)
+  const std::ptrdiff_t count = signed_size(want.size());
+#pragma omp parallel for schedule(static) if (count >= kParallelElements)
+  for (std::ptrdiff_t i = 0; i < count; ++i)
     bound[i] = unit * std::fabs(want[i]) +
-               kRel * (std::fabs(want[i]) + terms[i / run % terms.size()]);
+               kRel * (std::fabs(want[i]) + terms[static_cast<size_t>(i) / run % terms.size()]);
   return bound;
+}
+
+// body(c, i) for every NCHW element i of channel c, in index order within each channel, the
+// channels spread over the cores: what body accumulates per channel is summed in the same order
+// as by one loop over i.
+template <typename Body>
+void for_each_channel(const cpu::BatchNormShape& s, const Body& body) {
+  const size_t plane = static_cast<size_t>(s.height) * s.width;
+#pragma omp parallel for schedule(static) \
+    if (static_cast<std::ptrdiff_t>(elements(s)) >= kParallelElements)
+  for (int c = 0; c < s.channels; ++c)
+    for (int n = 0; n < s.batch; ++n) {
+      const size_t start = (static_cast<size_t>(n) * s.channels + c) * plane;
+      for (size_t i = start; i < start + plane; ++i) body(c, i);
+    }
 }
 
 // The inputs of one case in one activation type, held as the float values of that type.
@@ -209,13 +244,11 @@ inline ForwardReference forward_reference(const cpu::BatchNormShape& s, const In
                                        cuda::kBatchNormMomentum, cuda::kBatchNormEpsilon,
                                        r.running_mean.data(), r.running_var.data(), r.y.data(),
                                        r.mean.data(), r.invstd.data());
-  const size_t plane = static_cast<size_t>(s.height) * s.width;
   r.x_terms.assign(gamma.size(), 0.0);
   r.none.assign(gamma.size(), 0.0);
-  for (size_t i = 0; i < in.x.size(); ++i) {
-    double& t = r.x_terms[i / plane % gamma.size()];
-    t = std::max(t, std::fabs(in.x[i]));
-  }
+  for_each_channel(s, [&](int c, size_t i) {
+    r.x_terms[c] = std::max(r.x_terms[c], std::fabs(in.x[i]));
+  });
   for (size_t c = 0; c < gamma.size(); ++c)
     r.y_terms.push_back(std::fabs(gamma[c]) * r.invstd[c] * (r.x_terms[c] + std::fabs(r.mean[c])) +
                         std::fabs(beta[c]));
@@ -236,18 +269,16 @@ inline BackwardReference backward_reference(const cpu::BatchNormShape& s, const 
   r.dbeta.resize(gamma.size());
   cpu::batchnorm_backward<double>(s, in.x.data(), g.data(), gamma.data(), f.mean.data(),
                                   f.invstd.data(), r.dx.data(), r.dgamma.data(), r.dbeta.data());
-  const size_t plane = static_cast<size_t>(s.height) * s.width;
   std::vector<double> max_g(gamma.size(), 0.0), max_xhat(gamma.size(), 0.0);
   r.dgamma_terms.assign(gamma.size(), 0.0);
   r.dbeta_terms.assign(gamma.size(), 0.0);
-  for (size_t i = 0; i < in.x.size(); ++i) {
-    const size_t c = i / plane % gamma.size();
+  for_each_channel(s, [&](int c, size_t i) {
     const double xhat = (in.x[i] - f.mean[c]) * f.invstd[c];
     max_g[c] = std::max(max_g[c], std::fabs(g[i]));
     max_xhat[c] = std::max(max_xhat[c], std::fabs(xhat));
     r.dgamma_terms[c] += std::fabs(g[i] * xhat);
     r.dbeta_terms[c] += std::fabs(g[i]);
-  }
+  });
   for (size_t c = 0; c < gamma.size(); ++c)
     r.dx_terms.push_back(std::fabs(gamma[c]) * f.invstd[c] * max_g[c] *
                          (2.0 + max_xhat[c] * max_xhat[c]));

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "layout_math.h"
+#include "support/parallel_loops.h"
 
 namespace rddp::testing {
 
@@ -17,9 +18,11 @@ std::vector<T> in_layout(const std::vector<T>& nchw, bool nhwc, int channels, in
                          int width) {
   if (!nhwc) return nchw;
   std::vector<T> out(nchw.size());
-  for (size_t i = 0; i < nchw.size(); ++i)
-    out[static_cast<size_t>(layout::nchw_to_nhwc(static_cast<int64_t>(i), channels, height,
-                                                 width))] = nchw[i];
+  const auto count = static_cast<std::ptrdiff_t>(nchw.size());
+#pragma omp parallel for schedule(static) if (count >= kParallelElements)
+  for (std::ptrdiff_t i = 0; i < count; ++i)
+    out[static_cast<size_t>(layout::nchw_to_nhwc(i, channels, height, width))] =
+        nchw[static_cast<size_t>(i)];
   return out;
 }
 
@@ -29,9 +32,11 @@ std::vector<T> from_layout(const std::vector<T>& stored, bool nhwc, int channels
                            int width) {
   if (!nhwc) return stored;
   std::vector<T> out(stored.size());
-  for (size_t i = 0; i < stored.size(); ++i)
-    out[static_cast<size_t>(layout::nhwc_to_nchw(static_cast<int64_t>(i), channels, height,
-                                                 width))] = stored[i];
+  const auto count = static_cast<std::ptrdiff_t>(stored.size());
+#pragma omp parallel for schedule(static) if (count >= kParallelElements)
+  for (std::ptrdiff_t i = 0; i < count; ++i)
+    out[static_cast<size_t>(layout::nhwc_to_nchw(i, channels, height, width))] =
+        stored[static_cast<size_t>(i)];
   return out;
 }
 
