@@ -300,12 +300,18 @@ void bench_batchnorm(const Reporter& report, const cuda::ComputeContext& context
                                       save_invstd, cudnn_fused_ex());
     });
   time("batchnorm bwd (ours)", 5 * n, [&] {
-    cuda::batchnorm_backward(shape, x, dy, static_cast<const T*>(nullptr), gamma, save_mean,
+    cuda::batchnorm_backward(shape, x, dy, cuda::ReluMask<T>::none(), gamma, save_mean,
                              save_invstd, dx, dgamma, dbeta, scratch, scratch_bytes, stream);
   });
   time("batchnorm bwd +relu mask (ours)", 7 * n, [&] {
-    cuda::batchnorm_backward(shape, x, dy, static_cast<const T*>(y), gamma, save_mean,
+    cuda::batchnorm_backward(shape, x, dy, cuda::ReluMask<T>::of_output(y), gamma, save_mean,
                              save_invstd, dx, dgamma, dbeta, scratch, scratch_bytes, stream);
+  });
+  // The mask from the output recomputed from x, as under a BatchNorm with no residual add.
+  time("batchnorm bwd +relu mask recomputed (ours)", 5 * n, [&] {
+    cuda::batchnorm_backward(shape, x, dy, cuda::ReluMask<T>::recomputed(beta), gamma,
+                             save_mean, save_invstd, dx, dgamma, dbeta, scratch, scratch_bytes,
+                             stream);
   });
   time("batchnorm bwd (cuDNN)", 5 * n, [&] {
     layer.backward(context.cudnn(), batch, x, dy, gamma, save_mean, save_invstd, dx, dgamma,

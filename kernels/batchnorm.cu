@@ -6,7 +6,8 @@
 // and block in scratch; finish_moments_kernel folds each channel's partials (a warp a channel)
 // into save_mean, save_invstd and the running statistics; normalize_kernel writes y. Backward,
 // three more: grad_sums_kernel (sums of g and g * (x - mean) per channel and block),
-// finish_grad_sums_kernel (dgamma, dbeta), data_grad_kernel (dx). Which thread reads what is
+// finish_grad_sums_kernel (dgamma, dbeta), data_grad_kernel (dx); both passes over the data read
+// the ReLU's mask from its output or recompute it from x (ReluMask). Which thread reads what is
 // kernels/batchnorm_partition.h; every formula is kernels/batchnorm_math.h. Partials are folded
 // in a fixed order and there are no atomics, so results repeat bit for bit.
 //
@@ -322,18 +323,54 @@ __device__ void gather_grad(const T* dy, const T* relu_output, const bn::Loads<N
     for (int k = 0; k < PerSlot; ++k) g[j][k] = bn::relu_masked(g[j][k], outputs[j][k]);
 }
 
-// No __restrict__ on dy and masked_dy, which may alias.
+// ReluMask::recomputed: g masked where the forward's output, recomputed from x as
+// normalize_kernel computes it without a residual and rounded to T as it stores it, is <= 0.
+// The same function of the same floats, so the same mask as reading that output back.
+template <typename T, int Slots, int PerSlot>
+__device__ void mask_by_recomputed_output(float (&g)[Slots][PerSlot],
+                                          const float (&x)[Slots][PerSlot],
+                                          const bn::Normalize<float> (&forward)[Slots]) {
+#pragma unroll
+  for (int j = 0; j < Slots; ++j)
+#pragma unroll
+    for (int k = 0; k < PerSlot; ++k) {
+      const float output = static_cast<float>(static_cast<T>(
+          bn::forward_output(forward[j], x[j][k], /*has_residual=*/false, 0.0f, /*relu=*/true)));
+      g[j][k] = bn::relu_masked(g[j][k], output);
+    }
+}
+
+// The forward's coefficients of channels first, first + 1, ..., as normalize_kernel made them
+// in training.
+template <int Slots>
+__device__ void forward_coefficients(int first, const float* save_mean, const float* save_invstd,
+                                     const float* gamma, const float* beta,
+                                     bn::Normalize<float> (&out)[Slots]) {
+#pragma unroll
+  for (int j = 0; j < Slots; ++j) {
+    const int c = first + j;
+    out[j] = bn::make_normalize(save_mean[c], save_invstd[c], gamma[c], beta[c]);
+  }
+}
+
+// No __restrict__ on dy and masked_dy, which may alias. mask_beta: ReluMask::beta (null unless
+// the mask is recomputed).
 template <typename T, int V, bool ChannelsLast>
 __global__ void __launch_bounds__(kThreads)
     grad_sums_kernel(bn::Partition p, const T* __restrict__ x, const T* dy, const T* relu_output,
                      T* masked_dy, const float* __restrict__ save_mean,
-                     float* __restrict__ partials) {
+                     const float* __restrict__ save_invstd, const float* __restrict__ gamma,
+                     const float* __restrict__ mask_beta, float* __restrict__ partials) {
   constexpr int Slots = bn::kSlots<ChannelsLast, V>;
   const int first = first_channel<ChannelsLast, V>(p);
+  const bool owns_channels = has_channels<ChannelsLast>(p, first);
   float mean[Slots];
 #pragma unroll
-  for (int j = 0; j < Slots; ++j)
-    mean[j] = has_channels<ChannelsLast>(p, first) ? save_mean[first + j] : 0.0f;
+  for (int j = 0; j < Slots; ++j) mean[j] = owns_channels ? save_mean[first + j] : 0.0f;
+  const bool recompute = mask_beta != nullptr;
+  bn::Normalize<float> forward[Slots] = {};
+  if (recompute && owns_channels)
+    forward_coefficients(first, save_mean, save_invstd, gamma, mask_beta, forward);
   auto sums = bn::no_sums<float, Slots>();
   walk<ChannelsLast, V>(p, first, [&](const auto& loads) {
     constexpr int N = std::decay_t<decltype(loads)>::kCount;
@@ -341,6 +378,7 @@ __global__ void __launch_bounds__(kThreads)
     float g[Slots][PerSlot], values[Slots][PerSlot];
     gather_grad<ChannelsLast, V>(dy, relu_output, loads, g);
     gather<ChannelsLast, V>(x, loads, values);
+    if (recompute) mask_by_recomputed_output<T>(g, values, forward);
     bn::add_grad_group(sums, g, values, mean);
     if (masked_dy != nullptr) scatter<ChannelsLast, V>(masked_dy, loads, g);
   });
@@ -386,13 +424,14 @@ __global__ void __launch_bounds__(kThreads)
   dbeta[channel] = grads.dbeta;
 }
 
-// No __restrict__ on dy, relu_output and dx: dx may alias dy.
+// No __restrict__ on dy, relu_output and dx: dx may alias dy. mask_beta as grad_sums_kernel's.
 template <typename T, int V, bool ChannelsLast>
 __global__ void __launch_bounds__(kThreads)
     data_grad_kernel(bn::Partition p, const T* x, const T* dy, const T* relu_output, T* dx,
                      const float* __restrict__ gamma, const float* __restrict__ save_mean,
                      const float* __restrict__ save_invstd, const float* __restrict__ dgamma,
-                     const float* __restrict__ dbeta, float inv_count) {
+                     const float* __restrict__ dbeta, const float* __restrict__ mask_beta,
+                     float inv_count) {
   constexpr int Slots = bn::kSlots<ChannelsLast, V>;
   const int first = first_channel<ChannelsLast, V>(p);
   if (!has_channels<ChannelsLast>(p, first)) return;
@@ -403,12 +442,16 @@ __global__ void __launch_bounds__(kThreads)
     coefficients[j] = bn::make_data_grad(save_mean[c], save_invstd[c], gamma[c], dgamma[c],
                                          dbeta[c], inv_count);
   }
+  const bool recompute = mask_beta != nullptr;
+  bn::Normalize<float> forward[Slots] = {};
+  if (recompute) forward_coefficients(first, save_mean, save_invstd, gamma, mask_beta, forward);
   walk<ChannelsLast, V>(p, first, [&](const auto& loads) {
     constexpr int N = std::decay_t<decltype(loads)>::kCount;
     constexpr int PerSlot = bn::kPerSlot<ChannelsLast, V, N>;
     float g[Slots][PerSlot], values[Slots][PerSlot];
     gather_grad<ChannelsLast, V>(dy, relu_output, loads, g);
     gather<ChannelsLast, V>(x, loads, values);
+    if (recompute) mask_by_recomputed_output<T>(g, values, forward);
 #pragma unroll
     for (int j = 0; j < Slots; ++j)
 #pragma unroll
@@ -545,7 +588,7 @@ void batchnorm_forward_eval(const BatchNormShape& shape, const T* x, const float
 }
 
 template <typename T>
-void batchnorm_backward(const BatchNormShape& shape, const T* x, const T* dy, const T* relu_output,
+void batchnorm_backward(const BatchNormShape& shape, const T* x, const T* dy, ReluMask<T> relu,
                         const float* gamma, const float* save_mean, const float* save_invstd,
                         T* dx, float* dgamma, float* dbeta, void* scratch, size_t scratch_bytes,
                         cudaStream_t stream, T* masked_dy) {
@@ -554,26 +597,30 @@ void batchnorm_backward(const BatchNormShape& shape, const T* x, const T* dy, co
   check_scratch(shape, scratch, scratch_bytes);
   if (masked_dy != nullptr && masked_dy == dx)
     fail("internal error: batchnorm_backward's masked_dy may not alias dx; please report this");
+  if (relu.output != nullptr && relu.beta != nullptr)
+    fail("internal error: batchnorm_backward was given both the ReLU's output and a beta to ",
+         "recompute it from; please report this");
   float* partials = static_cast<float*>(scratch);
+  const T* relu_output = relu.output;
   const int vector = vector_width<T>(p, {x, dy, relu_output, dx, masked_dy});
   // Masked in place by grad_sums_kernel, dy needs no second mask: masking is idempotent and the
-  // stored value is the widened one rounded back, exactly, so leaving out the read of
-  // relu_output changes no bit.
-  const bool dy_is_masked = masked_dy != nullptr && masked_dy == dy && relu_output != nullptr;
+  // stored value is the widened one rounded back, exactly, so leaving out the mask changes no
+  // bit.
+  const bool dy_is_masked = masked_dy != nullptr && masked_dy == dy && relu.any();
   // 1 / M rounded once from the exact quotient, as the twin's n_inv.
   const float inv_count = static_cast<float>(1.0 / static_cast<double>(p.per_channel));
   dispatch<T>(p, vector, [&](auto v, auto channels_last) {
     constexpr int V = decltype(v)::value;
     constexpr bool kChannelsLast = decltype(channels_last)::value;
     grad_sums_kernel<T, V, kChannelsLast><<<grid_of(p), block_of(p, V), 0, stream>>>(
-        p, x, dy, relu_output, masked_dy, save_mean, partials);
+        p, x, dy, relu_output, masked_dy, save_mean, save_invstd, gamma, relu.beta, partials);
     RDDP_CUDA_CHECK_LAUNCH("grad_sums_kernel");
     finish_grad_sums_kernel<<<channel_warp_blocks(p), kThreads, 0, stream>>>(
         p, partials, save_invstd, dgamma, dbeta);
     RDDP_CUDA_CHECK_LAUNCH("finish_grad_sums_kernel");
     data_grad_kernel<T, V, kChannelsLast><<<grid_of(p), block_of(p, V), 0, stream>>>(
         p, x, dy, dy_is_masked ? nullptr : relu_output, dx, gamma, save_mean, save_invstd,
-        dgamma, dbeta, inv_count);
+        dgamma, dbeta, dy_is_masked ? nullptr : relu.beta, inv_count);
     RDDP_CUDA_CHECK_LAUNCH("data_grad_kernel");
   });
 }
@@ -585,7 +632,7 @@ void batchnorm_backward(const BatchNormShape& shape, const T* x, const T* dy, co
   template void batchnorm_forward_eval<T>(const BatchNormShape&, const T*, const float*,        \
                                           const float*, const float*, const float*, const T*,   \
                                           bool, T*, cudaStream_t);                              \
-  template void batchnorm_backward<T>(const BatchNormShape&, const T*, const T*, const T*,      \
+  template void batchnorm_backward<T>(const BatchNormShape&, const T*, const T*, ReluMask<T>,  \
                                       const float*, const float*, const float*, T*, float*,     \
                                       float*, void*, size_t, cudaStream_t, T*);
 RDDP_INSTANTIATE_BATCHNORM(float)

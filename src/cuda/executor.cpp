@@ -88,6 +88,8 @@ struct BatchNorm {
   const TensorInfo *running_mean = nullptr, *running_var = nullptr;
   Activation<T>* input = nullptr;
   Activation<T>* output = nullptr;
+  // What the network folds into it: a ReLU, a residual add before the ReLU, or neither.
+  BatchNormFusion fusion = BatchNormFusion::none;
   float* save_mean = nullptr;
   float* save_invstd = nullptr;
   // cuDNN's *Ex calls only: what the training forward leaves for the backward (its workspace
@@ -278,12 +280,22 @@ void plan_batchnorm(Plan<T>& plan, BatchNorm<T>& bn, const BatchNormDesc& desc,
   bn.running_var = &plan.layout.at(desc.name + ".running_var");
   bn.input = input;
   bn.output = output;
+  bn.fusion = fusion;
   bn.layer = std::make_unique<BatchNormLayer>(desc.channels, input->height, input->width,
                                               data_type_of<T>(), plan.cudnn_format(),
                                               plan.bn_training_mode,
                                               plan.cudnn_fused_bn ? fusion : BatchNormFusion::none);
   plan.arena.request(&bn.save_mean, static_cast<size_t>(desc.channels));
   plan.arena.request(&bn.save_invstd, static_cast<size_t>(desc.channels));
+}
+
+// Whether bn's backward finds its ReLU's mask by recomputing the output from the input
+// (ReluMask::recomputed) instead of reading the output, which then need not live until then:
+// our kernels, where no residual was added before the ReLU (the stem's BatchNorm and each
+// block's bn1). Under bn2's ReLU the residual's values are gone by then.
+template <typename T>
+bool recomputes_relu_mask(const Plan<T>& plan, const BatchNorm<T>& bn) {
+  return plan.fused_bn && bn.fusion == BatchNormFusion::relu;
 }
 
 // The buffers a timed search of `conv` runs on: the layer's own activations and the model's
@@ -474,10 +486,16 @@ void batchnorm_forward(const Plan<T>& plan, const BatchNorm<T>& bn, int batch, b
 template <typename T>
 void batchnorm_backward(const Plan<T>& plan, const BatchNorm<T>& bn, int batch, T* output_grad,
                         bool relu, bool keep_masked, const GradReadyFn& ready) {
+  RDDP_ASSERT(relu == (bn.fusion != BatchNormFusion::none) &&
+              keep_masked == (bn.fusion == BatchNormFusion::add_relu));
   const T* relu_output = relu ? bn.output->value : nullptr;
   if (plan.fused_bn) {
-    batchnorm_backward(batchnorm_shape(plan, bn, batch), bn.input->value, output_grad,
-                       relu_output, plan.param(bn.weight), bn.save_mean, bn.save_invstd,
+    const ReluMask<T> mask = !relu ? ReluMask<T>::none()
+                             : recomputes_relu_mask(plan, bn)
+                                 ? ReluMask<T>::recomputed(plan.param(bn.bias))
+                                 : ReluMask<T>::of_output(relu_output);
+    batchnorm_backward(batchnorm_shape(plan, bn, batch), bn.input->value, output_grad, mask,
+                       plan.param(bn.weight), bn.save_mean, bn.save_invstd,
                        bn.input->grad, plan.grad(bn.weight), plan.grad(bn.bias), plan.bn_scratch,
                        plan.bn_scratch_bytes, plan.stream(),
                        relu && keep_masked ? output_grad : nullptr);
@@ -541,8 +559,8 @@ void record_uses(Plan<T>& plan) {
     }
   };
   // A BatchNorm with its ReLU and residual add folded in (whoever's kernels run them). Backward
-  // reads the input and the output's gradient, and with a ReLU the output (its mask); it writes
-  // the input's gradient. Its output's gradient is `output_grad`: the output's own, or for the
+  // reads the input and the output's gradient, and with a ReLU the output (its mask) unless it
+  // recomputes it; it writes the input's gradient. Its output's gradient is `output_grad`: the output's own, or for the
   // downsample branch the block output's.
   const auto batchnorm_op = [&](BatchNorm<T>& bn, bool forward, bool relu,
                                 Activation<T>* residual, T* const* output_grad) {
@@ -556,7 +574,7 @@ void record_uses(Plan<T>& plan) {
       arena.use(&bn.output->value, op);
       if (residual != nullptr) arena.use(&residual->value, op);
     } else {
-      if (relu) arena.use(&bn.output->value, op);
+      if (relu && !recomputes_relu_mask(plan, bn)) arena.use(&bn.output->value, op);
       arena.use(output_grad, op);
       arena.use(&bn.input->grad, op);
     }

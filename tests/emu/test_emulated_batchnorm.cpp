@@ -3,8 +3,8 @@
 // barrier, shuffle and vector load of the real kernels, launched by the real host code. The
 // shapes are the GPU test's with small batches for ResNet-18's layers (each still split over
 // several blocks a channel); each runs in both formats and, through pointers shifted by an
-// element or by 8 bytes, at each vector width the dispatcher picks, through the fusions and
-// aliasings in turn.
+// element or by 8 bytes, at each vector width the dispatcher picks, through the fusions,
+// aliasings and ReLU mask sources in turn.
 #include <doctest/doctest.h>
 
 #include <cuda_bf16.h>
@@ -71,8 +71,8 @@ void check_type() {
       const size_t big_shift = shifts[run % 3];
       for (size_t shift : shifts) {
         if (!small && shift != big_shift) continue;
-        // Fusions and aliasings in turn: 4 x 3 combinations, each met in both formats.
-        const Variant v{run % 4 == 1 || run % 4 == 3, run % 4 >= 2, run % 3};
+        // Fusions, aliasings and mask sources in turn, each met in both formats.
+        const Variant v = variant_of(run);
         ++run;
         CAPTURE(describe(s));
         const std::string format_name = to_string(format);  // doctest prints a char* as a pointer
@@ -81,6 +81,7 @@ void check_type() {
         CAPTURE(v.residual);
         CAPTURE(v.relu);
         CAPTURE(v.aliasing);
+        CAPTURE(v.recompute_mask);
         const cuda::BatchNormShape shape{s.batch, s.channels, s.height, s.width, format};
         widths[format].insert(vector_width_of<T>(shape, shift));
         check_ours<T>(s, in, f, format, v, /*stream=*/nullptr, ours[format], shift);
@@ -106,13 +107,13 @@ TEST_CASE("emulated BatchNorm kernels match the CPU twin: bfloat16") {
 
 TEST_CASE("emulated BatchNorm kernels match the CPU twin: float16") { check_type<__half>(); }
 
-TEST_CASE("emulated BatchNorm refuses one value per channel and short scratch") {
+TEST_CASE("emulated BatchNorm refuses one value per channel, short scratch and a mask both read and recomputed") {
   const cuda::BatchNormShape single{1, 4, 1, 1, MemoryFormat::nhwc};
   CHECK_THROWS_AS(cuda::batchnorm_forward_train<float>(single, nullptr, nullptr, nullptr, nullptr,
                                                        nullptr, nullptr, nullptr, nullptr, false,
                                                        nullptr, nullptr, 0, nullptr),
                   Error);
-  CHECK_THROWS_AS(cuda::batchnorm_backward<float>(single, nullptr, nullptr, nullptr, nullptr,
+  CHECK_THROWS_AS(cuda::batchnorm_backward<float>(single, nullptr, nullptr, {}, nullptr,
                                                   nullptr, nullptr, nullptr, nullptr, nullptr,
                                                   nullptr, 0, nullptr),
                   Error);
@@ -122,4 +123,12 @@ TEST_CASE("emulated BatchNorm refuses one value per channel and short scratch") 
                       shape, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                       nullptr, false, nullptr, short_scratch.get(), short_scratch.bytes(), nullptr),
                   Error);
+  // A mask both read and recomputed: the caller's mistake, refused before any launch.
+  cuda::DeviceBuffer<std::byte> scratch(cuda::batchnorm_scratch_bytes(shape));
+  cuda::DeviceBuffer<float> stand_in(1);
+  const cuda::ReluMask<float> both{stand_in.get(), stand_in.get()};
+  CHECK_THROWS_WITH_AS(cuda::batchnorm_backward<float>(shape, nullptr, nullptr, both, nullptr,
+                                                       nullptr, nullptr, nullptr, nullptr, nullptr,
+                                                       scratch.get(), scratch.bytes(), nullptr),
+                       doctest::Contains("both the ReLU's output and a beta"), Error);
 }

@@ -2,12 +2,13 @@
 // on the same inputs (support/batchnorm_kernel_check.h, shared with the emulated test
 // tests/emu/test_emulated_batchnorm.cpp) and against cuDNN's legacy BatchNorm (BatchNormLayer),
 // which they replace: odd shapes and ResNet-18's, NCHW and NHWC, float, bfloat16 and float16,
-// with and without the fused residual, ReLU and ReLU mask, in place and not. Every output is
-// poisoned first; a second run of the same calls must give the same bits. The worst error of each
-// result, as a share of what it is allowed, is printed per type and format, for our kernels and
-// for cuDNN (and in NHWC for its SPATIAL_PERSISTENT mode too, and for that mode with cuDNN's own
-// fusion of the ReLU and the residual add, --batchnorm cudnn-fused). Our kernels must meet the
-// bounds everywhere; cuDNN only in float NCHW (elsewhere its misses are printed).
+// with and without the fused residual, ReLU and ReLU mask (read from y or recomputed from x), in
+// place and not. Every output is poisoned first; a second run of the same calls must give the
+// same bits. The worst error of each result, as a share of what it is allowed, is printed per
+// type and format, for our kernels and for cuDNN (and in NHWC for its SPATIAL_PERSISTENT mode
+// too, and for that mode with cuDNN's own fusion of the ReLU and the residual add, --batchnorm
+// cudnn-fused). Our kernels must meet the bounds everywhere; cuDNN only in float NCHW (elsewhere
+// its misses are printed).
 #include <doctest/doctest.h>
 
 #include <cuda_bf16.h>
@@ -195,6 +196,7 @@ void check_run(const Case& k, const Inputs& in, const ForwardReference& f, Memor
   CAPTURE(v.residual);
   CAPTURE(v.relu);
   CAPTURE(v.aliasing);
+  CAPTURE(v.recompute_mask);
   const cuda::BatchNormShape shape{s.batch, s.channels, s.height, s.width, format};
   const double unit = 2 * Type<T>::kRoundoff;
   const size_t plane = static_cast<size_t>(s.height) * s.width;
@@ -281,11 +283,10 @@ void check_type() {
     const Inputs in = inputs_of<T>(k);
     const ForwardReference f = forward_reference(k.shape, in);
     for (MemoryFormat format : {MemoryFormat::nchw, MemoryFormat::nhwc}) {
-      // Fusions and aliasings in turn: 4 x 3 combinations, each met in both formats. (One run a
+      // Fusions, aliasings and mask sources in turn, each met in both formats. (One run a
       // format: were the turn the run's number, NCHW would only ever meet the even ones, never
       // the residual.)
-      const int turn = run / 2 + run % 2;
-      const Variant v{turn % 4 == 1 || turn % 4 == 3, turn % 4 >= 2, turn % 3};
+      const Variant v = variant_of(run / 2 + run % 2);
       check_run<T>(k, in, f, format, v, context, ours[format], cudnn[format], persistent,
                    cudnn_fused);
       ++run;
@@ -321,7 +322,7 @@ TEST_CASE("our BatchNorm refuses one value per channel and short scratch, launch
                                                        nullptr, nullptr, nullptr, nullptr, false,
                                                        nullptr, nullptr, 0, stream),
                   Error);
-  CHECK_THROWS_AS(cuda::batchnorm_backward<float>(single, nullptr, nullptr, nullptr, nullptr,
+  CHECK_THROWS_AS(cuda::batchnorm_backward<float>(single, nullptr, nullptr, {}, nullptr,
                                                   nullptr, nullptr, nullptr, nullptr, nullptr,
                                                   nullptr, 0, stream),
                   Error);

@@ -292,7 +292,18 @@ struct Variant {
   // 1: y written over the residual, dx over dy, evaluation's y over its x; no masked_dy;
   // 2: masked_dy written over dy.
   int aliasing;
+  // Under a ReLU with no residual: the mask recomputed from x (ReluMask::recomputed) instead of
+  // read from y.
+  bool recompute_mask;
 };
+
+// The turn-th run's variant: the fusions (4) and aliasings (3) in turn, and under a ReLU with no
+// residual the mask read and recomputed in alternate rounds of four turns, so that within 24
+// turns each aliasing meets both.
+inline Variant variant_of(int turn) {
+  const bool residual = turn % 4 == 1 || turn % 4 == 3, relu = turn % 4 >= 2;
+  return {residual, relu, turn % 3, relu && !residual && turn / 4 % 2 == 1};
+}
 
 template <typename T>
 struct Outputs {
@@ -369,10 +380,21 @@ Outputs<T> run_ours(const cuda::BatchNormShape& shape, const Inputs& in, const V
   T* masked = v.aliasing == 0   ? d_masked.get() + shift
               : v.aliasing == 2 ? d_dy.get() + shift
                                 : nullptr;
-  cuda::batchnorm_backward<T>(shape, d_x.get() + shift, d_dy.get() + shift,
-                              v.relu ? y : nullptr, c.gamma.get(), c.save_mean.get(),
-                              c.save_invstd.get(), dx, c.dgamma.get(), c.dbeta.get(),
-                              scratch.get(), scratch.bytes(), stream, masked);
+  const bool mask_recomputable = v.relu && !v.residual;  // no residual's values to recompute from
+  REQUIRE((mask_recomputable || !v.recompute_mask));
+  const cuda::ReluMask<T> mask = !v.relu           ? cuda::ReluMask<T>::none()
+                                 : v.recompute_mask ? cuda::ReluMask<T>::recomputed(c.beta.get())
+                                                    : cuda::ReluMask<T>::of_output(y);
+  Outputs<T> out;
+  if (v.recompute_mask) {
+    // y read back, then poisoned with NaN, which masks nothing: a backward that read it would
+    // fail the masked_dy and dx checks.
+    out.y = cuda::download(y, count, stream);
+    RDDP_CUDA_CHECK(cudaMemsetAsync(y, 0xff, count * sizeof(T), stream));
+  }
+  cuda::batchnorm_backward<T>(shape, d_x.get() + shift, d_dy.get() + shift, mask, c.gamma.get(),
+                              c.save_mean.get(), c.save_invstd.get(), dx, c.dgamma.get(),
+                              c.dbeta.get(), scratch.get(), scratch.bytes(), stream, masked);
 
   DeviceBuffer<T> d_eval = placed(v.aliasing == 1 ? &x : nullptr);
   T* const eval_y = d_eval.get() + shift;
@@ -382,8 +404,7 @@ Outputs<T> run_ours(const cuda::BatchNormShape& shape, const Inputs& in, const V
                                   v.residual ? d_residual.get() + shift : nullptr, v.relu, eval_y,
                                   stream);
 
-  Outputs<T> out;
-  out.y = cuda::download(y, count, stream);
+  if (!v.recompute_mask) out.y = cuda::download(y, count, stream);
   out.dx = cuda::download(dx, count, stream);
   if (masked) out.masked_dy = cuda::download(masked, count, stream);
   out.eval_y = cuda::download(eval_y, count, stream);

@@ -70,16 +70,33 @@ void batchnorm_forward_eval(const BatchNormShape& shape, const T* x, const float
                             const float* beta, const float* running_mean, const float* running_var,
                             const T* residual, bool relu, T* y, cudaStream_t stream);
 
+// Where backward finds the mask of a ReLU the forward fused in (none: there was no ReLU).
+template <typename T>
+struct ReluMask {
+  // The forward's y, read: the gradient is masked where y <= 0.
+  const T* output = nullptr;
+  // Or, where no residual was added before the ReLU, the same y recomputed from x with
+  // save_mean, save_invstd, gamma and this beta, exactly as forward_train computed and rounded
+  // it: the same mask, bit for bit, without reading y (two passes over memory fewer). beta must
+  // hold the values the forward was given.
+  const float* beta = nullptr;
+
+  static ReluMask none() { return {}; }
+  static ReluMask of_output(const T* y) { return {y, nullptr}; }
+  static ReluMask recomputed(const float* forward_beta) { return {nullptr, forward_beta}; }
+  bool any() const { return output != nullptr || beta != nullptr; }
+};
+
 // Backward of training mode, given forward_train's x, save_mean and save_invstd. The gradient
-// used is g = dy, or, when relu_output (the forward's y) is not null, dy masked to 0 where
-// relu_output <= 0 (relu_backward's rule): the ReLU's backward fused in. dx, dgamma and dbeta are
+// used is g = dy, or, when the ReLU is fused (relu.any()), dy masked to 0 where the forward's
+// output <= 0 (relu_backward's rule): the ReLU's backward fused in. dx, dgamma and dbeta are
 // overwritten, not accumulated. dx may alias dy.
 //
 // masked_dy, when not null, also receives g: in a ResNet block the masked gradient of
 // relu(bn2 + identity) feeds the identity branch too. It may alias dy (making the masking in
 // place) but not dx.
 template <typename T>
-void batchnorm_backward(const BatchNormShape& shape, const T* x, const T* dy, const T* relu_output,
+void batchnorm_backward(const BatchNormShape& shape, const T* x, const T* dy, ReluMask<T> relu,
                         const float* gamma, const float* save_mean, const float* save_invstd,
                         T* dx, float* dgamma, float* dbeta, void* scratch, size_t scratch_bytes,
                         cudaStream_t stream, T* masked_dy = nullptr);
