@@ -7,7 +7,8 @@
 // cuDNN's SPATIAL_PERSISTENT mode through its *Ex calls, as PyTorch trains channels_last, and
 // that mode with cuDNN's own fusion of the residual add and ReLU; NHWC also in fp16, the type
 // cuDNN documents that fusion for.
-// Last, a table of its own: the 224x224 network's stem convolution in NHWC (cuDNN, timed
+// At the imagenet stem's shape, its BatchNorm and max-pool through the stored output and with the
+// pool normalising on the fly. Last, a table of its own: the 224x224 network's stem convolution in NHWC (cuDNN, timed
 // algorithm search) on its 3 input channels and on an input zero-padded to 4 and 8, in TFLOP/s.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -299,6 +300,34 @@ void bench_batchnorm(const Reporter& report, const cuda::ComputeContext& context
                                       gamma, beta, running_mean, running_var, y, save_mean,
                                       save_invstd, cudnn_fused_ex());
     });
+  // The imagenet stem (64 channels of 112x112): BatchNorm with its ReLU and then the 3x3/2
+  // max-pool, through the stored output or with the pool normalising on the fly, as the executor
+  // trains it with our kernels. Bytes: x read twice and y written and read back, or x read twice
+  // only; both write the pooled values and a byte of argmax for each.
+  if (channels == 64 && size == 112) {
+    const cpu::PoolShape pool{batch, channels, size, size, 3, 2, 1};
+    const size_t pooled_count = static_cast<size_t>(batch) * channels * pool.out_h() * pool.out_w();
+    T* pooled = device_alloc<T>(pooled_count);
+    uint8_t* argmax = device_alloc<uint8_t>(pooled_count);
+    const double pool_out = pooled_count * static_cast<double>(sizeof(T) + 1);
+    time("stem bn+relu, maxpool (ours)", 4 * n + pool_out, [&] {
+      cuda::batchnorm_forward_train(shape, x, gamma, beta, running_mean, running_var, save_mean,
+                                    save_invstd, static_cast<const T*>(nullptr), true, y, scratch,
+                                    scratch_bytes, stream);
+      cuda::maxpool_forward(pool, static_cast<const T*>(y), pooled, argmax, stream, format);
+    });
+    time("stem bn stats, maxpool on the fly", 2 * n + pool_out, [&] {
+      cuda::batchnorm_forward_train(shape, x, gamma, beta, running_mean, running_var, save_mean,
+                                    save_invstd, static_cast<const T*>(nullptr), true,
+                                    static_cast<T*>(nullptr), scratch, scratch_bytes, stream);
+      cuda::maxpool_forward_of_batchnorm_relu(pool, static_cast<const T*>(x),
+                                              {save_mean, save_invstd, gamma, beta}, pooled,
+                                              argmax, stream, format);
+    });
+    RDDP_CUDA_CHECK(cudaStreamSynchronize(stream));
+    RDDP_CUDA_CHECK(cudaFree(pooled));
+    RDDP_CUDA_CHECK(cudaFree(argmax));
+  }
   time("batchnorm bwd (ours)", 5 * n, [&] {
     cuda::batchnorm_backward(shape, x, dy, cuda::ReluMask<T>::none(), gamma, save_mean,
                              save_invstd, dx, dgamma, dbeta, scratch, scratch_bytes, stream);

@@ -564,6 +564,7 @@ void batchnorm_forward_train(const BatchNormShape& shape, const T* x, const floa
         p, partials, static_cast<float>(p.per_channel), kBatchNormEpsilon, kBatchNormMomentum,
         running_mean, running_var, save_mean, save_invstd);
     RDDP_CUDA_CHECK_LAUNCH("finish_moments_kernel");
+    if (y == nullptr) return;  // the statistics only
     normalize_kernel<T, V, kChannelsLast><<<grid_of(p), block_of(p, V), 0, stream>>>(
         p, x, residual, relu, y, save_mean, save_invstd, /*spread_is_variance=*/false,
         kBatchNormEpsilon, gamma, beta);

@@ -5,6 +5,10 @@
 // The choice is kept as the input's place in its window, one byte, where the CPU twin keeps its
 // index in the plane (4 bytes): it is kept from forward to backward, and at 224x224, batch 256,
 // the stem's max-pool has 51 million outputs.
+//
+// The forward can also pool relu(BatchNorm(x)) computed on the fly from x (PoolInput), so that
+// the stem's BatchNorm output is never stored: at 224x224 that output is the network's largest
+// activation.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -13,6 +17,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "batchnorm_math.h"
 #include "grid_stride.h"
 #include "layout_math.h"
 #include "resnet_ddp/cuda/check.h"
@@ -85,18 +90,42 @@ __device__ __forceinline__ float chosen_gradient(const Window& s, int ih, int iw
   return sum;
 }
 
-template <typename T>
-__global__ void maxpool_forward_kernel(Window s, int64_t outputs, const T* x, T* y,
-                                       uint8_t* argmax) {
+// What the forward kernels pool: the stored values themselves, or (Normalized) relu(BatchNorm(x))
+// exactly as batchnorm.cu's training output pass computes and rounds it to T.
+template <typename T, bool Normalized>
+struct PoolInput {
+  const T* x;
+  BatchNormOnTheFly stats;  // read only when Normalized
+
+  // The float that channel c's stored value v stands for.
+  __device__ auto reader(int64_t c) const {
+    bn::Normalize<float> n{};
+    if constexpr (Normalized)
+      n = bn::make_normalize(stats.save_mean[c], stats.save_invstd[c], stats.gamma[c],
+                             stats.beta[c]);
+    return [n](T v) {
+      if constexpr (Normalized)
+        return static_cast<float>(static_cast<T>(bn::forward_output(
+            n, static_cast<float>(v), /*has_residual=*/false, 0.0f, /*relu=*/true)));
+      else
+        return static_cast<float>(v);
+    };
+  }
+};
+
+template <typename T, bool Normalized>
+__global__ void maxpool_forward_kernel(Window s, int channels, int64_t outputs,
+                                       PoolInput<T, Normalized> in, T* y, uint8_t* argmax) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t out = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; out < outputs;
        out += stride) {
     const int ow = static_cast<int>(out % s.out_w);
     const int oh = static_cast<int>(out / s.out_w % s.out_h);
     const int64_t plane = out / (static_cast<int64_t>(s.out_w) * s.out_h);
-    const T* x_p = x + plane * s.in_h * s.in_w;
+    const T* x_p = in.x + plane * s.in_h * s.in_w;
+    const auto value_of = in.reader(plane % channels);
     const WindowMax best =
-        window_max(s, oh, ow, [&](int32_t index) { return static_cast<float>(x_p[index]); });
+        window_max(s, oh, ow, [&](int32_t index) { return value_of(x_p[index]); });
     y[out] = static_cast<T>(best.value);
     argmax[out] = best.place;
   }
@@ -121,18 +150,18 @@ __global__ void maxpool_backward_kernel(Window s, int64_t inputs, const T* dy,
 // The NHWC twins of the two kernels above: the same windows, scan order and sums, so the same
 // results bit for bit; only where each element lives differs. Consecutive threads take
 // consecutive channels of one pixel, so that their loads and stores are coalesced.
-template <typename T>
-__global__ void maxpool_forward_nhwc_kernel(Window s, int channels, int64_t outputs, const T* x,
-                                            T* y, uint8_t* argmax) {
+template <typename T, bool Normalized>
+__global__ void maxpool_forward_nhwc_kernel(Window s, int channels, int64_t outputs,
+                                            PoolInput<T, Normalized> in, T* y, uint8_t* argmax) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t out = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; out < outputs;
        out += stride) {
     const layout::Coord4 p = layout::nhwc_coord(out, channels, s.out_h, s.out_w);
-    const T* x_n = x + p.n * s.in_h * s.in_w * channels + p.c;
+    const T* x_n = in.x + p.n * s.in_h * s.in_w * channels + p.c;
+    const auto value_of = in.reader(p.c);
     const WindowMax best = window_max(s, static_cast<int>(p.h), static_cast<int>(p.w),
                                       [&](int32_t index) {
-                                        return static_cast<float>(
-                                            x_n[static_cast<int64_t>(index) * channels]);
+                                        return value_of(x_n[static_cast<int64_t>(index) * channels]);
                                       });
     y[out] = static_cast<T>(best.value);
     argmax[out] = best.place;
@@ -174,23 +203,40 @@ Window check_pool(const cpu::PoolShape& s) {
   return {s.in_h, s.in_w, s.out_h(), s.out_w(), s.kernel, s.stride, s.pad};
 }
 
+template <typename T, bool Normalized>
+void launch_forward(const cpu::PoolShape& shape, PoolInput<T, Normalized> in, T* y,
+                    uint8_t* argmax, cudaStream_t stream, MemoryFormat format) {
+  const Window window = check_pool(shape);
+  const int64_t outputs =
+      static_cast<int64_t>(shape.batch) * shape.channels * window.out_h * window.out_w;
+  if (format == MemoryFormat::nhwc) {
+    maxpool_forward_nhwc_kernel<T, Normalized><<<blocks_for(outputs), kThreads, 0, stream>>>(
+        window, shape.channels, outputs, in, y, argmax);
+    RDDP_CUDA_CHECK_LAUNCH("maxpool_forward_nhwc_kernel");
+    return;
+  }
+  maxpool_forward_kernel<T, Normalized><<<blocks_for(outputs), kThreads, 0, stream>>>(
+      window, shape.channels, outputs, in, y, argmax);
+  RDDP_CUDA_CHECK_LAUNCH("maxpool_forward_kernel");
+}
+
 }  // namespace
 
 template <typename T>
 void maxpool_forward(const cpu::PoolShape& shape, const T* x, T* y, uint8_t* argmax,
                      cudaStream_t stream, MemoryFormat format) {
-  const Window window = check_pool(shape);
-  const int64_t outputs =
-      static_cast<int64_t>(shape.batch) * shape.channels * window.out_h * window.out_w;
-  if (format == MemoryFormat::nhwc) {
-    maxpool_forward_nhwc_kernel<T><<<blocks_for(outputs), kThreads, 0, stream>>>(
-        window, shape.channels, outputs, x, y, argmax);
-    RDDP_CUDA_CHECK_LAUNCH("maxpool_forward_nhwc_kernel");
-    return;
-  }
-  maxpool_forward_kernel<T><<<blocks_for(outputs), kThreads, 0, stream>>>(window, outputs, x, y,
-                                                                           argmax);
-  RDDP_CUDA_CHECK_LAUNCH("maxpool_forward_kernel");
+  launch_forward(shape, PoolInput<T, false>{x, {}}, y, argmax, stream, format);
+}
+
+template <typename T>
+void maxpool_forward_of_batchnorm_relu(const cpu::PoolShape& shape, const T* x,
+                                       const BatchNormOnTheFly& stats, T* y, uint8_t* argmax,
+                                       cudaStream_t stream, MemoryFormat format) {
+  if (stats.save_mean == nullptr || stats.save_invstd == nullptr || stats.gamma == nullptr ||
+      stats.beta == nullptr)
+    fail("internal error: maxpool_forward_of_batchnorm_relu was given no BatchNorm statistics ",
+         "or parameters; please report this");
+  launch_forward(shape, PoolInput<T, true>{x, stats}, y, argmax, stream, format);
 }
 
 template <typename T>
@@ -212,6 +258,15 @@ void maxpool_backward(const cpu::PoolShape& shape, const T* dy, const uint8_t* a
 
 template void maxpool_forward<float>(const cpu::PoolShape&, const float*, float*, uint8_t*,
                                      cudaStream_t, MemoryFormat);
+template void maxpool_forward_of_batchnorm_relu<float>(const cpu::PoolShape&, const float*,
+                                                       const BatchNormOnTheFly&, float*, uint8_t*,
+                                                       cudaStream_t, MemoryFormat);
+template void maxpool_forward_of_batchnorm_relu<__nv_bfloat16>(
+    const cpu::PoolShape&, const __nv_bfloat16*, const BatchNormOnTheFly&, __nv_bfloat16*,
+    uint8_t*, cudaStream_t, MemoryFormat);
+template void maxpool_forward_of_batchnorm_relu<__half>(const cpu::PoolShape&, const __half*,
+                                                        const BatchNormOnTheFly&, __half*,
+                                                        uint8_t*, cudaStream_t, MemoryFormat);
 template void maxpool_backward<float>(const cpu::PoolShape&, const float*, const uint8_t*, float*,
                                       cudaStream_t, MemoryFormat);
 template void maxpool_forward<__nv_bfloat16>(const cpu::PoolShape&, const __nv_bfloat16*,

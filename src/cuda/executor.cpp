@@ -889,13 +889,28 @@ const float* forward_of(Plan<T>& plan, const NetworkInput& input, int batch, boo
   plan.has_training_forward = training;
 
   conv_forward(plan, plan.stem_conv, batch);
-  batchnorm_forward<T>(plan, plan.stem_bn, batch, training, nullptr, /*relu=*/true);
   Activation<T>& stem_out = plan.stem_out;
-  if (plan.stem_maxpool) {
-    cpu::PoolShape shape = plan.pool_shape;
-    shape.batch = batch;
-    maxpool_forward(shape, stem_out.value, plan.pooled.value, plan.pool_argmax, stream,
-                    plan.format);
+  cpu::PoolShape pool_shape = plan.pool_shape;
+  pool_shape.batch = batch;
+  if (plan.stem_maxpool && training && recomputes_relu_mask(plan, plan.stem_bn)) {
+    // Nothing but the max-pool reads the stem BatchNorm's output in training (its backward
+    // recomputes the ReLU's mask), so the pool normalises on the fly and the output is never
+    // stored: at 224x224 the network's largest activation, written once and read once less.
+    const BatchNorm<T>& bn = plan.stem_bn;
+    batchnorm_forward_train<T>(batchnorm_shape(plan, bn, batch), bn.input->value,
+                               plan.param(bn.weight), plan.param(bn.bias),
+                               plan.running(bn.running_mean), plan.running(bn.running_var),
+                               bn.save_mean, bn.save_invstd, nullptr, true, /*y=*/nullptr,
+                               plan.bn_scratch, plan.bn_scratch_bytes, stream);
+    maxpool_forward_of_batchnorm_relu(
+        pool_shape, bn.input->value,
+        {bn.save_mean, bn.save_invstd, plan.param(bn.weight), plan.param(bn.bias)},
+        plan.pooled.value, plan.pool_argmax, stream, plan.format);
+  } else {
+    batchnorm_forward<T>(plan, plan.stem_bn, batch, training, nullptr, /*relu=*/true);
+    if (plan.stem_maxpool)
+      maxpool_forward(pool_shape, stem_out.value, plan.pooled.value, plan.pool_argmax, stream,
+                      plan.format);
   }
 
   for (Block<T>& block : plan.blocks) {

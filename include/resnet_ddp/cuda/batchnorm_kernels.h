@@ -57,6 +57,8 @@ void check_batchnorm_trainable(const BatchNormShape& shape);
 // (each element of residual is read by the thread that then writes the same element of y).
 // With a residual, the sum is rounded to T once, where BatchNorm followed by add_relu rounds the
 // BatchNorm output first: the fused result is the more accurate by up to one rounding of T.
+// y may be null: the statistics only, for a consumer that normalises on the fly
+// (maxpool_forward_of_batchnorm_relu).
 template <typename T>
 void batchnorm_forward_train(const BatchNormShape& shape, const T* x, const float* gamma,
                              const float* beta, float* running_mean, float* running_var,

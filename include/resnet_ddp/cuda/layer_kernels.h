@@ -48,6 +48,19 @@ void broadcast_rows(int rows, int cols, const T* row, T* out, cudaStream_t strea
 template <typename T>
 void maxpool_forward(const cpu::PoolShape& shape, const T* x, T* y, uint8_t* argmax,
                      cudaStream_t stream, MemoryFormat format = MemoryFormat::nchw);
+// What maxpool_forward_of_batchnorm_relu normalises with: a training BatchNorm's save_mean and
+// save_invstd (batchnorm_forward_train's) and its gamma and beta, float [C], device memory.
+struct BatchNormOnTheFly {
+  const float *save_mean = nullptr, *save_invstd = nullptr, *gamma = nullptr, *beta = nullptr;
+};
+// maxpool_forward over relu(BatchNorm(x)) as batchnorm_forward_train (our kernels, no residual)
+// would have stored it, each input normalised and rounded to T on the fly: the same y and argmax
+// bit for bit, without writing that output or reading it back (the imagenet stem's, whose
+// backward recomputes its ReLU's mask: cuda::ReluMask).
+template <typename T>
+void maxpool_forward_of_batchnorm_relu(const cpu::PoolShape& shape, const T* x,
+                                       const BatchNormOnTheFly& stats, T* y, uint8_t* argmax,
+                                       cudaStream_t stream, MemoryFormat format);
 // dx receives, at each input, the sum of dy over the outputs that chose it, added in output
 // order like the CPU twin, so the result is the same bit for bit. No atomics.
 template <typename T>

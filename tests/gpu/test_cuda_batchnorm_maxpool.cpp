@@ -1,0 +1,136 @@
+// The imagenet stem's training forward without its BatchNorm output stored: our BatchNorm's
+// statistics alone (batchnorm_forward_train with no y) and the max-pool normalising on the fly
+// (maxpool_forward_of_batchnorm_relu) must give what the two passes give through the stored
+// output (BatchNorm with its ReLU, then maxpool_forward), bit for bit: pooled values, argmax,
+// saved and running statistics. Both formats, every activation type; the shifts (beta) are
+// negative, so that the ReLU zeroes most values and windows hold ties at 0, where the first must
+// win.
+#include <doctest/doctest.h>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "resnet_ddp/cpu/layers.h"
+#include "resnet_ddp/cuda/batchnorm_kernels.h"
+#include "resnet_ddp/cuda/device_buffer.h"
+#include "resnet_ddp/cuda/handles.h"
+#include "resnet_ddp/cuda/layer_kernels.h"
+#include "resnet_ddp/error.h"
+#include "resnet_ddp/memory_format.h"
+#include "resnet_ddp/rng.h"
+#include "support/device_buffers.h"
+#include "support/test_tensors.h"
+
+using namespace rddp;
+using cuda::DeviceBuffer;
+using testing::bitwise_equal;
+using testing::poisoned;
+using testing::to_device;
+using testing::to_host;
+
+namespace {
+
+// What one way of running the stem's forward leaves.
+template <typename T>
+struct StemForward {
+  std::vector<T> pooled;
+  std::vector<uint8_t> argmax;
+  std::vector<float> save_mean, save_invstd, running_mean, running_var;
+};
+
+// The stem's BatchNorm (with its ReLU) and max-pool on `x`, through the stored output
+// (`on_the_fly` false) or without it.
+template <typename T>
+StemForward<T> run_stem(const cpu::PoolShape& pool, MemoryFormat format, const std::vector<T>& x,
+                        const std::vector<float>& gamma, const std::vector<float>& beta,
+                        bool on_the_fly, cudaStream_t stream) {
+  const cuda::BatchNormShape shape{pool.batch, pool.channels, pool.in_h, pool.in_w, format};
+  const size_t outputs = static_cast<size_t>(pool.batch) * pool.channels * pool.out_h() * pool.out_w();
+  const size_t channels = static_cast<size_t>(pool.channels);
+  const DeviceBuffer<T> d_x = to_device(x, stream);
+  const DeviceBuffer<float> d_gamma = to_device(gamma, stream), d_beta = to_device(beta, stream);
+  DeviceBuffer<float> running_mean = to_device(std::vector<float>(channels, 0.0f), stream);
+  DeviceBuffer<float> running_var = to_device(std::vector<float>(channels, 1.0f), stream);
+  auto save_mean = poisoned<float>(channels, stream), save_invstd = poisoned<float>(channels, stream);
+  auto pooled = poisoned<T>(outputs, stream);
+  auto argmax = poisoned<uint8_t>(outputs, stream);
+  DeviceBuffer<std::byte> scratch(cuda::batchnorm_scratch_bytes(shape));
+  auto stored = poisoned<T>(x.size(), stream);
+  cuda::batchnorm_forward_train<T>(shape, d_x.get(), d_gamma.get(), d_beta.get(),
+                                   running_mean.get(), running_var.get(), save_mean.get(),
+                                   save_invstd.get(), nullptr, /*relu=*/true,
+                                   on_the_fly ? nullptr : stored.get(), scratch.get(),
+                                   scratch.bytes(), stream);
+  if (on_the_fly)
+    cuda::maxpool_forward_of_batchnorm_relu<T>(
+        pool, d_x.get(), {save_mean.get(), save_invstd.get(), d_gamma.get(), d_beta.get()},
+        pooled.get(), argmax.get(), stream, format);
+  else
+    cuda::maxpool_forward<T>(pool, stored.get(), pooled.get(), argmax.get(), stream, format);
+  return {to_host(pooled, stream),      to_host(argmax, stream),
+          to_host(save_mean, stream),   to_host(save_invstd, stream),
+          to_host(running_mean, stream), to_host(running_var, stream)};
+}
+
+template <typename T>
+void check_type() {
+  const cpu::PoolShape shapes[] = {
+      {2, 64, 16, 16, 3, 2, 1},  // the imagenet stem's window on a small plane
+      {3, 5, 9, 7, 3, 2, 1},     // odd channels and planes: single-value loads
+      {2, 8, 14, 14, 3, 2, 1},   // 8 channels: 16-byte NHWC loads of 16-bit values
+      {1, 3, 6, 6, 2, 2, 0},     // another window
+  };
+  cuda::ComputeContext context;
+  cudaStream_t stream = context.stream();
+  for (const cpu::PoolShape& pool : shapes) {
+    for (MemoryFormat format : {MemoryFormat::nchw, MemoryFormat::nhwc}) {
+      CAPTURE(pool.channels);
+      CAPTURE(pool.in_h);
+      CAPTURE(pool.in_w);
+      CAPTURE(pool.kernel);
+      const std::string format_name = to_string(format);  // doctest prints a char* as a pointer
+      CAPTURE(format_name);
+      const size_t count = static_cast<size_t>(pool.batch) * pool.channels * pool.in_h * pool.in_w;
+      Rng rng(derive_seed(count, "batchnorm maxpool"));
+      // Stored in `format`; the values' order does not matter to what is compared.
+      const std::vector<T> x = testing::converted<T>(testing::random_uniform<float>(rng, count));
+      const auto gamma = testing::random_uniform<float>(rng, static_cast<size_t>(pool.channels),
+                                                        0.5, 1.5);
+      const auto beta = testing::random_uniform<float>(rng, static_cast<size_t>(pool.channels),
+                                                       -1.0, 0.0);
+      const StemForward<T> stored = run_stem(pool, format, x, gamma, beta, false, stream);
+      const StemForward<T> on_the_fly = run_stem(pool, format, x, gamma, beta, true, stream);
+      CHECK(bitwise_equal(on_the_fly.pooled, stored.pooled));
+      CHECK(on_the_fly.argmax == stored.argmax);
+      CHECK(bitwise_equal(on_the_fly.save_mean, stored.save_mean));
+      CHECK(bitwise_equal(on_the_fly.save_invstd, stored.save_invstd));
+      CHECK(bitwise_equal(on_the_fly.running_mean, stored.running_mean));
+      CHECK(bitwise_equal(on_the_fly.running_var, stored.running_var));
+      // Ties at 0 were met: some window's maximum is a ReLU's zero.
+      size_t zeros = 0;
+      for (T v : stored.pooled) zeros += static_cast<float>(v) == 0.0f;
+      CHECK(zeros > 0);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the stem's max-pool of BatchNorm normalised on the fly matches the stored output's") {
+  check_type<float>();
+  check_type<__nv_bfloat16>();
+  check_type<__half>();
+}
+
+TEST_CASE("the max-pool of BatchNorm on the fly refuses missing statistics") {
+  cuda::ComputeContext context;
+  const cpu::PoolShape pool{1, 2, 4, 4, 3, 2, 1};
+  CHECK_THROWS_AS(cuda::maxpool_forward_of_batchnorm_relu<float>(pool, nullptr, {}, nullptr,
+                                                                 nullptr, context.stream(),
+                                                                 MemoryFormat::nchw),
+                  Error);
+}
