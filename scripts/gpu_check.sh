@@ -59,7 +59,8 @@
 #
 # Environment: RDDP_BUILD_DIR (build), RDDP_FASHION_MNIST (/usr/share/datasets/fashion-mnist),
 # RDDP_REPORT_DIR (bench/results), RDDP_EPOCHS (5, the fashion part), RDDP_PRECISION_EPOCHS
-# (3), RDDP_LOG_DIR (keep every step's whole output there; by default a temporary folder that
+# (3), RDDP_FASHION_FLAGS (more resnet_ddp flags for the fashion part's run of ours, e.g.
+# "--batchnorm fused --memory-format nhwc --cuda-graphs on"), RDDP_LOG_DIR (keep every step's whole output there; by default a temporary folder that
 # is removed), RDDP_COMMIT (the commit to name where the tree has no git history: a copied
 # checkout), RDDP_DATA_PRECISION (bf16: the data part trains at the fastest precision, where the
 # loader has the least time per batch), RDDP_DATA_PER_CLASS (640 training JPEGs in each of the
@@ -275,8 +276,11 @@ part_fashion() {
   local ours_json=$logs/fashion-resnet_ddp.jsonl theirs_json=$logs/fashion-pytorch.jsonl
   # --log-json appends; a leftover of an earlier command would be a second run in the file.
   [ $dry_run = 1 ] || rm -f "$ours_json" "$theirs_json"
-  step 240 "Fashion-MNIST, $epochs epochs on the GPU" "$bin" --data "$data" --device cuda "${recipe[@]}" \
-    --print-every 100 --log-json "$ours_json"
+  # RDDP_FASHION_FLAGS: flags for our side only, such as the fastest ones, whose training must
+  # match PyTorch's before they can become the defaults.
+  local flags=(${RDDP_FASHION_FLAGS:-})
+  step 240 "Fashion-MNIST, $epochs epochs on the GPU${flags[*]:+ (${flags[*]})}" "$bin" --data "$data" \
+    --device cuda "${recipe[@]}" "${flags[@]}" --print-every 100 --log-json "$ours_json"
   local ours theirs python
   ours=$(grep -ho 'final validation accuracy [0-9.]*' "$logs"/Fashion_MNIST_*GPU*.log | grep -o '[0-9.]*$')
   python=$("$root/scripts/find_python.sh" torch torchvision numpy 2>/dev/null) || python=""

@@ -36,6 +36,8 @@ The same comparison for the CUDA engine (scripts/gpu_check.sh runs it on a GPU):
                                  NCCL gives every rank a GPU of its own
   RDDP_TRAINING_RUN_PROGRAM=PATH the program to run (default: the build's resnet_ddp), e.g. the
                                  one built on the CUDA emulator (tests/emu/README.md)
+  RDDP_TRAINING_RUN_FLAGS="..."  more flags for resnet_ddp, e.g. the fastest GPU ones
+                                 (--batchnorm fused --memory-format nhwc --cuda-graphs on)
 """
 import json
 import os
@@ -56,6 +58,7 @@ BUILD = os.environ["RDDP_BUILD_DIR"]
 SOURCE = os.environ["RDDP_SOURCE_DIR"]
 DEVICE = os.environ.get("RDDP_TRAINING_RUN_DEVICE", "cpu")
 PROGRAM = os.environ.get("RDDP_TRAINING_RUN_PROGRAM") or os.path.join(BUILD, "resnet_ddp")
+FLAGS = os.environ.get("RDDP_TRAINING_RUN_FLAGS", "").split()
 DATA = os.environ.get("RDDP_FASHION_MNIST", "/usr/share/datasets/fashion-mnist")
 REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ddp_reference.py")
 TIMEOUT = 300  # seconds a run may take (each takes under a minute on 2 cores)
@@ -134,6 +137,7 @@ def run_ours(work, case, init):
         command += ["--momentum", repr(case["momentum"])]
     if DEVICE == "cuda":
         command += ["--precision", "fp32", "--deterministic"]
+    command += FLAGS
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     ranks = case["ranks"]
     run((mpiexec_prefix(ranks) if ranks > 1 else []) + command, f"resnet_ddp ({case['name']})", env=env)
@@ -253,7 +257,7 @@ def main():
             if case not in cases:
                 print(f"SKIPPED: {case['name']}: {case['ranks']} ranks need {case['ranks']} GPUs, "
                       f"RDDP_TRAINING_RUN_GPUS={gpus}")
-    print(f"resnet_ddp: {PROGRAM} --device {DEVICE}")
+    print(f"resnet_ddp: {PROGRAM} --device {DEVICE} {' '.join(FLAGS)}".rstrip())
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
         for index, case in enumerate(cases):
