@@ -27,8 +27,8 @@ expect 0 "^maxpool.cu: identical$" -- "${tool[@]}"
 # A tie now moves the choice to the later element: both forward kernels change, backward not.
 sed -i 's/value > best.value/value >= best.value/' "$repo/kernels/maxpool.cu"
 expect 1 "^maxpool.cu: DIFFERS" -- "${tool[@]}"
-check "the NCHW and NHWC forward kernels are named, in all three types" \
-  test "$(grep -cE 'maxpool_forward(_nhwc)?_kernel<(float|__half|__nv_bfloat16)>' "$work/out")" = 6
+check "the NCHW and NHWC forward kernels are named, in all three types, of stored and normalised inputs" \
+  test "$(grep -cE 'maxpool_forward(_nhwc)?_kernel<(float|__half|__nv_bfloat16), (true|false)>' "$work/out")" = 12
 check "no backward kernel is named" bash -c "! grep -q backward '$work/out'"
 
 expect 2 "'no-such-revision' is not a revision" -- \
