@@ -8,8 +8,9 @@
 // that mode with cuDNN's own fusion of the residual add and ReLU; NHWC also in fp16, the type
 // cuDNN documents that fusion for.
 // At the imagenet stem's shape, its BatchNorm and max-pool through the stored output and with the
-// pool normalising on the fly. Last, a table of its own: the 224x224 network's stem convolution in NHWC (cuDNN, timed
-// algorithm search) on its 3 input channels and on an input zero-padded to 4 and 8, in TFLOP/s.
+// pool normalising on the fly. Last, a table of its own: the 224x224 network's stem convolution
+// in NHWC (cuDNN, timed algorithm search) on its 3 input channels and on an input zero-padded to
+// 4 and 8, in TFLOP/s.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

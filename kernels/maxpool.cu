@@ -159,10 +159,10 @@ __global__ void maxpool_forward_nhwc_kernel(Window s, int channels, int64_t outp
     const layout::Coord4 p = layout::nhwc_coord(out, channels, s.out_h, s.out_w);
     const T* x_n = in.x + p.n * s.in_h * s.in_w * channels + p.c;
     const auto value_of = in.reader(p.c);
-    const WindowMax best = window_max(s, static_cast<int>(p.h), static_cast<int>(p.w),
-                                      [&](int32_t index) {
-                                        return value_of(x_n[static_cast<int64_t>(index) * channels]);
-                                      });
+    const WindowMax best =
+        window_max(s, static_cast<int>(p.h), static_cast<int>(p.w), [&](int32_t index) {
+          return value_of(x_n[static_cast<int64_t>(index) * channels]);
+        });
     y[out] = static_cast<T>(best.value);
     argmax[out] = best.place;
   }

@@ -560,8 +560,8 @@ void record_uses(Plan<T>& plan) {
   };
   // A BatchNorm with its ReLU and residual add folded in (whoever's kernels run them). Backward
   // reads the input and the output's gradient, and with a ReLU the output (its mask) unless it
-  // recomputes it; it writes the input's gradient. Its output's gradient is `output_grad`: the output's own, or for the
-  // downsample branch the block output's.
+  // recomputes it; it writes the input's gradient. Its output's gradient is `output_grad`: the
+  // output's own, or for the downsample branch the block output's.
   const auto batchnorm_op = [&](BatchNorm<T>& bn, bool forward, bool relu,
                                 Activation<T>* residual, T* const* output_grad) {
     ++op;

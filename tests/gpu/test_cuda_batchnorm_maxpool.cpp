@@ -49,13 +49,15 @@ StemForward<T> run_stem(const cpu::PoolShape& pool, MemoryFormat format, const s
                         const std::vector<float>& gamma, const std::vector<float>& beta,
                         bool on_the_fly, cudaStream_t stream) {
   const cuda::BatchNormShape shape{pool.batch, pool.channels, pool.in_h, pool.in_w, format};
-  const size_t outputs = static_cast<size_t>(pool.batch) * pool.channels * pool.out_h() * pool.out_w();
+  const size_t outputs =
+      static_cast<size_t>(pool.batch) * pool.channels * pool.out_h() * pool.out_w();
   const size_t channels = static_cast<size_t>(pool.channels);
   const DeviceBuffer<T> d_x = to_device(x, stream);
   const DeviceBuffer<float> d_gamma = to_device(gamma, stream), d_beta = to_device(beta, stream);
   DeviceBuffer<float> running_mean = to_device(std::vector<float>(channels, 0.0f), stream);
   DeviceBuffer<float> running_var = to_device(std::vector<float>(channels, 1.0f), stream);
-  auto save_mean = poisoned<float>(channels, stream), save_invstd = poisoned<float>(channels, stream);
+  auto save_mean = poisoned<float>(channels, stream);
+  auto save_invstd = poisoned<float>(channels, stream);
   auto pooled = poisoned<T>(outputs, stream);
   auto argmax = poisoned<uint8_t>(outputs, stream);
   DeviceBuffer<std::byte> scratch(cuda::batchnorm_scratch_bytes(shape));
