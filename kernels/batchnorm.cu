@@ -333,11 +333,8 @@ __device__ void mask_by_recomputed_output(float (&g)[Slots][PerSlot],
 #pragma unroll
   for (int j = 0; j < Slots; ++j)
 #pragma unroll
-    for (int k = 0; k < PerSlot; ++k) {
-      const float output = static_cast<float>(static_cast<T>(
-          bn::forward_output(forward[j], x[j][k], /*has_residual=*/false, 0.0f, /*relu=*/true)));
-      g[j][k] = bn::relu_masked(g[j][k], output);
-    }
+    for (int k = 0; k < PerSlot; ++k)
+      g[j][k] = bn::relu_masked(g[j][k], bn::stored_relu_output<T>(forward[j], x[j][k]));
 }
 
 // The forward's coefficients of channels first, first + 1, ..., as normalize_kernel made them

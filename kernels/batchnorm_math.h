@@ -169,6 +169,15 @@ RDDP_HD Real forward_output(const Normalize<Real>& n, Real x, bool has_residual,
   return apply_relu ? relu(v) : v;
 }
 
+// relu(BatchNorm(x)) with no residual, rounded to the stored type Stored and widened back: the
+// value the training output pass stores. Whatever stands in for that stored output (the ReLU's
+// mask recomputed in backward, the max-pool normalising the stem's output on the fly) computes
+// it here, so that it sees the same bits.
+template <typename Stored, typename Real>
+RDDP_HD Real stored_relu_output(const Normalize<Real>& n, Real x) {
+  return static_cast<Real>(static_cast<Stored>(forward_output(n, x, false, Real(0), true)));
+}
+
 // ---- backward
 
 // dy where the ReLU let its input through, else 0: relu_backward's test on the output, so a NaN

@@ -105,8 +105,7 @@ struct PoolInput {
                              stats.beta[c]);
     return [n](T v) {
       if constexpr (Normalized)
-        return static_cast<float>(static_cast<T>(bn::forward_output(
-            n, static_cast<float>(v), /*has_residual=*/false, 0.0f, /*relu=*/true)));
+        return bn::stored_relu_output<T>(n, static_cast<float>(v));
       else
         return static_cast<float>(v);
     };

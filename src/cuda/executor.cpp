@@ -435,12 +435,14 @@ BatchNormExBuffers ex_buffers(const Plan<T>& plan, const BatchNorm<T>& bn) {
 // bn's output from its input: relu?(bn(input) + residual?). Under cuDNN's BatchNorm the residual
 // add and the ReLU are passes of their own (add_relu, relu_forward), except in training under
 // cudnn-fused, where cuDNN's *Ex call does them; ours does them in its own output pass.
-// `residual` may be null.
+// `residual` may be null. Without `store_output` (our kernels in training only) the statistics
+// alone are computed, for a consumer that normalises on the fly.
 template <typename T>
 void batchnorm_forward(const Plan<T>& plan, const BatchNorm<T>& bn, int batch, bool training,
-                       const T* residual, bool relu) {
+                       const T* residual, bool relu, bool store_output = true) {
   RDDP_ASSERT(residual == nullptr || relu);  // ResNet adds a residual only before a ReLU
-  T* y = bn.output->value;
+  RDDP_ASSERT(store_output || (plan.fused_bn && training));
+  T* y = store_output ? bn.output->value : nullptr;
   if (plan.fused_bn) {
     const BatchNormShape shape = batchnorm_shape(plan, bn, batch);
     if (training)
@@ -897,11 +899,8 @@ const float* forward_of(Plan<T>& plan, const NetworkInput& input, int batch, boo
     // recomputes the ReLU's mask), so the pool normalises on the fly and the output is never
     // stored: at 224x224 the network's largest activation, written once and read once less.
     const BatchNorm<T>& bn = plan.stem_bn;
-    batchnorm_forward_train<T>(batchnorm_shape(plan, bn, batch), bn.input->value,
-                               plan.param(bn.weight), plan.param(bn.bias),
-                               plan.running(bn.running_mean), plan.running(bn.running_var),
-                               bn.save_mean, bn.save_invstd, nullptr, true, /*y=*/nullptr,
-                               plan.bn_scratch, plan.bn_scratch_bytes, stream);
+    batchnorm_forward<T>(plan, bn, batch, training, nullptr, /*relu=*/true,
+                         /*store_output=*/false);
     maxpool_forward_of_batchnorm_relu(
         pool_shape, bn.input->value,
         {bn.save_mean, bn.save_invstd, plan.param(bn.weight), plan.param(bn.bias)},
