@@ -7,7 +7,8 @@
 //                   [--memory-format auto|nchw|nhwc]
 //                   [--batchnorm cudnn|fused|cudnn-persistent|cudnn-fused] [--pad-input-channels N]
 //                   [--warmup 15] [--windows 5] [--steps-per-window 30]
-//                   [--conv-algorithms timed|heuristic] [--deterministic] [--ddp] [--bucket-mb 25]
+//                   [--conv-algorithms timed|heuristic] [--conv-api legacy|graph]
+//                   [--deterministic] [--ddp] [--bucket-mb 25]
 //                   [--grad-allreduce fp32|bf16] [--cuda-graphs on|off] [--input pixels|float]
 //                   [--profile]
 //   cuda_step_bench --describe [same flags]   the model, its FLOPs and parameters (no GPU needed)
@@ -37,6 +38,8 @@
 // (resnet_ddp-cudnnfusedbn, nhwc only) adds cuDNN's own fusion of the ReLU and the residual add.
 // `--pad-input-channels 4` (nhwc only; records named ...-pad4) zero-pads the 3 input channels to 4
 // on the GPU, so that the stem convolution's tensor-core kernels read whole vectors of channels.
+// `--conv-api graph` (records named ...-cudnngraph) runs the convolutions through cuDNN's graph
+// API, choosing among every engine configuration its heuristics list, as PyTorch does.
 // --cuda-graphs on captures the step after the engine's own warm-up steps and replays it, with
 // the reducer's allreduces under --ddp or several ranks, and the split's events (events recorded
 // inside the graph: bench/step_events.h says how a replayed step is split); the report says how
@@ -103,6 +106,7 @@ struct Settings {
   int pad_input_channels = 0;  // 0: none
   int warmup = 15, windows = 5, steps_per_window = 30;
   bool timed_search = true, deterministic = false, ddp = false, cuda_graphs = false;
+  bool conv_graph_api = false;
   bool profile = false;  // profiler collects the timed windows only (cudaProfilerStart/Stop)
   double bucket_mb = 25.0;
   dist::GradAllreduce grad_allreduce = dist::GradAllreduce::fp32;
@@ -147,6 +151,11 @@ Settings parse(int argc, char** argv) {
         fail("--conv-algorithms must be 'timed' (as cudnn.benchmark) or 'heuristic', got '", how,
              "'");
       s.timed_search = how == "timed";
+    } else if (flag == "--conv-api") {
+      const std::string api = value();
+      if (api != "legacy" && api != "graph")
+        fail("--conv-api must be 'legacy' or 'graph', got '", api, "'");
+      s.conv_graph_api = api == "graph";
     } else if (flag == "--deterministic") s.deterministic = true;
     else if (flag == "--ddp") s.ddp = true;
     else if (flag == "--profile") s.profile = true;
@@ -217,6 +226,7 @@ EngineConfig engine_config(const Settings& s) {
   config.pad_input_channels = s.pad_input_channels;
   config.deterministic = s.deterministic;
   config.conv_timed_search = s.timed_search;
+  config.conv_graph_api = s.conv_graph_api;
   config.cuda_graphs = s.cuda_graphs;
   config.input = s.input;
   // torchvision's ImageNet normalisation (any would do: the values do not change the speed).
@@ -244,6 +254,7 @@ std::string impl_name(const Settings& s) {
   if (s.batchnorm == BatchNormImpl::cudnn_persistent) name += "-persistentbn";
   if (s.batchnorm == BatchNormImpl::cudnn_fused) name += "-cudnnfusedbn";
   if (s.pad_input_channels > 0) name += "-pad" + std::to_string(s.pad_input_channels);
+  if (s.conv_graph_api) name += "-cudnngraph";
   if (s.cuda_graphs) name += "-graphs";
   if (s.input == BatchInput::normalized_float) name += "-floatinput";
   return name;
@@ -501,9 +512,10 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
               s.size, s.size,
               s.input == BatchInput::pixels ? "uint8 pixels and normalised on the GPU"
                                             : "normalised float images");
-  std::printf("maths            %s, %s activations, %s BatchNorm, %s convolution algorithms%s\n",
+  std::printf("maths            %s, %s activations, %s BatchNorm, %s convolution %s%s\n",
               s.precision.c_str(), to_string(config.memory_format), to_string(s.batchnorm),
               s.timed_search ? "timed-search" : "heuristic",
+              s.conv_graph_api ? "plans of cuDNN's graph API" : "algorithms",
               s.deterministic ? ", deterministic" : "");
   std::printf("optimizer        %s\n", optimizer_text(config.optimizer).c_str());
   std::printf("steps            %d warm-up (%.1f s), then %d windows of %d timed by CUDA events\n",
@@ -555,6 +567,7 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
       .integer("world_size", world)
       .boolean("ddp", ddp)
       .string("conv_algorithms", s.timed_search ? "timed" : "heuristic")
+      .string("conv_api", s.conv_graph_api ? "graph" : "legacy")
       .integer("warmup_steps", s.warmup)
       .integer("windows", s.windows)
       .integer("steps_per_window", s.steps_per_window)

@@ -140,6 +140,9 @@ struct EngineConfig {
   // CUDA: choose convolution algorithms by timing them (torch.backends.cudnn.benchmark)
   // rather than by cuDNN's heuristics.
   bool conv_timed_search = true;
+  // CUDA: run convolutions through cuDNN's graph API, choosing among every engine configuration
+  // its heuristics list (as PyTorch does), rather than among the legacy API's algorithms.
+  bool conv_graph_api = false;
   // CUDA: capture the training step once (after a few eager warm-up steps) and replay it as a
   // CUDA graph; steps with StepHooks that are not capturable and batches smaller than max_batch
   // stay eager (cuda/graph_step_policy.h).

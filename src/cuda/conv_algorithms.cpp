@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/cuda/conv_graph.h"
 #include "resnet_ddp/error.h"
 
 namespace rddp::cuda {
@@ -16,6 +17,14 @@ const char* to_string(ConvDirection direction) {
     case ConvDirection::forward: return "forward";
     case ConvDirection::backward_data: return "backward-data";
     case ConvDirection::backward_filter: return "backward-filter";
+  }
+  return "?";
+}
+
+const char* to_string(ConvApi api) {
+  switch (api) {
+    case ConvApi::legacy: return "legacy";
+    case ConvApi::graph: return "graph";
   }
   return "?";
 }
@@ -246,14 +255,71 @@ size_t largest_workspace(cudnnHandle_t handle, const ConvShape& shape, const Mat
 
 }  // namespace
 
+ConvAlgorithmCache::Key ConvAlgorithmCache::key(const ConvShape& shape, ConvDirection direction,
+                                                bool accumulate) const {
+  const bool own_beta = policy_.api == ConvApi::graph && direction == ConvDirection::backward_data;
+  return {static_cast<int>(direction), own_beta && accumulate, shape.batch, shape.in_channels,
+          shape.in_h, shape.in_w, shape.out_channels, shape.kernel, shape.stride, shape.pad};
+}
+
+const std::vector<std::shared_ptr<const ConvGraphPlan>>& ConvAlgorithmCache::graph_candidates(
+    cudnnHandle_t handle, const ConvShape& shape, ConvDirection direction, bool accumulate,
+    size_t workspace_limit) const {
+  const Key k = key(shape, direction, accumulate);
+  auto found = graph_candidates_.find(k);
+  if (found == graph_candidates_.end()) {
+    found = graph_candidates_
+                .emplace(k, conv_graph_candidates(handle, shape, direction,
+                                                  accumulate ? 1.0f : 0.0f, policy_,
+                                                  workspace_limit))
+                .first;
+  }
+  return found->second;
+}
+
+namespace {
+
+// A graph-API plan as a choice, or nullopt where none of `candidates` fits `workspace_limit`
+// (they were listed for a limit of their own).
+std::optional<ConvAlgorithm> graph_choice(
+    cudnnHandle_t handle, const std::vector<std::shared_ptr<const ConvGraphPlan>>& candidates,
+    ConvDirection direction, const ConvSearchBuffers* buffers, size_t workspace_limit,
+    bool timed) {
+  const size_t limit =
+      timed ? std::min(workspace_limit, buffers->workspace_bytes) : workspace_limit;
+  std::vector<std::shared_ptr<const ConvGraphPlan>> fitting;
+  for (const auto& candidate : candidates)
+    if (candidate->workspace_bytes <= limit) fitting.push_back(candidate);
+  if (fitting.empty()) return std::nullopt;
+  std::shared_ptr<const ConvGraphPlan> plan =
+      timed ? fastest_conv_graph_plan(handle, fitting, direction, *buffers) : fitting.front();
+  ConvAlgorithm choice;
+  choice.algorithm = static_cast<int>(plan->engine);
+  choice.math = plan->tensor_core ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+  choice.workspace_bytes = plan->workspace_bytes;
+  choice.deterministic = plan->deterministic;
+  choice.graph = std::move(plan);
+  return choice;
+}
+
+}  // namespace
+
 const ConvAlgorithm& ConvAlgorithmCache::choose(cudnnHandle_t handle, const ConvShape& shape,
                                                 ConvDirection direction,
                                                 const ConvSearchBuffers* buffers,
-                                                size_t workspace_limit) {
-  const Key key{static_cast<int>(direction), shape.batch, shape.in_channels, shape.in_h,
-                shape.in_w, shape.out_channels, shape.kernel, shape.stride, shape.pad};
-  auto found = choices_.find(key);
+                                                size_t workspace_limit, bool accumulate) {
+  const Key k = key(shape, direction, accumulate);
+  auto found = choices_.find(k);
   if (found != choices_.end()) return found->second;
+  if (policy_.api == ConvApi::graph) {
+    const bool timed = buffers != nullptr && policy_.search == ConvAlgorithmSearch::timed;
+    std::optional<ConvAlgorithm> choice =
+        graph_choice(handle, graph_candidates(handle, shape, direction, accumulate,
+                                              workspace_limit),
+                     direction, buffers, workspace_limit, timed);
+    graph_candidates_.erase(k);
+    if (choice) return choices_.emplace(k, std::move(*choice)).first->second;
+  }
   ConvAlgorithm choice;
   switch (direction) {
     case ConvDirection::forward:
@@ -266,33 +332,48 @@ const ConvAlgorithm& ConvAlgorithmCache::choose(cudnnHandle_t handle, const Conv
       choice = select<BackwardFilter>(handle, shape, direction, policy_, buffers, workspace_limit);
       break;
   }
-  return choices_.emplace(key, std::move(choice)).first->second;
+  return choices_.emplace(k, std::move(choice)).first->second;
 }
 
 size_t ConvAlgorithmCache::search_workspace_bytes(cudnnHandle_t handle, const ConvShape& shape,
                                                   ConvDirection direction,
-                                                  size_t workspace_limit) const {
+                                                  size_t workspace_limit, bool accumulate) const {
+  size_t legacy = 0;
   switch (direction) {
     case ConvDirection::forward:
-      return largest_workspace<Forward>(handle, shape, policy_, workspace_limit);
+      legacy = largest_workspace<Forward>(handle, shape, policy_, workspace_limit);
+      break;
     case ConvDirection::backward_data:
-      return largest_workspace<BackwardData>(handle, shape, policy_, workspace_limit);
+      legacy = largest_workspace<BackwardData>(handle, shape, policy_, workspace_limit);
+      break;
     case ConvDirection::backward_filter:
-      return largest_workspace<BackwardFilter>(handle, shape, policy_, workspace_limit);
+      legacy = largest_workspace<BackwardFilter>(handle, shape, policy_, workspace_limit);
+      break;
   }
-  return 0;
+  if (policy_.api != ConvApi::graph) return legacy;
+  // The legacy API's share stays: a convolution the graph API offers no plan for falls back.
+  size_t largest = legacy;
+  for (const auto& candidate :
+       graph_candidates(handle, shape, direction, accumulate, workspace_limit))
+    largest = std::max(largest, candidate->workspace_bytes);
+  return largest;
 }
 
 std::string ConvAlgorithmCache::summary() const {
   std::ostringstream out;
   for (const auto& [key, choice] : choices_) {
-    const auto [direction, batch, in_channels, in_h, in_w, out_channels, kernel, stride, pad] =
-        key;
+    const auto [direction, accumulates, batch, in_channels, in_h, in_w, out_channels, kernel,
+                stride, pad] = key;
     const ConvShape shape{batch, in_channels, in_h, in_w, out_channels, kernel, stride, pad};
-    out << describe(shape, static_cast<ConvDirection>(direction)) << ": algorithm "
-        << choice.algorithm << ", math " << static_cast<int>(choice.math) << ", workspace "
-        << choice.workspace_bytes << " bytes" << (choice.deterministic ? "" : ", nondeterministic")
-        << "\n";
+    out << describe(shape, static_cast<ConvDirection>(direction))
+        << (accumulates ? ", accumulating" : "") << ": ";
+    if (choice.graph)
+      out << "graph engine " << choice.algorithm
+          << (choice.graph->tensor_core ? ", tensor cores" : "");
+    else
+      out << "algorithm " << choice.algorithm << ", math " << static_cast<int>(choice.math);
+    out << ", workspace " << choice.workspace_bytes << " bytes"
+        << (choice.deterministic ? "" : ", nondeterministic") << "\n";
   }
   return out.str();
 }

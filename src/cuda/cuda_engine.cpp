@@ -92,6 +92,7 @@ cuda::MathPolicy math_policy(Precision precision, MemoryFormat memory_format,
   policy.allow_tf32 = precision == Precision::tf32;
   policy.deterministic = options.deterministic;
   policy.search = options.conv_search;
+  policy.api = options.conv_api;
   policy.data_type = precision == Precision::bf16   ? CUDNN_DATA_BFLOAT16
                      : precision == Precision::fp16 ? CUDNN_DATA_HALF
                                                     : CUDNN_DATA_FLOAT;
@@ -662,6 +663,7 @@ std::unique_ptr<Engine> make_cuda_engine(const EngineConfig& config, uint64_t in
   options.deterministic = config.deterministic;
   options.conv_search = config.conv_timed_search ? cuda::ConvAlgorithmSearch::timed
                                                  : cuda::ConvAlgorithmSearch::heuristic;
+  options.conv_api = config.conv_graph_api ? cuda::ConvApi::graph : cuda::ConvApi::legacy;
   return make_cuda_engine(config, init_seed, options);
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/cuda/conv_graph.h"
 #include "resnet_ddp/error.h"
 
 namespace rddp::cuda {
@@ -51,16 +52,22 @@ size_t ConvLayer::prepare(int batch, cudnnHandle_t handle, ConvAlgorithmCache& a
     prepared.y = &descriptors.get(batch, s.out_channels, s.out_h(), s.out_w());
     prepared.forward =
         &algorithms.choose(handle, s, ConvDirection::forward, buffers, workspace_limit);
-    if (needs_input_grad_)
+    if (needs_input_grad_) {
       prepared.backward_data =
           &algorithms.choose(handle, s, ConvDirection::backward_data, buffers, workspace_limit);
+      // The same choice under the legacy API, which takes beta per call.
+      prepared.backward_data_accumulate = &algorithms.choose(
+          handle, s, ConvDirection::backward_data, buffers, workspace_limit, /*accumulate=*/true);
+    }
     prepared.backward_filter =
         &algorithms.choose(handle, s, ConvDirection::backward_filter, buffers, workspace_limit);
     found = batches_.emplace(batch, prepared).first;
   }
   const Prepared& p = found->second;
   size_t bytes = std::max(p.forward->workspace_bytes, p.backward_filter->workspace_bytes);
-  if (p.backward_data != nullptr) bytes = std::max(bytes, p.backward_data->workspace_bytes);
+  if (p.backward_data != nullptr)
+    bytes = std::max({bytes, p.backward_data->workspace_bytes,
+                      p.backward_data_accumulate->workspace_bytes});
   return bytes;
 }
 
@@ -73,8 +80,10 @@ size_t ConvLayer::search_workspace_bytes(int batch, cudnnHandle_t handle,
       algorithms.search_workspace_bytes(handle, s, ConvDirection::backward_filter,
                                         workspace_limit));
   if (needs_input_grad_)
-    bytes = std::max(bytes, algorithms.search_workspace_bytes(
-                                handle, s, ConvDirection::backward_data, workspace_limit));
+    for (const bool accumulate : {false, true})
+      bytes = std::max(bytes, algorithms.search_workspace_bytes(
+                                  handle, s, ConvDirection::backward_data, workspace_limit,
+                                  accumulate));
   return bytes;
 }
 
@@ -96,6 +105,11 @@ void ConvLayer::forward_untyped(const CudnnCall& call, int batch, const void* x,
                                 void* y) const {
   const Prepared& p = at(batch);
   check_workspace(call, *p.forward);
+  if (p.forward->graph) {
+    execute_conv_graph(call.handle, *p.forward->graph, x, w, y, call.workspace,
+                       call.workspace_bytes);
+    return;
+  }
   const float one = 1.0f, zero = 0.0f;
   RDDP_CUDNN_CHECK(cudnnConvolutionForward(
       call.handle, &one, p.x->get(), x, filter_->get(), w, p.forward->descriptor->get(),
@@ -107,11 +121,19 @@ void ConvLayer::backward_data_untyped(const CudnnCall& call, int batch, const vo
                                       const void* w, void* dx, float beta) const {
   const Prepared& p = at(batch);
   RDDP_ASSERT(p.backward_data != nullptr);
-  check_workspace(call, *p.backward_data);
+  const ConvAlgorithm& choice = beta == 0.0f ? *p.backward_data : *p.backward_data_accumulate;
+  check_workspace(call, choice);
+  if (choice.graph) {
+    // A graph-API plan has its beta built in: 0 or 1, as prepared.
+    RDDP_ASSERT(beta == 0.0f || beta == 1.0f);
+    execute_conv_graph(call.handle, *choice.graph, dx, w, dy, call.workspace,
+                       call.workspace_bytes);
+    return;
+  }
   const float one = 1.0f;
   RDDP_CUDNN_CHECK(cudnnConvolutionBackwardData(
-      call.handle, &one, filter_->get(), w, p.y->get(), dy, p.backward_data->descriptor->get(),
-      static_cast<cudnnConvolutionBwdDataAlgo_t>(p.backward_data->algorithm), call.workspace,
+      call.handle, &one, filter_->get(), w, p.y->get(), dy, choice.descriptor->get(),
+      static_cast<cudnnConvolutionBwdDataAlgo_t>(choice.algorithm), call.workspace,
       call.workspace_bytes, &beta, p.x->get(), dx));
 }
 
@@ -119,6 +141,11 @@ void ConvLayer::backward_filter_untyped(const CudnnCall& call, int batch, const 
                                         const void* dy, void* dw) const {
   const Prepared& p = at(batch);
   check_workspace(call, *p.backward_filter);
+  if (p.backward_filter->graph) {
+    execute_conv_graph(call.handle, *p.backward_filter->graph, x, dw, dy, call.workspace,
+                       call.workspace_bytes);
+    return;
+  }
   const float one = 1.0f, zero = 0.0f;
   RDDP_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
       call.handle, &one, p.x->get(), x, p.y->get(), dy, p.backward_filter->descriptor->get(),

@@ -178,6 +178,12 @@ const std::vector<Flag>& flags() {
          o.conv_timed_search = parse_choice<bool>(f, v, {{"timed", true}, {"heuristic", false}});
          o.conv_algorithms_given = true;
        }},
+      {"--conv-api", "API",
+       "GPU: legacy (default: cuDNN's convolution algorithms) or graph (every engine "
+       "configuration of cuDNN's graph API, as PyTorch)",
+       [](TrainOptions& o, auto& f, auto& v) {
+         o.conv_graph_api = parse_choice<bool>(f, v, {{"legacy", false}, {"graph", true}});
+       }},
       {"--cuda-graphs", "on|off",
        "GPU: capture the whole training step, with its gradient allreduces on several ranks, "
        "once and replay it as a CUDA graph, saving ~200 kernel launches a step (default off "
@@ -302,6 +308,9 @@ void check_combinations(const TrainOptions& o) {
   if (o.batchnorm != BatchNormImpl::cudnn && o.device == DeviceChoice::cpu)
     fail("--batchnorm ", to_string(o.batchnorm), " chooses GPU kernels, but --device cpu trains on the CPU, "
          "which has one BatchNorm: drop one of the two");
+  if (o.conv_graph_api && o.device == DeviceChoice::cpu)
+    fail("--conv-api graph chooses how cuDNN runs the convolutions, but --device cpu trains on the CPU: drop one "
+         "of the two");
   if (o.batchnorm == BatchNormImpl::cudnn_fused && o.memory_format != MemoryFormat::nhwc)
     fail("--batchnorm cudnn-fused runs cuDNN's fused BatchNorm, which cuDNN offers for NHWC data "
          "only: add --memory-format nhwc");

@@ -228,6 +228,9 @@ void Trainer::check_gpu_only_options() const {
   if (options_.batchnorm != BatchNormImpl::cudnn && device_ != DeviceKind::cuda)
     fail("--batchnorm ", to_string(options_.batchnorm), " chooses GPU kernels, but this run trains on the CPU (",
          device_reason_, "): drop --batchnorm, or run where a GPU answers");
+  if (options_.conv_graph_api && device_ != DeviceKind::cuda)
+    fail("--conv-api graph chooses how cuDNN runs the convolutions, but this run trains on the CPU (",
+         device_reason_, "): drop --conv-api, or run where a GPU answers");
   if (options_.pad_input_channels > 0 && device_ != DeviceKind::cuda)
     fail("--pad-input-channels pads the input on the GPU, but this run trains on the CPU (", device_reason_,
          "): drop --pad-input-channels, or run where a GPU answers");
@@ -281,6 +284,7 @@ void Trainer::make_engine_and_state() {
   engine_config_.pad_input_channels = options_.pad_input_channels;
   engine_config_.deterministic = options_.deterministic;
   engine_config_.conv_timed_search = options_.conv_timed_search;
+  engine_config_.conv_graph_api = options_.conv_graph_api;
   engine_config_.cuda_graphs = options_.cuda_graphs;
   check_gpu_only_options();
   engine_config_.device_index = group_.prepare_device(device_);
@@ -377,7 +381,7 @@ void Trainer::show_settings() const {
                         (device_ == DeviceKind::cuda
                              ? std::string(", ") + (options_.deterministic ? "deterministic" : "fastest") +
                                    " cuDNN algorithms, " + (options_.conv_timed_search ? "timed" : "heuristic") +
-                                   " choice"
+                                   " choice" + (options_.conv_graph_api ? " among the graph API's plans" : "")
                              : std::string(" (the CPU always computes in float32)"))},
       {"memory format", device_ == DeviceKind::cuda
                             ? std::string(to_string(options_.memory_format)) +

@@ -96,6 +96,21 @@ TEST_CASE("the bfloat16 executor with fused BatchNorm matches the CPU executor i
   MESSAGE(ledger.summary(kBf16Roundoff, kTolerance));
 }
 
+// The fastest configuration's layout and BatchNorm with the graph API's convolutions: the same
+// tolerance as the legacy algorithms'.
+TEST_CASE("the bfloat16 NHWC executor with cuDNN's graph API for convolutions matches the CPU") {
+  if (!device_has_bf16("bfloat16 cases")) return;
+  ledger = {};
+  testing::ExecutorSetting setting{Stem::imagenet, /*bf16=*/true, CUDNN_TENSOR_NHWC,
+                                   BatchNormImpl::fused, cuda::ConvAlgorithmSearch::timed};
+  setting.api = cuda::ConvApi::graph;
+  const testing::ExecutorRun run =
+      testing::check_executor_against_cpu(setting, kTolerance, &ledger);
+  CHECK_MESSAGE(run.algorithms.find(": algorithm") == std::string::npos,
+                "a convolution fell back to the legacy API:\n" << run.algorithms);
+  MESSAGE(ledger.summary(kBf16Roundoff, kTolerance));
+}
+
 TEST_CASE("one bfloat16 AdamW step of the CUDA engine matches the CPU engine's float32 step") {
   ledger = {};
   if (!device_has_bf16("bfloat16 cases")) return;

@@ -138,6 +138,22 @@ TEST_CASE("float32 NCHW fused BatchNorm on the imagenet stem: runs agree bit for
           << with_cudnn.algorithms);
 }
 
+// The graph API's plans compute the same network as the legacy algorithms: on the imagenet stem
+// (every stride, the max-pool, the downsample branch's accumulating backward data) in both
+// layouts, with a timed choice as training makes it. Every convolution must have found a plan.
+TEST_CASE("the CUDA executor with cuDNN's graph API for convolutions matches the CPU executor") {
+  for (const cudnnTensorFormat_t format : {CUDNN_TENSOR_NCHW, CUDNN_TENSOR_NHWC}) {
+    testing::ExecutorSetting setting{Stem::imagenet, /*bf16=*/false, format,
+                                     BatchNormImpl::fused, cuda::ConvAlgorithmSearch::timed};
+    setting.api = cuda::ConvApi::graph;
+    const testing::ExecutorRun run =
+        testing::check_executor_against_cpu(setting, kExecutorTolerance, nullptr);
+    CHECK_MESSAGE(run.algorithms.find("graph engine") != std::string::npos, run.algorithms);
+    CHECK_MESSAGE(run.algorithms.find(": algorithm") == std::string::npos,
+                  "a convolution fell back to the legacy API:\n" << run.algorithms);
+  }
+}
+
 // cuDNN's BatchNorm trained in its SPATIAL_PERSISTENT mode computes the same network in NHWC,
 // the layout that mode is for; on a GPU this is where its numerics meet the tolerances.
 TEST_CASE("the CUDA executor with cuDNN's SPATIAL_PERSISTENT BatchNorm matches the CPU executor (nhwc)") {

@@ -17,6 +17,7 @@
 #include "resnet_ddp/cpu/layers.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/conv_algorithms.h"
+#include "resnet_ddp/cuda/conv_graph.h"
 #include "resnet_ddp/cuda/cublas_linear.h"
 #include "resnet_ddp/cuda/cudnn_batchnorm.h"
 #include "resnet_ddp/cuda/cudnn_conv.h"
@@ -180,6 +181,10 @@ void check_conv(const ConvShape& s, const cuda::MathPolicy& policy, bool timed) 
   layer.backward_data(call, s.batch, d_dy.get(), d_w.get(), d_dx.get());
   layer.backward_filter(call, s.batch, d_x.get(), d_dy.get(), d_dw.get());
   const auto y = to_host(d_y, stream), dx = to_host(d_dx, stream), dw = to_host(d_dw, stream);
+  // A residual branch's backward data adds to dx (beta 1): once more onto the same dx, twice the
+  // gradient. Under the graph API this is a plan of its own.
+  layer.backward_data(call, s.batch, d_dy.get(), d_w.get(), d_dx.get(), 1.0f);
+  const auto dx_twice = to_host(d_dx, stream);
 
   const auto x64 = widened(x), w64 = widened(w), dy64 = widened(dy);
   const auto ax = absolute(x64), aw = absolute(w64), ady = absolute(dy64);
@@ -196,12 +201,22 @@ void check_conv(const ConvShape& s, const cuda::MathPolicy& policy, bool timed) 
   const bool tf32 = policy.allow_tf32;
   check_within("y", y, want_y, dot_bounds(abs_y, s.in_channels * k2, tf32));
   check_within("dx", dx, want_dx, dot_bounds(abs_dx, s.out_channels * k2, tf32));
+  std::vector<double> want_dx_twice(want_dx), bound_twice =
+                                                   dot_bounds(abs_dx, s.out_channels * k2, tf32);
+  for (size_t i = 0; i < want_dx_twice.size(); ++i) {
+    want_dx_twice[i] *= 2.0;
+    bound_twice[i] = 2.0 * bound_twice[i] + kUnitRoundoff * 2.0 * std::fabs(want_dx[i]);
+  }
+  check_within("dx accumulated", dx_twice, want_dx_twice, bound_twice);
   check_within("dw", dw, want_dw,
                dot_bounds(abs_dw, static_cast<double>(s.batch) * s.out_h() * s.out_w(), tf32));
 }
 
-cuda::MathPolicy strict_policy(cuda::ConvAlgorithmSearch search, bool deterministic = false) {
-  return cuda::MathPolicy{/*allow_tf32=*/false, deterministic, search};
+cuda::MathPolicy strict_policy(cuda::ConvAlgorithmSearch search, bool deterministic = false,
+                               cuda::ConvApi api = cuda::ConvApi::legacy) {
+  cuda::MathPolicy policy{/*allow_tf32=*/false, deterministic, search};
+  policy.api = api;
+  return policy;
 }
 
 }  // namespace
@@ -220,6 +235,59 @@ TEST_CASE("cuDNN convolution with TF32 stays within the TF32 rounding bound") {
   const cuda::MathPolicy tf32{true, false, cuda::ConvAlgorithmSearch::timed};
   check_conv(kConvShapes[0], tf32, true);
   check_conv(kConvShapes[6], tf32, true);
+}
+
+// Every engine configuration the graph API's heuristics list is a candidate: the plans chosen
+// among them compute the same convolutions, and strict float32 admits none on tensor cores.
+TEST_CASE("cuDNN graph-API convolution matches the CPU twin in strict float32 (timed and heuristic)") {
+  for (const ConvShape& s : kConvShapes) {
+    check_conv(s, strict_policy(cuda::ConvAlgorithmSearch::timed, false, cuda::ConvApi::graph),
+               true);
+    check_conv(s,
+               strict_policy(cuda::ConvAlgorithmSearch::heuristic, false, cuda::ConvApi::graph),
+               false);
+  }
+}
+
+TEST_CASE("cuDNN graph-API convolution with TF32 stays within the TF32 rounding bound") {
+  cuda::MathPolicy tf32{true, false, cuda::ConvAlgorithmSearch::timed};
+  tf32.api = cuda::ConvApi::graph;
+  check_conv(kConvShapes[0], tf32, true);
+  check_conv(kConvShapes[6], tf32, true);
+}
+
+TEST_CASE("graph-API plans are chosen once per shape, direction and beta, and honour the policy") {
+  cuda::ComputeContext context;
+  const ConvShape s = kConvShapes[2];
+  cuda::ConvAlgorithmCache algorithms(strict_policy(cuda::ConvAlgorithmSearch::heuristic,
+                                                    /*deterministic=*/true, cuda::ConvApi::graph));
+  cuda::TensorDescriptorCache descriptors;
+  cuda::ConvLayer first(s, true), second(s, true);
+  const size_t limit = size_t{64} << 20;
+  first.prepare(s.batch, context.cudnn(), algorithms, descriptors, nullptr, limit);
+  // forward, backward data overwriting and accumulating, backward filter
+  CHECK(algorithms.size() == 4);
+  second.prepare(s.batch, context.cudnn(), algorithms, descriptors, nullptr, limit);
+  CHECK(algorithms.size() == 4);
+  for (const bool accumulate : {false, true})
+    for (cuda::ConvDirection direction : {cuda::ConvDirection::forward,
+                                          cuda::ConvDirection::backward_data,
+                                          cuda::ConvDirection::backward_filter}) {
+      CAPTURE(cuda::to_string(direction));
+      CAPTURE(accumulate);
+      const cuda::ConvAlgorithm& chosen =
+          algorithms.choose(context.cudnn(), s, direction, nullptr, limit, accumulate);
+      REQUIRE(chosen.graph != nullptr);
+      CHECK(chosen.deterministic);
+      CHECK_FALSE(chosen.graph->tensor_core);
+      CHECK(chosen.workspace_bytes <= limit);
+      CHECK(chosen.descriptor == nullptr);
+    }
+  const cuda::ConvAlgorithm& overwriting = algorithms.choose(
+      context.cudnn(), s, cuda::ConvDirection::backward_data, nullptr, limit, false);
+  const cuda::ConvAlgorithm& accumulating = algorithms.choose(
+      context.cudnn(), s, cuda::ConvDirection::backward_data, nullptr, limit, true);
+  CHECK(overwriting.graph != accumulating.graph);
 }
 
 TEST_CASE("convolution algorithms are chosen once per shape and honour the policy") {

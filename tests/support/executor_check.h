@@ -51,6 +51,7 @@ struct ExecutorSetting {
   cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW;
   BatchNormImpl batchnorm = BatchNormImpl::cudnn;
   cuda::ConvAlgorithmSearch search = cuda::ConvAlgorithmSearch::timed;
+  cuda::ConvApi api = cuda::ConvApi::legacy;
 };
 
 // What one check saw, for checks that compare runs: every gradient as downloaded, and the
@@ -74,6 +75,8 @@ inline ExecutorRun check_executor_against_cpu(const ExecutorSetting& setting,
   CAPTURE(activations);
   CAPTURE(layout);
   CAPTURE(batchnorm);
+  const std::string conv_api = cuda::to_string(setting.api);
+  CAPTURE(conv_api);
   const EngineConfig config = small_image_config(setting.stem, 4);
   const int batch = config.max_batch;
   const int classes = config.spec.num_classes;
@@ -112,6 +115,7 @@ inline ExecutorRun check_executor_against_cpu(const ExecutorSetting& setting,
   policy.data_type = setting.bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
   policy.format = setting.format;
   policy.search = setting.search;
+  policy.api = setting.api;
   cuda::Executor executor(model.net, model.layout,
                           cuda::DeviceModel{params.get(), grads.get(), running.get(),
                                             setting.bf16 ? params_bf16.get() : nullptr},

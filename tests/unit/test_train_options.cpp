@@ -98,6 +98,15 @@ TEST_CASE("--deterministic chooses convolution algorithms by heuristic, never by
           "--deterministic and --conv-algorithms timed contradict each other");
 }
 
+TEST_CASE("--conv-api chooses cuDNN's legacy convolution API (the default) or its graph API") {
+  CHECK_FALSE(parse({"--data", "/d"}).conv_graph_api);
+  CHECK_FALSE(parse({"--data", "/d", "--conv-api", "legacy"}).conv_graph_api);
+  CHECK(parse({"--data", "/d", "--conv-api", "graph"}).conv_graph_api);
+  refused({"--data", "/d", "--conv-api", "frontend"}, "--conv-api: 'frontend' is not one of: legacy, graph");
+  refused({"--data", "/d", "--conv-api", "graph", "--device", "cpu"},
+          "--conv-api graph chooses how cuDNN runs the convolutions, but --device cpu trains on the CPU");
+}
+
 TEST_CASE("AdamW keeps torch.optim.AdamW's defaults") {
   const TrainOptions o = parse({"--data", "/d"});
   CHECK(o.optimizer.kind == OptimizerKind::adamw);

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "resnet_ddp/cpu/layers.h"
 #include "resnet_ddp/cuda/cudnn_descriptors.h"
@@ -23,6 +24,13 @@ enum class ConvAlgorithmSearch {
 
 enum class ConvDirection { forward, backward_data, backward_filter };
 const char* to_string(ConvDirection direction);
+
+// Which cuDNN interface runs the convolutions.
+enum class ConvApi {
+  legacy,  // cudnnConvolution{Forward,BackwardData,BackwardFilter}: one kernel per algorithm
+  graph,   // the graph API's execution plans, one per engine configuration (conv_graph.h)
+};
+const char* to_string(ConvApi api);
 
 // How convolutions and matrix products may compute.
 struct MathPolicy {
@@ -40,7 +48,12 @@ struct MathPolicy {
   // kernels of the layout the steps run in, which differ (NHWC tensor-core kernels read their
   // operands without the transposes cuDNN inserts for NCHW).
   cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW;
+  // The graph API's candidates are chosen the same way (timed or by cuDNN's ranking, with the
+  // same refusals); a convolution it offers none for uses the legacy API's choice.
+  ConvApi api = ConvApi::legacy;
 };
+
+struct ConvGraphPlan;
 
 struct ConvAlgorithm {
   int algorithm = 0;  // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t, by direction
@@ -50,6 +63,9 @@ struct ConvAlgorithm {
   // The convolution descriptor set to `math`: cuDNN picks its kernel from the algorithm and the
   // descriptor's math type together, so both must be what the choice was made with.
   std::unique_ptr<ConvolutionDescriptor> descriptor;
+  // Set when the choice is a graph-API plan; `algorithm` is then its engine's global index and
+  // `descriptor` is null.
+  std::shared_ptr<const ConvGraphPlan> graph;
 };
 
 // Device buffers a timed search runs the candidates on, all of the policy's data type. Inputs
@@ -74,29 +90,41 @@ class ConvAlgorithmCache {
   // chosen now. The policy's timed search runs when `buffers` is given (it synchronises the
   // device, so it belongs to set-up); otherwise cuDNN's heuristics choose. A new choice needs at
   // most `workspace_limit` bytes of workspace and honours the policy; throws Error when no
-  // algorithm does. References stay valid for the cache's lifetime.
+  // algorithm does. References stay valid for the cache's lifetime. `accumulate` asks for a
+  // backward-data choice that adds to dx (beta 1) rather than overwriting it: the graph API fixes
+  // beta in the plan, the legacy API takes it per call and so chooses once for both.
   const ConvAlgorithm& choose(cudnnHandle_t handle, const ConvShape& shape,
                               ConvDirection direction, const ConvSearchBuffers* buffers,
-                              size_t workspace_limit);
+                              size_t workspace_limit, bool accumulate = false);
 
   // The workspace a timed search of `shape` in `direction` needs so that every candidate the
   // policy admits within `workspace_limit` can run: the largest of their workspaces, from
   // cuDNN's heuristic list (nothing is run). A search given a flat `workspace_limit` instead
   // would hold that much memory while it runs, whatever the candidates need.
   size_t search_workspace_bytes(cudnnHandle_t handle, const ConvShape& shape,
-                                ConvDirection direction, size_t workspace_limit) const;
+                                ConvDirection direction, size_t workspace_limit,
+                                bool accumulate = false) const;
 
   const MathPolicy& policy() const { return policy_; }
   size_t size() const { return choices_.size(); }
   // Every choice, one line each: the convolution and direction, then cuDNN's algorithm number,
-  // math type and workspace. Two runs that differ in their numbers can be told apart by it.
+  // math type and workspace (a graph-API plan: its engine and workspace). Two runs that differ
+  // in their numbers can be told apart by it.
   std::string summary() const;
 
  private:
-  // The direction, then every field of the shape.
-  using Key = std::tuple<int, int, int, int, int, int, int, int, int>;
+  // The direction, whether it accumulates (graph API only), then every field of the shape.
+  using Key = std::tuple<int, bool, int, int, int, int, int, int, int, int>;
+  Key key(const ConvShape& shape, ConvDirection direction, bool accumulate) const;
+  const std::vector<std::shared_ptr<const ConvGraphPlan>>& graph_candidates(
+      cudnnHandle_t handle, const ConvShape& shape, ConvDirection direction, bool accumulate,
+      size_t workspace_limit) const;
+
   MathPolicy policy_;
   std::map<Key, ConvAlgorithm> choices_;
+  // Graph-API plans built to size a search's workspace, kept for the search itself (building
+  // them twice would double the set-up); a choice drops its shape's.
+  mutable std::map<Key, std::vector<std::shared_ptr<const ConvGraphPlan>>> graph_candidates_;
 };
 
 }  // namespace rddp::cuda

@@ -1,7 +1,7 @@
 #pragma once
 // The CUDA engine's settings beyond EngineConfig, for tests that choose them one by one;
 // make_cuda_engine(config, seed) (engine.h) takes them from EngineConfig's deterministic and
-// conv_timed_search.
+// conv_timed_search and conv_graph_api.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -18,6 +18,8 @@ struct CudaEngineOptions {
   // How convolution algorithms are chosen for the engine's max_batch (torch.backends.cudnn.
   // benchmark = True is `timed`). Other batch sizes always use cuDNN's heuristics.
   cuda::ConvAlgorithmSearch conv_search = cuda::ConvAlgorithmSearch::timed;
+  // Which cuDNN interface runs the convolutions (EngineConfig::conv_graph_api).
+  cuda::ConvApi conv_api = cuda::ConvApi::legacy;
 };
 
 std::unique_ptr<Engine> make_cuda_engine(const EngineConfig& config, uint64_t init_seed,

@@ -54,7 +54,8 @@ class ConvLayer {
     forward_untyped(call, batch, x, w, y);
   }
   // dx = beta * dx + conv_transpose(dy, w): beta 0 overwrites, 1 accumulates (a residual
-  // branch adding its share of the gradient).
+  // branch adding its share of the gradient). Under the graph API (MathPolicy::api) beta must be
+  // 0 or 1, the two it prepares plans for.
   template <typename T>
   void backward_data(const CudnnCall& call, int batch, const T* dy, const T* w, T* dx,
                      float beta = 0.0f) const {
@@ -75,6 +76,7 @@ class ConvLayer {
     const TensorDescriptor* y = nullptr;
     const ConvAlgorithm* forward = nullptr;
     const ConvAlgorithm* backward_data = nullptr;  // null when the input gradient is not needed
+    const ConvAlgorithm* backward_data_accumulate = nullptr;  // beta 1; likewise
     const ConvAlgorithm* backward_filter = nullptr;
   };
   const Prepared& at(int batch) const;

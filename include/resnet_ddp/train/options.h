@@ -35,6 +35,7 @@ struct TrainOptions {
   bool deterministic = false;     // cuDNN algorithms that give the same bits every run
   bool conv_timed_search = true;  // time cuDNN's convolution algorithms (cudnn.benchmark)
   bool conv_algorithms_given = false;  // --deterministic turns timing off unless this is set
+  bool conv_graph_api = false;    // cuDNN's graph API for convolutions (--conv-api graph)
   bool cuda_graphs = false;       // replay the training step as a CUDA graph
 
   int epochs = 10;

@@ -1,6 +1,8 @@
 // A host-memory stand-in for the part of cuDNN the CUDA engine calls (src/cuda/*.cpp), so that
 // the engine runs on the CPU with the emulated CUDA runtime, where "device" memory is host memory
-// from the emulated cudaMalloc.
+// from the emulated cudaMalloc. The graph ("backend") API's part, fake_cudnn_graph.cpp, computes
+// through this file's convolutions (fake_cudnn_internal.h); its head comment says what it keeps
+// of real cuDNN and what it does not model.
 //
 // What it keeps of real cuDNN, because the engine relies on it:
 // - the signatures of cudnn.h (cuDNN 9), its status codes and the descriptors' meaning: float,
@@ -44,22 +46,11 @@
 #include <utility>
 #include <vector>
 
+#include "fake_cudnn_internal.h"
 #include "resnet_ddp/cpu/layers.h"
 #include "stream_work.h"
 
 namespace fake_cudnn {
-
-// A 4-d tensor or filter as its descriptor gives it: logical dimensions (n, c, h, w; k, c, r, s
-// for a filter), element type and memory format.
-struct Layout {
-  bool set = false;
-  int n = 0, c = 0, h = 0, w = 0;
-  cudnnDataType_t type = CUDNN_DATA_FLOAT;
-  cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW;
-
-  int64_t plane() const { return static_cast<int64_t>(h) * w; }
-  int64_t count() const { return static_cast<int64_t>(n) * c * plane(); }
-};
 
 struct Convolution {
   bool set = false;
@@ -69,9 +60,6 @@ struct Convolution {
 
 }  // namespace fake_cudnn
 
-struct cudnnContext {
-  cudaStream_t stream = nullptr;
-};
 struct cudnnTensorStruct {
   fake_cudnn::Layout layout;
 };
@@ -88,21 +76,11 @@ struct cudnnActivationStruct {
 };
 
 namespace fake_cudnn {
-namespace {
 
-// ---------------------------------------------------------------------------------------------
-// Failures: cuDNN 9 keeps a sentence about the last one, which the engine appends to its report.
-
+// Failures: cuDNN 9 keeps a sentence about the last one (fake_cudnn_internal.h).
 thread_local std::string last_error;
 
-template <typename... Parts>
-cudnnStatus_t failure(cudnnStatus_t status, const char* function, Parts&&... parts) {
-  std::ostringstream out;
-  out << function << ": ";
-  (out << ... << std::forward<Parts>(parts));
-  last_error = out.str();
-  return status;
-}
+namespace {
 
 // cudnnCreate*Descriptor: a fresh, unset descriptor of the struct `out` points to.
 template <typename Struct>
@@ -112,11 +90,7 @@ cudnnStatus_t create_descriptor(const char* function, Struct** out) {
   return CUDNN_STATUS_SUCCESS;
 }
 
-#define FAKE_CUDNN_TRY(call)                             \
-  do {                                                   \
-    const cudnnStatus_t status_ = (call);                \
-    if (status_ != CUDNN_STATUS_SUCCESS) return status_; \
-  } while (0)
+}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // Element types: loads and stores convert through float, which is what the maths runs in.
@@ -128,6 +102,8 @@ bool supported_type(cudnnDataType_t type) {
 size_t element_bytes(cudnnDataType_t type) { return type == CUDNN_DATA_FLOAT ? 4 : 2; }
 
 size_t byte_size(const Layout& d) { return static_cast<size_t>(d.count()) * element_bytes(d.type); }
+
+namespace {
 
 float to_float(float v) { return v; }
 float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
@@ -219,9 +195,13 @@ void store_nchw(const Layout& d, const float* result, float alpha, float beta, v
   });
 }
 
+}  // namespace
+
 void poison(void* workspace, size_t bytes) {
   if (workspace != nullptr && bytes > 0) std::memset(workspace, 0xff, bytes);
 }
+
+namespace {
 
 float scalar(const void* p) { return *static_cast<const float*>(p); }
 
@@ -240,6 +220,8 @@ cudnnStatus_t check_layout(const char* function, const char* name, const void* d
   return CUDNN_STATUS_SUCCESS;
 }
 
+}  // namespace
+
 cudnnStatus_t check_device(const char* function, const char* name, const void* p, size_t bytes) {
   if (p == nullptr) return failure(CUDNN_STATUS_BAD_PARAM, function, name, " is null");
   if (!emu::is_device_memory(p, bytes))
@@ -247,6 +229,8 @@ cudnnStatus_t check_device(const char* function, const char* name, const void* p
                    " bytes) is not inside one allocation of device memory");
   return CUDNN_STATUS_SUCCESS;
 }
+
+namespace {
 
 cudnnStatus_t check_scalars(const char* function, const void* alpha, const void* beta) {
   if (alpha == nullptr || beta == nullptr)
@@ -271,15 +255,6 @@ cudnnStatus_t set_layout(const char* function, Layout* d, cudnnTensorFormat_t fo
 
 // ---------------------------------------------------------------------------------------------
 // Convolution problems and algorithms.
-
-enum class Direction { forward, backward_data, backward_filter };
-
-// x: the convolution's input, w: its filter, y: its output, whichever direction runs.
-struct ConvProblem {
-  Layout x, w, y;
-  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
-  rddp::cpu::ConvShape shape;
-};
 
 cudnnStatus_t describe(const char* function, cudnnTensorDescriptor_t x_desc,
                        cudnnFilterDescriptor_t w_desc, cudnnConvolutionDescriptor_t conv_desc,
@@ -419,6 +394,8 @@ cudnnStatus_t needed_workspace(const char* function, Direction direction, int al
   return CUDNN_STATUS_SUCCESS;
 }
 
+}  // namespace
+
 // Runs one direction. `a` and `b` are the inputs and `out` the output in the argument order of
 // the cuDNN call: forward (x, w) -> y, backward data (dy, w) -> dx, backward filter (x, dy) -> dw.
 void convolve(Direction direction, const ConvProblem& p, const void* a, const void* b, void* out,
@@ -448,6 +425,8 @@ void convolve(Direction direction, const ConvProblem& p, const void* a, const vo
   }
 }
 
+namespace {
+
 // The call's three data arguments, in its argument order, with their names and sizes.
 struct Operand {
   const char* name;
@@ -471,6 +450,8 @@ bool overlap(const void* p, size_t p_bytes, const void* q, size_t q_bytes) {
   const auto a = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(q);
   return p_bytes > 0 && q_bytes > 0 && a < b + q_bytes && b < a + p_bytes;
 }
+
+}  // namespace
 
 // Device memory for every operand, and no two of them sharing bytes where cuDNN would read one
 // while writing the other: the output over an input, or the workspace (`scratch_bytes` of it,
@@ -496,6 +477,8 @@ cudnnStatus_t check_operands(const char* function, Direction direction, const Co
                        " bytes used) overlaps ", operand.name);
   return CUDNN_STATUS_SUCCESS;
 }
+
+namespace {
 
 cudnnStatus_t run(const char* function, Direction direction, cudnnHandle_t handle,
                   const void* alpha, cudnnTensorDescriptor_t x_desc, cudnnFilterDescriptor_t w_desc,
