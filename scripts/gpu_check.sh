@@ -36,7 +36,10 @@
 #   7 kernels     bench/kernels_bench: bandwidth of our kernels, and our BatchNorm (plain, and
 #                 with residual + ReLU) beside cuDNN's (and in NHWC its SPATIAL_PERSISTENT mode)
 #                 at every BatchNorm shape of ResNet-18 (32x32 batch 128, 224x224 batch 256;
-#                 NCHW and NHWC; fp32 and bf16), the whole table in <report>-kernels.txt
+#                 NCHW and NHWC; fp32 and bf16); then every convolution of the 224x224 network
+#                 in NHWC (bf16, tf32) through cuDNN's legacy API and its graph API
+#                 (--conv-api), and their sums per training step; the whole table in
+#                 <report>-kernels.txt
 #   8 sanitize    compute-sanitizer's memcheck, racecheck and synccheck over the gpu tests of our
 #                 kernels (test_kernels.cu, test_cuda_batchnorm_kernels.cpp), checking only our
 #                 kernels (namespace rddp): out-of-bounds and misaligned accesses, shared-memory
@@ -46,8 +49,12 @@
 #                 NCHW with cuDNN's BatchNorm, ours in NHWC with our fused BatchNorm, and
 #                 torch.compile's, each collected between cudaProfilerStart and Stop (the
 #                 benchmarks' --profile); the GPU kernels' time by kernel and by resnet_ddp's
-#                 NVTX range (forward, backward, optimizer), in <report>-profile-<name>.txt.
-#                 Skipped, saying so, where the machine has no nsys
+#                 NVTX range (forward, backward, optimizer), in <report>-profile-<name>.txt
+#                 (the kernel summary also as <report>-profile-<name>.csv); then the kernel
+#                 time per step by category (convolutions, BatchNorm, pooling, ...) of the
+#                 three side by side and against torch.compile's (bench/profile_breakdown.py):
+#                 the tables in the report, each category's longest kernels in
+#                 <report>-profile-breakdown.md. Skipped, saying so, where the machine has no nsys
 #  10 throughput  bench/run_throughput.sh with its own budget (--budget 470), last
 #
 # Each step has its own time limit, cut to what is left of its part's budget; a step that the
@@ -87,9 +94,9 @@ describe_part() {
     engine) echo "resume and --cuda-graphs on bit-identical to a straight eager run under --deterministic; one process and mpirun -np 1 through NCCL, also with a bfloat16 gradient allreduce; the step replayed with its NCCL allreduces as one CUDA graph; a whole fp32 training run step by step against PyTorch" ;;
     mixed) echo "300 synthetic steps in bf16 and fp16, NCHW and NHWC, cuDNN's and our fused BatchNorm (NHWC: also cuDNN's persistent, fp16 NHWC: cuDNN's fused); fp16's skipped steps" ;;
     data) echo "JPEG folder vs resnet_ddp_pack pack: data-wait share per epoch" ;;
-    kernels) echo "bench/kernels_bench: our kernels' bandwidth, our BatchNorm beside cuDNN's at ResNet-18's shapes" ;;
+    kernels) echo "bench/kernels_bench: our kernels' bandwidth, our BatchNorm beside cuDNN's at ResNet-18's shapes, the 224x224 convolutions through both cuDNN APIs" ;;
     sanitize) echo "compute-sanitizer memcheck, racecheck and synccheck on the gpu tests of our kernels" ;;
-    profile) echo "nsys over 10 steps at 224x224 bf16: ours (NCHW cuDNN BatchNorm, NHWC fused BatchNorm) and torch.compile's; kernel time by kernel and by range" ;;
+    profile) echo "nsys over 10 steps at 224x224 bf16: ours (NCHW cuDNN BatchNorm, NHWC fused BatchNorm) and torch.compile's; kernel time by kernel, by range and per step by category side by side" ;;
     throughput) echo "bench/run_throughput.sh --budget 470 against PyTorch" ;;
   esac
 }
@@ -608,11 +615,17 @@ part_profile() {
   [ -n "$python" ] || [ $dry_run = 0 ] || python=python3
   # The configuration where torch.compile led most at the last measurement; 10 warm-up steps
   # (timed convolution search and compilation happen there, unprofiled), then 10 collected.
-  local shape=(--size 224 --batch 256 --precision bf16 --warmup 10 --windows 1 --steps-per-window 10 --profile)
+  local steps=10
+  local shape=(--size 224 --batch 256 --precision bf16 --warmup 10 --windows 1
+               --steps-per-window "$steps" --profile)
   local collect=("$nsys" profile --capture-range=cudaProfilerApi --capture-range-end=stop --trace=cuda,nvtx
                  --sample=none --cpuctxsw=none --force-overwrite=true)
-  local name
+  local name csv summaries=()
   for name in resnet_ddp-nchw resnet_ddp-nhwc-fusedbn pytorch-compile; do
+    # Beside the report, so that the breakdown can be redone; one left by an earlier command
+    # today must not stand in for a program that fails now.
+    csv=${report%.md}-profile-$name.csv
+    [ $dry_run = 1 ] || rm -f "$csv"
     local program=("$build/bench/cuda_step_bench" "${shape[@]}") limit=120
     case $name in
       resnet_ddp-nhwc-fusedbn) program+=(--memory-format nhwc --batchnorm fused) ;;
@@ -621,15 +634,50 @@ part_profile() {
         program=("$python" "$root/bench/pytorch_ddp.py" --mode compile "${shape[@]}") limit=180 ;;
     esac
     step "$limit" "nsys profile, $name" "${collect[@]}" -o "$logs/profile-$name" "${program[@]}" || continue
-    # The kernel summary under its name since nsys 2023, else its older one; the GPU time of
-    # each NVTX range where this nsys has that report.
+    # The kernel summary under its name since nsys 2023, else its older one, as text for the
+    # report and as CSV for the breakdown by category; the GPU time of each NVTX range where
+    # this nsys has that report. A CSV that nsys failed to write is removed, not half read.
     step 30 "nsys stats, $name" bash -c '
       "$1" stats --report cuda_gpu_kern_sum "$2" || "$1" stats --report gpukernsum "$2" || exit 1
+      "$1" stats --report cuda_gpu_kern_sum --format csv "$2" >"$3" ||
+        "$1" stats --report gpukernsum --format csv "$2" >"$3" ||
+        { rm -f "$3"; echo "(no kernel summary in CSV from this nsys: no breakdown by category)"; }
       "$1" stats --report nvtx_gpu_proj_sum "$2" || echo "(no nvtx_gpu_proj_sum report in this nsys)"' \
-      _ "$nsys" "$logs/profile-$name.nsys-rep"
+      _ "$nsys" "$logs/profile-$name.nsys-rep" "$csv"
+    local stats_status=$?
     [ $dry_run = 1 ] || cp "$logs/nsys_stats_$(printf '%s' "$name" | tr -cs 'A-Za-z0-9' '_').log" \
       "${report%.md}-profile-$name.txt"
+    if [ $stats_status -eq 0 ] && { [ $dry_run = 1 ] || [ -s "$csv" ]; }; then
+      summaries+=("$name=$csv")
+    fi
   done
+  profile_breakdown "$steps" "${summaries[@]}"
+}
+
+# profile_breakdown STEPS NAME=CSV...: the kernel time per step by category of each program
+# profiled, side by side (bench/profile_breakdown.py), in <report>-profile-breakdown.md with
+# each category's longest kernels; the category tables go into the report as well. The
+# differences are against torch.compile's where it was profiled: where ours spends more.
+profile_breakdown() {
+  local steps=$1
+  shift
+  if [ $# -eq 0 ]; then
+    verdict_line no "no program's kernel summary in CSV: no breakdown of kernel time by category"
+    return
+  fi
+  local against=() tables=$logs/profile-breakdown-tables.md
+  [[ " $* " != *" pytorch-compile="* ]] || against=(--baseline pytorch-compile)
+  # Only the standard library: any python3 does, whether or not it has torch.
+  step 10 "kernel time per step by category" python3 "$root/bench/profile_breakdown.py" \
+    --steps "$steps" "${against[@]}" --output "${report%.md}-profile-breakdown.md" \
+    --table-output "$tables" "$@" || return
+  [ $dry_run = 1 ] && return
+  {
+    echo
+    cat "$tables"
+    echo
+    echo "Each category's longest kernels: \`$(basename "${report%.md}")-profile-breakdown.md\`."
+  } >>"$report"
 }
 
 part_throughput() {

@@ -3,7 +3,8 @@
 # that they fit a machine lent for a fixed time a command. No GPU is needed: a stand-in
 # nvidia-smi names one, and a stand-in kernels_bench outlives any budget. The sanitize part runs
 # each compute-sanitizer tool (a stand-in that logs its arguments) over the kernel tests; the
-# profile part runs each benchmark under nsys (a stand-in too) and keeps its summaries.
+# profile part runs each benchmark under nsys (a stand-in too), keeps its summaries and splits
+# their kernel time per step by category, side by side.
 source "$(dirname "$0")/lib.sh"
 script=$RDDP_SOURCE_DIR/scripts/gpu_check.sh
 
@@ -54,16 +55,34 @@ for tool in memcheck racecheck synccheck; do
 done
 
 # The profile part collects each benchmark's timed windows under nsys (a stand-in that runs the
-# program and writes what it printed as the report), then keeps nsys' kernel summaries.
+# program and writes what it printed as the report), then keeps nsys' kernel summaries, and
+# last splits the kernel time per step by category, against torch.compile's.
 expect 0 "nsys profile --capture-range=cudaProfilerApi --capture-range-end=stop .* --profile --memory-format nhwc --batchnorm fused" -- \
   "$script" --dry-run --part profile
+check "the dry run lists the breakdown by category of the three kernel summaries in CSV" \
+  grep -qE "python3 .*/bench/profile_breakdown.py --steps 10 --baseline pytorch-compile --output .*-profile-breakdown.md --table-output .* resnet_ddp-nchw=.*-profile-resnet_ddp-nchw.csv resnet_ddp-nhwc-fusedbn=.*-profile-resnet_ddp-nhwc-fusedbn.csv pytorch-compile=.*-profile-pytorch-compile.csv" \
+  "$work/out"
+check "the profile part's steps, breakdown included, fit its budget" \
+  grep -q "its steps' limits add up to 520 s of its 520 s budget$" "$work/out"
+# With --format csv, a kernel summary as nsys prints it: a progress line, then the table, where
+# the BatchNorm kernels (cuDNN's, ours, Inductor's) take 5, 4 and 2 ms a step and a convolution 3.
 cat >"$work/bin/nsys" <<'STANDIN'
 #!/bin/sh
 command=$1
 shift
 if [ "$command" = stats ]; then
   for last in "$@"; do :; done
-  echo "kernel time by kernel and range of: $(cat "$last")"
+  case " $* " in
+    *" --format csv "*)
+      echo "Processing [$last] with [cuda_gpu_kern_sum.py]... "
+      echo '"Time (%)","Total Time (ns)","Instances","Avg (ns)","Name"'
+      echo '"50.0","30000000","160","187500.0","sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_kernel__5x_cudnn"'
+      if grep -q pytorch "$last"; then bn='"20000000","100","200000.0","triton_red_fused__native_batch_norm_legit_functional_0"'
+      elif grep -q -- "--batchnorm fused" "$last"; then bn='"40000000","200","200000.0","void rddp::cuda::(anonymous namespace)::normalize_kernel<__nv_bfloat16, true, 8>(int)"'
+      else bn='"50000000","200","250000.0","void cudnn::bn_fw_tr_1C11_kernel_NCHW<__nv_bfloat16, float, int, 128, 0, 2, 1>(int)"'; fi
+      echo "\"50.0\",$bn" ;;
+    *) echo "kernel time by kernel and range of: $(cat "$last")" ;;
+  esac
   exit 0
 fi
 while [ "$1" != -o ]; do shift; done
@@ -82,6 +101,17 @@ check "our NHWC fused-BatchNorm run was profiled over its timed windows only" \
 check "torch.compile's run too" \
   grep -q "of: pytorch .*/bench/pytorch_ddp.py --mode compile --size 224 .* --profile" \
   "$work"/reports/gpu-check-Stand-in-GPU-*-profile-pytorch-compile.txt
+check "each kernel summary is kept in CSV beside the report" \
+  grep -q "triton_red_fused__native_batch_norm" "$work"/reports/gpu-check-Stand-in-GPU-*-profile-pytorch-compile.csv
+# 5 ms of cuDNN's BatchNorm and 3 of convolution make 8 a step: 62.5 %; ours 4 of 7, 57.1 %.
+check "the report holds kernel time per step by category, the three side by side" \
+  grep -qxF "| BatchNorm | 5.000 (62.5 %) | 4.000 (57.1 %) | 2.000 (40.0 %) |" \
+  "$work"/reports/gpu-check-Stand-in-GPU-*[0-9].md
+check "and where ours spends more than torch.compile's" \
+  grep -qxF "| BatchNorm | +3.000 | +2.000 |" "$work"/reports/gpu-check-Stand-in-GPU-*[0-9].md
+check "each category's longest kernels in <report>-profile-breakdown.md" \
+  grep -qF '| resnet_ddp-nhwc-fusedbn | 4.000 | 20 | 200.0 | `normalize_kernel<__nv_bfloat16, true, 8>` |' \
+  "$work"/reports/gpu-check-Stand-in-GPU-*-profile-breakdown.md
 
 # With the budget spent, a step is not started at all, and says whose budget it was.
 PATH=$work/bin:$PATH RDDP_BUILD_DIR=$work/build RDDP_REPORT_DIR=$work/reports RDDP_COMMIT=test \
