@@ -10,7 +10,8 @@
 // At the imagenet stem's shape, its BatchNorm and max-pool through the stored output and with the
 // pool normalising on the fly. Last, a table of its own: the 224x224 network's stem convolution
 // in NHWC (cuDNN, timed algorithm search) on its 3 input channels and on an input zero-padded to
-// 4 and 8, in TFLOP/s.
+// 4 and 8, in TFLOP/s. Then every convolution of that network in NHWC, bf16 and tf32, through the
+// legacy API's timed choice and the graph API's (--conv-api), and their sums per training step.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -504,6 +505,135 @@ void bench_stem_convolution(const char* type_name) {
   }
 }
 
+// ResNet-18's convolutions at 224x224, batch 256, NHWC, as the fastest configuration runs them.
+// `count` is how often a step runs the shape; the downsampling 1x1's input gradient adds to the
+// block's (beta 1), timed here overwriting, as its kernels are the same.
+struct NetworkConv {
+  const char* name;
+  int in_channels, size, out_channels, kernel, stride, pad, count;
+  bool input_grad;
+};
+constexpr NetworkConv kNetworkConvs[] = {
+    {"conv1 7x7/2", 3, 224, 64, 7, 2, 3, 1, false},
+    {"layer1 3x3", 64, 56, 64, 3, 1, 1, 4, true},
+    {"layer2.0 3x3/2", 64, 56, 128, 3, 2, 1, 1, true},
+    {"layer2.0 1x1/2", 64, 56, 128, 1, 2, 0, 1, true},
+    {"layer2 3x3", 128, 28, 128, 3, 1, 1, 3, true},
+    {"layer3.0 3x3/2", 128, 28, 256, 3, 2, 1, 1, true},
+    {"layer3.0 1x1/2", 128, 28, 256, 1, 2, 0, 1, true},
+    {"layer3 3x3", 256, 14, 256, 3, 1, 1, 3, true},
+    {"layer4.0 3x3/2", 256, 14, 512, 3, 2, 1, 1, true},
+    {"layer4.0 1x1/2", 256, 14, 512, 1, 2, 0, 1, true},
+    {"layer4 3x3", 512, 7, 512, 3, 1, 1, 3, true},
+};
+
+// One direction of one convolution, as chosen by one API's timed search.
+struct TimedConv {
+  double us = 0.0;
+  int choice = -1;  // the legacy algorithm, or the graph plan's engine
+  bool graph = false;
+};
+
+// The three directions of `c` (two for the stem) through `api`, each as its timed search chose.
+template <typename T>
+std::vector<TimedConv> time_network_conv(const NetworkConv& c, bool tf32, cuda::ConvApi api) {
+  constexpr int kBatch = 256;
+  constexpr cudnnDataType_t type = cuda::data_type_of<T>();
+  constexpr size_t kWorkspaceLimit = size_t{1} << 30;
+  cuda::ComputeContext context;
+  cuda::MathPolicy policy;
+  policy.allow_tf32 = tf32;
+  policy.data_type = type;
+  policy.format = CUDNN_TENSOR_NHWC;
+  policy.search = cuda::ConvAlgorithmSearch::timed;
+  policy.api = api;
+  cuda::ConvAlgorithmCache algorithms(policy);
+  cuda::TensorDescriptorCache descriptors(type, CUDNN_TENSOR_NHWC);
+  const cuda::ConvShape geometry{kBatch, c.in_channels, c.size, c.size, c.out_channels,
+                                 c.kernel, c.stride, c.pad};
+  cuda::ConvLayer layer(geometry, c.input_grad, type, CUDNN_TENSOR_NHWC);
+  const cuda::ConvShape shape = layer.shape(kBatch);
+  const size_t inputs = static_cast<size_t>(kBatch) * c.in_channels * c.size * c.size;
+  const size_t outputs =
+      static_cast<size_t>(kBatch) * c.out_channels * shape.out_h() * shape.out_w();
+  const size_t weights =
+      static_cast<size_t>(c.out_channels) * c.in_channels * c.kernel * c.kernel;
+  T* x = device_filled<T>(inputs, 41);
+  T* w = device_filled<T>(weights, 42);
+  T* dy = device_filled<T>(outputs, 43);
+  T* y = device_alloc<T>(outputs);
+  T* dx = device_alloc<T>(inputs);
+  T* dw = device_alloc<T>(weights);
+  const size_t search_bytes =
+      layer.search_workspace_bytes(kBatch, context.cudnn(), algorithms, kWorkspaceLimit);
+  void* workspace = nullptr;
+  RDDP_CUDA_CHECK(cudaMalloc(&workspace, std::max<size_t>(search_bytes, 1)));
+  const cuda::ConvSearchBuffers buffers{x, w, dy, y, dx, dw, workspace, search_bytes};
+  const size_t workspace_bytes = layer.prepare(kBatch, context.cudnn(), algorithms, descriptors,
+                                               &buffers, kWorkspaceLimit);
+  if (workspace_bytes > search_bytes) {
+    RDDP_CUDA_CHECK(cudaFree(workspace));
+    RDDP_CUDA_CHECK(cudaMalloc(&workspace, workspace_bytes));
+  }
+  const cuda::CudnnCall call{context.cudnn(), workspace, std::max(workspace_bytes, search_bytes)};
+  const auto timed = [&](cuda::ConvDirection direction, auto launch) {
+    const cuda::ConvAlgorithm& chosen =
+        algorithms.choose(context.cudnn(), shape, direction, nullptr, kWorkspaceLimit);
+    return TimedConv{median_microseconds(launch, context.stream()), chosen.algorithm,
+                     chosen.graph != nullptr};
+  };
+  std::vector<TimedConv> times;
+  times.push_back(timed(cuda::ConvDirection::forward,
+                        [&] { layer.forward(call, kBatch, x, w, y); }));
+  if (c.input_grad)
+    times.push_back(timed(cuda::ConvDirection::backward_data,
+                          [&] { layer.backward_data(call, kBatch, dy, w, dx); }));
+  times.push_back(timed(cuda::ConvDirection::backward_filter,
+                        [&] { layer.backward_filter(call, kBatch, x, dy, dw); }));
+  for (void* p : {static_cast<void*>(x), static_cast<void*>(w), static_cast<void*>(dy),
+                  static_cast<void*>(y), static_cast<void*>(dx), static_cast<void*>(dw),
+                  workspace})
+    RDDP_CUDA_CHECK(cudaFree(p));
+  return times;
+}
+
+// Every convolution of the 224x224 network through both of cuDNN's APIs, side by side, and what
+// they add up to per training step: the convolutions' share of the step, and what
+// --conv-api graph changes in it.
+template <typename T>
+void bench_network_convolutions(const char* precision, bool tf32) {
+  std::printf("\n%-32s %-10s %11s %11s %7s %9s %9s\n",
+              (std::string("224x224 convolutions, ") + precision).c_str(), "direction",
+              "legacy us", "graph us", "ratio", "algorithm", "engine");
+  double legacy_step = 0.0, graph_step = 0.0;
+  int missing = 0;
+  for (const NetworkConv& c : kNetworkConvs) {
+    // A shape one API refuses must not cost the others' rows; the sums then say they lack it.
+    std::vector<TimedConv> legacy, graph;
+    try {
+      legacy = time_network_conv<T>(c, tf32, cuda::ConvApi::legacy);
+      graph = time_network_conv<T>(c, tf32, cuda::ConvApi::graph);
+    } catch (const Error& error) {
+      std::printf("%-32s not measured: %s\n", c.name, error.what());
+      ++missing;
+      continue;
+    }
+    const char* const all[] = {"forward", "data", "filter"};
+    const char* const stem[] = {"forward", "filter"};
+    for (size_t i = 0; i < legacy.size(); ++i) {
+      std::printf("%-32s %-10s %11.1f %11.1f %7.3f %9d %9s\n", c.name,
+                  c.input_grad ? all[i] : stem[i], legacy[i].us, graph[i].us,
+                  graph[i].us / legacy[i].us, legacy[i].choice,
+                  graph[i].graph ? std::to_string(graph[i].choice).c_str() : "legacy");
+      legacy_step += c.count * legacy[i].us;
+      graph_step += c.count * graph[i].us;
+    }
+  }
+  std::printf("%-32s %-10s %11.1f %11.1f %7.3f%s\n", "per training step", "all", legacy_step,
+              graph_step, graph_step / legacy_step,
+              missing > 0 ? "  (without the shapes not measured)" : "");
+}
+
 // A failure here (a shape cuDNN refuses) must not cost the rows above, printed already.
 void bench_stem_convolutions() {
   std::printf("\n%-36s %-26s %10s %10s %9s\n", "convolution", "input (NHWC, padded)", "median us",
@@ -548,6 +678,8 @@ void run() {
   RDDP_CUDA_CHECK(cudaStreamDestroy(stream));
   bench_batchnorms(report);
   bench_stem_convolutions();
+  bench_network_convolutions<__nv_bfloat16>("bf16", /*tf32=*/false);
+  bench_network_convolutions<float>("tf32", /*tf32=*/true);
 }
 
 }  // namespace

@@ -45,8 +45,7 @@ goal_order=$(grep -oE '^== [a-z0-9_-]+, [0-9x]+, batch [0-9]+, [a-z0-9]+, [a-z_]
 expected_order=$(for config in "224x224, batch 256, bf16" "32x32, batch 128, bf16" \
                                 "224x224, batch 256, tf32" "32x32, batch 128, tf32"; do
   echo "resnet_ddp-fusedbn-graphs, $config, nhwc"
-  [[ $config != 224* ]] || echo "resnet_ddp-fusedbn-pad4-graphs, $config, nhwc"
-  echo "resnet_ddp-persistentbn-graphs, $config, nhwc"
+  echo "resnet_ddp-fusedbn-cudnngraph-graphs, $config, nhwc"
   echo "resnet_ddp-fusedbn-graphs, $config, nchw"
   echo "resnet_ddp-graphs, $config, nchw"
   echo "pytorch-eager, $config, nchw"
@@ -55,7 +54,7 @@ expected_order=$(for config in "224x224, batch 256, bf16" "32x32, batch 128, bf1
 done)
 check "--goals runs each configuration whole, bf16 and 224x224 first" [ "$goal_order" = "$expected_order" ]
 check "--goals replays our steps from a graph, with the variant's flags" \
-  grep -qE "cuda_step_bench --stem cifar --size 32 .*--precision tf32 .*--memory-format nhwc --batchnorm cudnn-persistent --cuda-graphs on" "$work/out"
+  grep -qE "cuda_step_bench --stem cifar --size 32 .*--precision tf32 .*--memory-format nhwc --batchnorm fused --conv-api graph --cuda-graphs on" "$work/out"
 expect 0 "pytorch-compile, 32x32, batch 128, bf16" -- \
   "$script" --dry-run --prebuilt --build-dir "$work/real" --goals --sizes 32 --precisions bf16
 check "--sizes and --precisions narrow --goals to one configuration, all 7 of its runs" \
@@ -113,18 +112,20 @@ check "the tables are marked as counting toward no goal" \
 check "the run was measured all the same" grep -qE '"impl":"resnet_ddp",.*"status":"ok"' "$anyway"
 mv "$work/build/tests/gpu_tests-passing" "$work/build/tests/gpu_tests"
 
-# The measurement: our padded-input NHWC variant replayed from a graph, and eager PyTorch in both
-# layouts, which has no GPU here.
+# The measurement: our padded-input NHWC variant and the one with cuDNN's graph API, replayed
+# from a graph, and eager PyTorch in both layouts, which has no GPU here.
 expect 0 "results: .*/throughput-Stand-in-GPU-[0-9-]+\.md" -- \
   run --results-dir "$work/results" --with-nhwc --sizes 32 --precisions bf16 --budget 400 \
-  --impls resnet_ddp-fusedbn-pad4-graphs,pytorch-eager
+  --impls resnet_ddp-fusedbn-pad4-graphs,resnet_ddp-fusedbn-cudnngraph-graphs,pytorch-eager
 results=$(ls "$work"/results/throughput-Stand-in-GPU-*.md)
 log=${results%.md}.log
 check "the results name the GPU, its driver, the commit and the passed GPU tests" \
   grep -qzE "GPU: Stand-in GPU, driver 999.99, compute capability 9.0.*commit test-commit.*GPU tests: passed" "$results"
 check "the device's own view is kept" grep -q '"record":"device","gpu":"emulated CUDA device (CPU)"' "$results"
-check "one run of ours, measured" \
-  bash -c '[ "$(grep "\"impl\":\"resnet_ddp" "$1" | grep -c "\"status\":\"ok\"")" = 1 ]' _ "$results"
+check "two runs of ours, measured" \
+  bash -c '[ "$(grep "\"impl\":\"resnet_ddp" "$1" | grep -c "\"status\":\"ok\"")" = 2 ]' _ "$results"
+check "the graph-API run says so and replayed its graph" \
+  grep -qE '"impl":"resnet_ddp-fusedbn-cudnngraph-graphs".*"conv_api":"graph".*"graph_replays":[1-9]' "$results"
 padded=$(grep '"impl":"resnet_ddp-fusedbn-pad4-graphs"' "$results")
 check "the padded run padded its input and replayed its graph" \
   grep -qE '"memory_format":"nhwc".*"pad_input_channels":4.*"graph_replays":[1-9]' <<<"$padded"
@@ -138,7 +139,7 @@ check "the graph run's step is split too, by the events recorded inside its grap
 torch_runs=0
 ! "$RDDP_SOURCE_DIR/scripts/find_python.sh" torch torchvision >/dev/null 2>&1 || torch_runs=2
 check "the log holds every run's command and output" \
-  bash -c '[ "$(grep -c "^### .*cuda_step_bench" "$1")" = 1 ] && [ "$(grep -c "^### .*pytorch_ddp.py" "$1")" = "$2" ] &&
+  bash -c '[ "$(grep -c "^### .*cuda_step_bench" "$1")" = 2 ] && [ "$(grep -c "^### .*pytorch_ddp.py" "$1")" = "$2" ] &&
            grep -q "^images/s per GPU" "$1"' _ "$log" "$torch_runs"
 
 # A budget too short for any run: every cell says so, and the command still writes its table.
