@@ -630,15 +630,12 @@ void record_uses(Plan<T>& plan) {
     batchnorm_op(block.bn2, false, true, nullptr, &block.output.grad);
     conv_op(block.conv2, false);
     batchnorm_op(block.bn1, false, true, nullptr, &block.hidden.grad);
+    // Without a downsample branch conv1 adds onto the block output's gradient, in its buffer.
     conv_op(block.conv1, false);
     if (block.has_downsample) {
       // From the block output's gradient, as bn2's backward masked it.
       batchnorm_op(block.downsample_bn, false, false, nullptr, &block.output.grad);
       conv_op(block.downsample_conv, false);
-    } else {
-      ++op;  // the identity branch's share of the input's gradient
-      arena.use(&block.input->grad, op);
-      arena.use(&block.output.grad, op);
     }
   }
   if (plan.stem_maxpool) {
@@ -709,7 +706,12 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
                    BatchNormFusion::relu);
     plan_conv(plan, block.conv2, desc.conv2, &block.hidden, c1.height, c1.width, max_batch);
     const Activation<T>& c2 = block.conv2.output;
-    block.output.plan(plan.arena, max_batch, c2.channels, c2.height, c2.width, true);
+    // Without a downsample branch the block's output gradient, once bn2's backward has masked
+    // it in place, is the identity branch's share of the input's gradient: one buffer, onto
+    // which conv1's backward adds its share, instead of a second buffer and an add.
+    block.output.plan(plan.arena, max_batch, c2.channels, c2.height, c2.width,
+                      /*needs_grad=*/desc.has_downsample);
+    if (!desc.has_downsample) plan.arena.share(&block.output.grad, &current->grad);
     plan_batchnorm(plan, block.bn2, desc.bn2, &block.conv2.output, &block.output,
                    BatchNormFusion::add_relu);
     block.has_downsample = desc.has_downsample;
@@ -977,15 +979,18 @@ void backward_of(Plan<T>& plan, const float* dlogits, const GradReadyFn& ready) 
     conv_backward(plan, block.conv2, batch, block.hidden.grad, false, ready);
     batchnorm_backward(plan, block.bn1, batch, block.hidden.grad, /*relu=*/true,
                        /*keep_masked=*/false, ready);
-    // conv1 writes the block input's gradient; the identity branch adds its share on top.
+    // With a downsample branch conv1 writes the block input's gradient and the branch adds its
+    // share on top. Without, the input's gradient is sum_grad's buffer (see build), which
+    // holds the identity branch's share already: conv1 adds its own.
     T* input_grad = block.input->grad;
-    conv_backward(plan, block.conv1, batch, input_grad, false, ready);
     if (block.has_downsample) {
+      conv_backward(plan, block.conv1, batch, input_grad, false, ready);
       batchnorm_backward(plan, block.downsample_bn, batch, sum_grad, /*relu=*/false,
                          /*keep_masked=*/false, ready);
       conv_backward(plan, block.downsample_conv, batch, input_grad, true, ready);
     } else {
-      add(block.input->count(batch), input_grad, sum_grad, input_grad, stream);
+      RDDP_ASSERT(input_grad == sum_grad);
+      conv_backward(plan, block.conv1, batch, input_grad, true, ready);
     }
   }
 

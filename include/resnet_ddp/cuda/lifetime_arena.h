@@ -26,9 +26,22 @@ class LifetimeArena {
   void request(T** pointer, size_t count) {
     RDDP_ASSERT(index_.count(pointer) == 0);
     index_[pointer] = requests_.size();
-    requests_.push_back({count * sizeof(T), [pointer](std::byte* at) {
+    requests_.push_back({count * sizeof(T), {[pointer](std::byte* at) {
                            *pointer = reinterpret_cast<T*>(at);
-                         }});
+                         }}});
+  }
+
+  // `pointer` names the same buffer as `with`, requested before: allocate() points both at it,
+  // and the uses of either make its one lifetime. For a tensor whose updates go in place into
+  // another's bytes, as the gradient flowing through a residual block's identity branch does.
+  template <typename T>
+  void share(T** pointer, T** with) {
+    RDDP_ASSERT(index_.count(pointer) == 0);
+    const auto found = index_.find(static_cast<const void*>(with));
+    RDDP_ASSERT(found != index_.end());
+    index_[pointer] = found->second;
+    requests_[found->second].bind.push_back(
+        [pointer](std::byte* at) { *pointer = reinterpret_cast<T*>(at); });
   }
 
   // Operation `op` of a step reads or writes the buffer requested for `pointer`; operations are
@@ -66,7 +79,8 @@ class LifetimeArena {
       RDDP_CUDA_CHECK(cudaMemsetAsync(buffer_.get(), 0, plan.bytes, stream));
       RDDP_CUDA_CHECK(cudaStreamSynchronize(stream));
     }
-    for (size_t i = 0; i < requests_.size(); ++i) requests_[i].bind(buffer_.get() + plan.offsets[i]);
+    for (size_t i = 0; i < requests_.size(); ++i)
+      for (const auto& bind : requests_[i].bind) bind(buffer_.get() + plan.offsets[i]);
   }
 
   size_t bytes() const { return buffer_.bytes(); }
@@ -76,7 +90,7 @@ class LifetimeArena {
  private:
   struct Request {
     size_t bytes;
-    std::function<void(std::byte*)> bind;
+    std::vector<std::function<void(std::byte*)>> bind;  // the requesting pointer's, then sharers'
   };
   std::vector<Request> requests_;
   std::map<const void*, size_t> index_;  // the requested pointer's address -> its request
