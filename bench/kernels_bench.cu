@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "resnet_ddp/cuda/batchnorm_kernels.h"
@@ -442,6 +443,25 @@ void bench_batchnorms(const Reporter& report) {
     }
 }
 
+// Prepares `layer` for `batch` by the policy's timed search on `operands` (whose workspace this
+// fills in) and returns the workspace its calls then use, allocated: as large as the search or
+// the choices need, whichever is more, and at least one byte.
+std::pair<void*, size_t> prepare_timed(cuda::ConvLayer& layer, int batch, cudnnHandle_t handle,
+                                       cuda::ConvAlgorithmCache& algorithms,
+                                       cuda::TensorDescriptorCache& descriptors,
+                                       cuda::ConvSearchBuffers operands, size_t limit) {
+  const size_t search_bytes = layer.search_workspace_bytes(batch, handle, algorithms, limit);
+  void* workspace = nullptr;
+  RDDP_CUDA_CHECK(cudaMalloc(&workspace, std::max<size_t>(search_bytes, 1)));
+  operands.workspace = workspace;
+  operands.workspace_bytes = search_bytes;
+  const size_t needed = layer.prepare(batch, handle, algorithms, descriptors, &operands, limit);
+  if (needed <= search_bytes) return {workspace, search_bytes};
+  RDDP_CUDA_CHECK(cudaFree(workspace));
+  RDDP_CUDA_CHECK(cudaMalloc(&workspace, needed));
+  return {workspace, needed};
+}
+
 // The stem convolution (7x7, stride 2, pad 3, 64 filters) at 224x224, batch 256, NHWC: the
 // forward and the weight gradient (its input gradient is never needed). NHWC tensor-core
 // kernels read whole vectors of channels, which 3 channels do not fill; if the padded inputs run
@@ -471,17 +491,9 @@ void bench_stem_convolution(const char* type_name) {
     T* dy = device_filled<T>(outputs, 33);
     T* y = device_alloc<T>(outputs);
     T* dw = device_alloc<T>(weights);
-    const size_t search_bytes =
-        layer.search_workspace_bytes(kBatch, context.cudnn(), algorithms, kWorkspaceLimit);
-    void* workspace = nullptr;
-    RDDP_CUDA_CHECK(cudaMalloc(&workspace, std::max<size_t>(search_bytes, 1)));
-    const cuda::ConvSearchBuffers buffers{x, w, dy, y, nullptr, dw, workspace, search_bytes};
-    const size_t workspace_bytes = layer.prepare(kBatch, context.cudnn(), algorithms, descriptors,
-                                                 &buffers, kWorkspaceLimit);
-    if (workspace_bytes > search_bytes) {
-      RDDP_CUDA_CHECK(cudaFree(workspace));
-      RDDP_CUDA_CHECK(cudaMalloc(&workspace, workspace_bytes));
-    }
+    const auto [workspace, workspace_bytes] =
+        prepare_timed(layer, kBatch, context.cudnn(), algorithms, descriptors,
+                      {x, w, dy, y, nullptr, dw, nullptr, 0}, kWorkspaceLimit);
     const cuda::CudnnCall call{context.cudnn(), workspace, workspace_bytes};
     const double forward_us = median_microseconds(
         [&] { layer.forward(call, kBatch, x, w, y); }, context.stream());
@@ -506,8 +518,9 @@ void bench_stem_convolution(const char* type_name) {
 }
 
 // ResNet-18's convolutions at 224x224, batch 256, NHWC, as the fastest configuration runs them.
-// `count` is how often a step runs the shape; the downsampling 1x1's input gradient adds to the
-// block's (beta 1), timed here overwriting, as its kernels are the same.
+// `count` is how often a step runs the shape. Some input gradients add to what is there (beta 1:
+// the downsampling 1x1's, and conv1's in a block without one): summed as overwriting, and timed
+// adding on a row of their own ("data +="), which says what adding costs.
 struct NetworkConv {
   const char* name;
   int in_channels, size, out_channels, kernel, stride, pad, count;
@@ -564,18 +577,10 @@ std::vector<TimedConv> time_network_conv(const NetworkConv& c, bool tf32, cuda::
   T* y = device_alloc<T>(outputs);
   T* dx = device_alloc<T>(inputs);
   T* dw = device_alloc<T>(weights);
-  const size_t search_bytes =
-      layer.search_workspace_bytes(kBatch, context.cudnn(), algorithms, kWorkspaceLimit);
-  void* workspace = nullptr;
-  RDDP_CUDA_CHECK(cudaMalloc(&workspace, std::max<size_t>(search_bytes, 1)));
-  const cuda::ConvSearchBuffers buffers{x, w, dy, y, dx, dw, workspace, search_bytes};
-  const size_t workspace_bytes = layer.prepare(kBatch, context.cudnn(), algorithms, descriptors,
-                                               &buffers, kWorkspaceLimit);
-  if (workspace_bytes > search_bytes) {
-    RDDP_CUDA_CHECK(cudaFree(workspace));
-    RDDP_CUDA_CHECK(cudaMalloc(&workspace, workspace_bytes));
-  }
-  const cuda::CudnnCall call{context.cudnn(), workspace, std::max(workspace_bytes, search_bytes)};
+  const auto [workspace, workspace_bytes] =
+      prepare_timed(layer, kBatch, context.cudnn(), algorithms, descriptors,
+                    {x, w, dy, y, dx, dw, nullptr, 0}, kWorkspaceLimit);
+  const cuda::CudnnCall call{context.cudnn(), workspace, workspace_bytes};
   const auto timed = [&](cuda::ConvDirection direction, auto launch) {
     const cuda::ConvAlgorithm& chosen =
         algorithms.choose(context.cudnn(), shape, direction, nullptr, kWorkspaceLimit);
@@ -585,9 +590,17 @@ std::vector<TimedConv> time_network_conv(const NetworkConv& c, bool tf32, cuda::
   std::vector<TimedConv> times;
   times.push_back(timed(cuda::ConvDirection::forward,
                         [&] { layer.forward(call, kBatch, x, w, y); }));
-  if (c.input_grad)
+  if (c.input_grad) {
     times.push_back(timed(cuda::ConvDirection::backward_data,
                           [&] { layer.backward_data(call, kBatch, dy, w, dx); }));
+    const cuda::ConvAlgorithm& adding = algorithms.choose(
+        context.cudnn(), shape, cuda::ConvDirection::backward_data, nullptr, kWorkspaceLimit,
+        /*accumulate=*/true);
+    times.push_back(TimedConv{
+        median_microseconds([&] { layer.backward_data(call, kBatch, dy, w, dx, 1.0f); },
+                            context.stream()),
+        adding.algorithm, adding.graph != nullptr});
+  }
   times.push_back(timed(cuda::ConvDirection::backward_filter,
                         [&] { layer.backward_filter(call, kBatch, x, dy, dw); }));
   for (void* p : {static_cast<void*>(x), static_cast<void*>(w), static_cast<void*>(dy),
@@ -618,13 +631,14 @@ void bench_network_convolutions(const char* precision, bool tf32) {
       ++missing;
       continue;
     }
-    const char* const all[] = {"forward", "data", "filter"};
+    const char* const all[] = {"forward", "data", "data +=", "filter"};
     const char* const stem[] = {"forward", "filter"};
     for (size_t i = 0; i < legacy.size(); ++i) {
-      std::printf("%-32s %-10s %11.1f %11.1f %7.3f %9d %9s\n", c.name,
-                  c.input_grad ? all[i] : stem[i], legacy[i].us, graph[i].us,
-                  graph[i].us / legacy[i].us, legacy[i].choice,
+      const char* direction = c.input_grad ? all[i] : stem[i];
+      std::printf("%-32s %-10s %11.1f %11.1f %7.3f %9d %9s\n", c.name, direction, legacy[i].us,
+                  graph[i].us, graph[i].us / legacy[i].us, legacy[i].choice,
                   graph[i].graph ? std::to_string(graph[i].choice).c_str() : "legacy");
+      if (std::string(direction) == "data +=") continue;
       legacy_step += c.count * legacy[i].us;
       graph_step += c.count * graph[i].us;
     }

@@ -256,18 +256,32 @@ std::unique_ptr<BackendDescriptor> build_plan(cudnnHandle_t handle,
   return plan;
 }
 
-cudnnStatus_t run_plan(cudnnHandle_t handle, const ConvGraphPlan& plan, const void* x,
-                       const void* w, const void* y, void* workspace) {
-  BackendDescriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+// A pack of the operands and workspace, built on first use and kept with the plan.
+const BackendDescriptor& variant_pack(const ConvGraphPlan& plan, const void* x, const void* w,
+                                      const void* y, void* workspace) {
+  const std::array<const void*, 4> key{x, w, y, workspace};
+  auto found = plan.packs.find(key);
+  if (found != plan.packs.end()) return *found->second;
+  // A layer's buffers stay put, so more than this many means they moved (a new memory plan):
+  // the old packs are of no further use.
+  constexpr size_t kMaxPacks = 16;
+  if (plan.packs.size() >= kMaxPacks) plan.packs.clear();
+  auto pack = std::make_unique<BackendDescriptor>(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   const std::array<int64_t, 3> uids{kUidX, kUidW, kUidY};
   // cuDNN takes the data pointers as void* whichever operand it writes.
   const std::array<void*, 3> pointers{const_cast<void*>(x), const_cast<void*>(w),
                                       const_cast<void*>(y)};
-  set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids.data());
-  set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers.data());
-  set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
-  RDDP_CUDNN_CHECK(cudnnBackendFinalize(pack.get()));
-  return cudnnBackendExecute(handle, plan.plan->get(), pack.get());
+  set(*pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids.data());
+  set(*pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers.data());
+  set(*pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
+  RDDP_CUDNN_CHECK(cudnnBackendFinalize(pack->get()));
+  return *plan.packs.emplace(key, std::move(pack)).first->second;
+}
+
+cudnnStatus_t run_plan(cudnnHandle_t handle, const ConvGraphPlan& plan, const void* x,
+                       const void* w, const void* y, void* workspace) {
+  return cudnnBackendExecute(handle, plan.plan->get(),
+                             variant_pack(plan, x, w, y, workspace).get());
 }
 
 bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kAlignment == 0; }

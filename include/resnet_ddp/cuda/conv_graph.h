@@ -7,7 +7,9 @@
 #include <cudnn.h>
 
 #include <cstddef>
+#include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -40,6 +42,10 @@ struct ConvGraphPlan {
   size_t workspace_bytes = 0;
   bool deterministic = true;
   bool tensor_core = false;
+  // Variant packs by their pointers (x, w, y, workspace), finalized once: a layer runs on the
+  // same buffers every step, and building a pack per call would cost an eager step host time
+  // for every convolution. Bounded (conv_graph.cpp); one thread runs a plan.
+  mutable std::map<std::array<const void*, 4>, std::unique_ptr<BackendDescriptor>> packs;
 };
 
 // The plans of the configurations cuDNN's heuristics list for the convolution (its ranked list,

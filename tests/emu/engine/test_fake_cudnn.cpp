@@ -23,6 +23,7 @@
 #include "resnet_ddp/cpu/layers.h"
 #include "resnet_ddp/cuda/cudnn_batchnorm.h"
 #include "resnet_ddp/error.h"
+#include "device_bytes.h"
 #include "stream_work.h"
 
 namespace {
@@ -141,38 +142,7 @@ void check_close(const std::vector<float>& got, const std::vector<float>& expect
 // ---------------------------------------------------------------------------------------------
 // Device memory and cuDNN objects, owned.
 
-class DeviceBytes {
- public:
-  explicit DeviceBytes(size_t bytes) : bytes_(bytes) {
-    if (bytes > 0) REQUIRE(cudaMalloc(&data_, bytes) == cudaSuccess);
-  }
-  ~DeviceBytes() {
-    if (data_ != nullptr) cudaFree(data_);
-  }
-  DeviceBytes(const DeviceBytes&) = delete;
-  DeviceBytes& operator=(const DeviceBytes&) = delete;
-
-  void* get() const { return data_; }
-  size_t bytes() const { return bytes_; }
-  void fill(unsigned char value) {
-    if (bytes_ > 0) REQUIRE(cudaMemset(data_, value, bytes_) == cudaSuccess);
-  }
-  void upload(const std::vector<unsigned char>& host) {
-    REQUIRE(host.size() == bytes_);
-    if (bytes_ > 0)
-      REQUIRE(cudaMemcpy(data_, host.data(), bytes_, cudaMemcpyHostToDevice) == cudaSuccess);
-  }
-  std::vector<unsigned char> download() const {
-    std::vector<unsigned char> host(bytes_);
-    if (bytes_ > 0)
-      REQUIRE(cudaMemcpy(host.data(), data_, bytes_, cudaMemcpyDeviceToHost) == cudaSuccess);
-    return host;
-  }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-};
+using fake_cudnn_testing::DeviceBytes;
 
 // Values on the device in a cuDNN type and memory format, written and read as float in the
 // logical order (NCHW, or KCRS for filters).
