@@ -23,13 +23,13 @@
 #include "resnet_ddp/cpu/layers.h"
 #include "resnet_ddp/cuda/cudnn_batchnorm.h"
 #include "resnet_ddp/error.h"
-#include "device_bytes.h"
+#include "fake_cudnn_testing.h"
 #include "stream_work.h"
 
 namespace {
 
 using rddp::cpu::BatchNormShape;
-using rddp::cpu::ConvShape;
+using namespace fake_cudnn_testing;
 
 // ---------------------------------------------------------------------------------------------
 // Host-side tensors: dense NCHW float, encoded to and decoded from a type and a format.
@@ -140,9 +140,7 @@ void check_close(const std::vector<float>& got, const std::vector<float>& expect
 }
 
 // ---------------------------------------------------------------------------------------------
-// Device memory and cuDNN objects, owned.
-
-using fake_cudnn_testing::DeviceBytes;
+// cuDNN objects, owned.
 
 // Values on the device in a cuDNN type and memory format, written and read as float in the
 // logical order (NCHW, or KCRS for filters).
@@ -211,54 +209,13 @@ struct Convolution {
   cudnnConvolutionDescriptor_t desc = nullptr;
 };
 
-struct Handle {
-  Handle() { REQUIRE(cudnnCreate(&handle) == CUDNN_STATUS_SUCCESS); }
-  ~Handle() { cudnnDestroy(handle); }
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-  cudnnHandle_t handle = nullptr;
-};
 
-std::string last_error() {
-  char text[512] = "";
-  cudnnGetLastErrorString(text, sizeof text);
-  return text;
-}
 
-const char* type_name(cudnnDataType_t type) {
-  return type == CUDNN_DATA_FLOAT ? "float" : type == CUDNN_DATA_BFLOAT16 ? "bfloat16" : "half";
-}
-const char* format_name(cudnnTensorFormat_t format) {
-  return format == CUDNN_TENSOR_NHWC ? "NHWC" : "NCHW";
-}
 
-const cudnnDataType_t kTypes[] = {CUDNN_DATA_FLOAT, CUDNN_DATA_BFLOAT16, CUDNN_DATA_HALF};
-const cudnnTensorFormat_t kFormats[] = {CUDNN_TENSOR_NCHW, CUDNN_TENSOR_NHWC};
 
 // ---------------------------------------------------------------------------------------------
 // One convolution problem on the device, with host copies of its inputs.
 
-ConvShape conv_shape(int batch, int in_c, int in_h, int in_w, int out_c, int kernel, int stride,
-                     int pad) {
-  ConvShape s;
-  s.batch = batch;
-  s.in_channels = in_c;
-  s.in_h = in_h;
-  s.in_w = in_w;
-  s.out_channels = out_c;
-  s.kernel = kernel;
-  s.stride = stride;
-  s.pad = pad;
-  return s;
-}
-
-const ConvShape kConvShapes[] = {
-    conv_shape(2, 3, 7, 7, 4, 3, 1, 1),  // ResNet's 3x3 convolution
-    conv_shape(2, 5, 8, 6, 6, 3, 2, 1),  // strided, on a non-square input
-    conv_shape(3, 4, 5, 5, 8, 1, 2, 0),  // the 1x1 downsample
-    conv_shape(2, 3, 9, 9, 4, 7, 2, 3),  // the ImageNet stem
-    conv_shape(5, 2, 2, 2, 3, 3, 1, 1),  // deep-layer planes, several images a GEMM
-};
 
 struct ConvProblem {
   ConvProblem(const ConvShape& shape, cudnnDataType_t type, cudnnTensorFormat_t format,
@@ -280,14 +237,6 @@ struct ConvProblem {
   std::vector<float> host_x, host_w, host_dy;
 };
 
-enum class Direction { forward, backward_data, backward_filter };
-const Direction kDirections[] = {Direction::forward, Direction::backward_data,
-                                 Direction::backward_filter};
-const char* direction_name(Direction d) {
-  return d == Direction::forward         ? "forward"
-         : d == Direction::backward_data ? "backward data"
-                                         : "backward filter";
-}
 
 // One entry of an algorithm list, whatever the direction.
 struct Algorithm {

@@ -22,18 +22,13 @@
 #include <vector>
 
 #include "resnet_ddp/cpu/layers.h"
-#include "device_bytes.h"
+#include "fake_cudnn_testing.h"
 #include "stream_work.h"
 
 namespace {
 
-using rddp::cpu::ConvShape;
+using namespace fake_cudnn_testing;
 
-std::string last_error() {
-  char text[512] = "";
-  cudnnGetLastErrorString(text, sizeof text);
-  return text;
-}
 
 bool last_error_has(const std::string& part) {
   const std::string text = last_error();
@@ -43,18 +38,7 @@ bool last_error_has(const std::string& part) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// cuDNN handles and backend descriptors, owned.
-
-using fake_cudnn_testing::DeviceBytes;
-
-
-struct Handle {
-  Handle() { REQUIRE(cudnnCreate(&handle) == CUDNN_STATUS_SUCCESS); }
-  ~Handle() { cudnnDestroy(handle); }
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-  cudnnHandle_t handle = nullptr;
-};
+// Backend descriptors, owned.
 
 class Backend {
  public:
@@ -186,14 +170,6 @@ BackendPtr convolution(int64_t pad, int64_t stride) {
   return c;
 }
 
-enum class Direction { forward, backward_data, backward_filter };
-const Direction kDirections[] = {Direction::forward, Direction::backward_data,
-                                 Direction::backward_filter};
-const char* direction_name(Direction d) {
-  return d == Direction::forward         ? "forward"
-         : d == Direction::backward_data ? "backward data"
-                                         : "backward filter";
-}
 
 // A direction's operation type and attributes, by the role of their tensor: x the convolution's
 // input (dx), w its filter (dw), y its output (dy).
@@ -380,37 +356,8 @@ std::vector<unsigned char> random_bytes(int64_t count, cudnnDataType_t type, std
   return bytes;
 }
 
-ConvShape conv_shape(int batch, int in_c, int in_h, int in_w, int out_c, int kernel, int stride,
-                     int pad) {
-  ConvShape s;
-  s.batch = batch;
-  s.in_channels = in_c;
-  s.in_h = in_h;
-  s.in_w = in_w;
-  s.out_channels = out_c;
-  s.kernel = kernel;
-  s.stride = stride;
-  s.pad = pad;
-  return s;
-}
 
-const ConvShape kConvShapes[] = {
-    conv_shape(2, 3, 7, 7, 4, 3, 1, 1),  // ResNet's 3x3 convolution
-    conv_shape(2, 5, 8, 6, 6, 3, 2, 1),  // strided, on a non-square input
-    conv_shape(3, 4, 5, 5, 8, 1, 2, 0),  // the 1x1 downsample
-    conv_shape(2, 3, 9, 9, 4, 7, 2, 3),  // the ImageNet stem
-    conv_shape(5, 2, 2, 2, 3, 3, 1, 1),  // deep-layer planes, several images a GEMM
-};
 
-const cudnnDataType_t kTypes[] = {CUDNN_DATA_FLOAT, CUDNN_DATA_BFLOAT16, CUDNN_DATA_HALF};
-const cudnnTensorFormat_t kFormats[] = {CUDNN_TENSOR_NCHW, CUDNN_TENSOR_NHWC};
-
-const char* type_name(cudnnDataType_t type) {
-  return type == CUDNN_DATA_FLOAT ? "float" : type == CUDNN_DATA_BFLOAT16 ? "bfloat16" : "half";
-}
-const char* format_name(cudnnTensorFormat_t format) {
-  return format == CUDNN_TENSOR_NHWC ? "NHWC" : "NCHW";
-}
 
 struct Problem {
   Problem(const ConvShape& shape, cudnnDataType_t type, cudnnTensorFormat_t format,
