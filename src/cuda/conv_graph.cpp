@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/cuda/handles.h"
 #include "resnet_ddp/error.h"
 
 namespace rddp::cuda {
@@ -302,23 +303,11 @@ SearchOperands search_operands(ConvDirection direction, const ConvSearchBuffers&
   fail("internal error: unknown convolution direction; please report this");
 }
 
-class TimingEvent {
- public:
-  TimingEvent() { RDDP_CUDA_CHECK(cudaEventCreate(&event_)); }
-  ~TimingEvent() { cudaEventDestroy(event_); }
-  TimingEvent(const TimingEvent&) = delete;
-  TimingEvent& operator=(const TimingEvent&) = delete;
-  cudaEvent_t get() const { return event_; }
-
- private:
-  cudaEvent_t event_ = nullptr;
-};
-
 // The best of three timed runs in milliseconds, after one to warm up; infinity where the plan
 // fails to run.
 float best_time_ms(cudnnHandle_t handle, cudaStream_t stream, const ConvGraphPlan& plan,
                    const SearchOperands& operands, void* workspace) {
-  const TimingEvent start, stop;
+  const Event start(EventTiming::on), stop(EventTiming::on);
   float best = std::numeric_limits<float>::infinity();
   for (int run = 0; run < 4; ++run) {
     RDDP_CUDA_CHECK(cudaEventRecord(start.get(), stream));

@@ -19,7 +19,10 @@ Stream::~Stream() {
 
 void Stream::synchronize() const { RDDP_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
-Event::Event() { RDDP_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
+Event::Event(EventTiming timing) {
+  RDDP_CUDA_CHECK(cudaEventCreateWithFlags(
+      &event_, timing == EventTiming::on ? cudaEventDefault : cudaEventDisableTiming));
+}
 
 Event::~Event() {
   if (event_ != nullptr) cudaEventDestroy(event_);

@@ -26,10 +26,12 @@ class Stream {
   cudaStream_t stream_ = nullptr;
 };
 
-// An event for ordering work between streams, without timing (cheaper to record and wait for).
+// An event for ordering work between streams, by default without timing (cheaper to record
+// and wait for); EventTiming::on for one that cudaEventElapsedTime may measure between.
+enum class EventTiming { off, on };
 class Event {
  public:
-  Event();
+  explicit Event(EventTiming timing = EventTiming::off);
   ~Event();
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
