@@ -983,14 +983,13 @@ void backward_of(Plan<T>& plan, const float* dlogits, const GradReadyFn& ready) 
     // share on top. Without, the input's gradient is sum_grad's buffer (see build), which
     // holds the identity branch's share already: conv1 adds its own.
     T* input_grad = block.input->grad;
+    RDDP_ASSERT(block.has_downsample || input_grad == sum_grad);
+    conv_backward(plan, block.conv1, batch, input_grad, /*accumulate=*/!block.has_downsample,
+                  ready);
     if (block.has_downsample) {
-      conv_backward(plan, block.conv1, batch, input_grad, false, ready);
       batchnorm_backward(plan, block.downsample_bn, batch, sum_grad, /*relu=*/false,
                          /*keep_masked=*/false, ready);
       conv_backward(plan, block.downsample_conv, batch, input_grad, true, ready);
-    } else {
-      RDDP_ASSERT(input_grad == sum_grad);
-      conv_backward(plan, block.conv1, batch, input_grad, true, ready);
     }
   }
 
