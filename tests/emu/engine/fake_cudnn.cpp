@@ -284,15 +284,7 @@ cudnnStatus_t describe(const char* function, cudnnTensorDescriptor_t x_desc,
   if (x.h + 2 * conv.pad_h < w.h || x.w + 2 * conv.pad_w < w.w)
     return failure(CUDNN_STATUS_BAD_PARAM, function, "the ", w.h, "x", w.w,
                    " filter does not fit the padded ", x.h, "x", x.w, " input");
-  rddp::cpu::ConvShape s;
-  s.batch = x.n;
-  s.in_channels = x.c;
-  s.in_h = x.h;
-  s.in_w = x.w;
-  s.out_channels = w.n;
-  s.kernel = w.h;
-  s.stride = conv.stride_h;
-  s.pad = conv.pad_h;
+  const rddp::cpu::ConvShape s = conv_shape_of(x, w, conv.stride_h, conv.pad_h);
   if (y.n != x.n || y.c != w.n || y.h != s.out_h() || y.w != s.out_w())
     return failure(CUDNN_STATUS_BAD_PARAM, function, "the output is ", y.n, "x", y.c, "x", y.h, "x",
                    y.w, " but the convolution gives ", x.n, "x", w.n, "x", s.out_h(), "x",
