@@ -542,9 +542,11 @@ constexpr NetworkConv kNetworkConvs[] = {
 
 // One direction of one convolution, as chosen by one API's timed search.
 struct TimedConv {
-  double us = 0.0;
-  int choice = -1;  // the legacy algorithm, or the graph plan's engine
-  bool graph = false;
+  const char* direction;
+  bool in_step_sum;  // the adding backward data is timed beside the overwriting one, not summed
+  double us;
+  int choice;  // the legacy algorithm, or the graph plan's engine
+  bool graph;
 };
 
 // The three directions of `c` (two for the stem) through `api`, each as its timed search chose.
@@ -581,27 +583,23 @@ std::vector<TimedConv> time_network_conv(const NetworkConv& c, bool tf32, cuda::
       prepare_timed(layer, kBatch, context.cudnn(), algorithms, descriptors,
                     {x, w, dy, y, dx, dw, nullptr, 0}, kWorkspaceLimit);
   const cuda::CudnnCall call{context.cudnn(), workspace, workspace_bytes};
-  const auto timed = [&](cuda::ConvDirection direction, auto launch) {
-    const cuda::ConvAlgorithm& chosen =
-        algorithms.choose(context.cudnn(), shape, direction, nullptr, kWorkspaceLimit);
-    return TimedConv{median_microseconds(launch, context.stream()), chosen.algorithm,
-                     chosen.graph != nullptr};
+  const auto timed = [&](const char* name, cuda::ConvDirection direction, bool accumulate,
+                         auto launch) {
+    const cuda::ConvAlgorithm& chosen = algorithms.choose(context.cudnn(), shape, direction,
+                                                          nullptr, kWorkspaceLimit, accumulate);
+    return TimedConv{name, !accumulate, median_microseconds(launch, context.stream()),
+                     chosen.algorithm, chosen.graph != nullptr};
   };
   std::vector<TimedConv> times;
-  times.push_back(timed(cuda::ConvDirection::forward,
+  times.push_back(timed("forward", cuda::ConvDirection::forward, false,
                         [&] { layer.forward(call, kBatch, x, w, y); }));
   if (c.input_grad) {
-    times.push_back(timed(cuda::ConvDirection::backward_data,
+    times.push_back(timed("data", cuda::ConvDirection::backward_data, false,
                           [&] { layer.backward_data(call, kBatch, dy, w, dx); }));
-    const cuda::ConvAlgorithm& adding = algorithms.choose(
-        context.cudnn(), shape, cuda::ConvDirection::backward_data, nullptr, kWorkspaceLimit,
-        /*accumulate=*/true);
-    times.push_back(TimedConv{
-        median_microseconds([&] { layer.backward_data(call, kBatch, dy, w, dx, 1.0f); },
-                            context.stream()),
-        adding.algorithm, adding.graph != nullptr});
+    times.push_back(timed("data +=", cuda::ConvDirection::backward_data, true,
+                          [&] { layer.backward_data(call, kBatch, dy, w, dx, 1.0f); }));
   }
-  times.push_back(timed(cuda::ConvDirection::backward_filter,
+  times.push_back(timed("filter", cuda::ConvDirection::backward_filter, false,
                         [&] { layer.backward_filter(call, kBatch, x, dy, dw); }));
   for (void* p : {static_cast<void*>(x), static_cast<void*>(w), static_cast<void*>(dy),
                   static_cast<void*>(y), static_cast<void*>(dx), static_cast<void*>(dw),
@@ -631,14 +629,11 @@ void bench_network_convolutions(const char* precision, bool tf32) {
       ++missing;
       continue;
     }
-    const char* const all[] = {"forward", "data", "data +=", "filter"};
-    const char* const stem[] = {"forward", "filter"};
     for (size_t i = 0; i < legacy.size(); ++i) {
-      const char* direction = c.input_grad ? all[i] : stem[i];
-      std::printf("%-32s %-10s %11.1f %11.1f %7.3f %9d %9s\n", c.name, direction, legacy[i].us,
-                  graph[i].us, graph[i].us / legacy[i].us, legacy[i].choice,
+      std::printf("%-32s %-10s %11.1f %11.1f %7.3f %9d %9s\n", c.name, legacy[i].direction,
+                  legacy[i].us, graph[i].us, graph[i].us / legacy[i].us, legacy[i].choice,
                   graph[i].graph ? std::to_string(graph[i].choice).c_str() : "legacy");
-      if (std::string(direction) == "data +=") continue;
+      if (!legacy[i].in_step_sum) continue;
       legacy_step += c.count * legacy[i].us;
       graph_step += c.count * graph[i].us;
     }
