@@ -32,6 +32,7 @@ check "no temporary file is left" test -z "$(ls "$work/ck" | grep -v '^checkpoin
 /usr/bin/env python3 "$RDDP_SOURCE_DIR/data/fashion_mnist_to_folder.py" --out "$work/folder" \
   --train-per-class 2 --val-per-class 1 >/dev/null || failed "could not make the image folder"
 victim=$(find "$work/folder/train" -name '*.png' | sort | tail -1)
+: >"$work/out"  # before the job starts, so that the wait below cannot see an earlier run's step
 "$RDDP_BIN" --data "$work/folder" --device cpu --image-size 28 --batch-size 4 --epochs 50 --print-every 1 \
   >"$work/out" 2>&1 &
 job=$!

@@ -106,6 +106,9 @@ cmp -s "$work/b-0.rddp" "$work/w-0.rddp" && fail "bf16 and fp32 gradients gave t
 ok "2 ranks, --grad-allreduce bf16: trains, bit-identical weights on both ranks, not those of fp32"
 
 # Preemption: SIGUSR1 to rank 1 only; all ranks agree at the next step, rank 0 checkpoints.
+# The output file is emptied here, not only by the job's own redirection: that happens in the
+# background, and until it does the file holds the last run's "step 2/4".
+: >"$work/out"
 "${mpiexec[@]}" -n 2 "${train[@]}" --epochs 3 --checkpoint-dir "$work/ck" >"$work/out" 2>&1 &
 job=$!
 signal_rank_1 USR1 "--checkpoint-dir $work/ck"
@@ -127,6 +130,7 @@ kill_rank_1() {
   local what=$1 wait_for=$2 start status elapsed job
   shift 2
   start=$(date +%s)
+  : >"$work/out"
   timeout -k 5 90 "${mpiexec[@]}" -n 2 "${train[@]}" --epochs 50 --comm-timeout 20 "$@" >"$work/out" 2>&1 &
   job=$!
   for _ in $(seq 600); do grep -q "$wait_for" "$work/out" && break; sleep 0.1; done
