@@ -254,6 +254,22 @@ def tables(records):
                 steps.append(describe_config(k) + [c, f"{r['step_ms']:.2f}"] +
                              [f"{split[p]:.2f}" if split.get(p) is not None else "not measured"
                               for p in parts])
+    # A convolution cuDNN's graph API has no plan for runs on the legacy API's algorithm, so a
+    # graph-API run's figure means what it says only with how many convolutions were on plans.
+    graph_api = [describe_config(k) + [c, str(r["conv_graph_plans"]),
+                                       str(r["conv_legacy_algorithms"]),
+                                       f"{r['setup_s']:.1f}" if r.get("setup_s") is not None
+                                       else "not measured",
+                                       r.get("conv_graph_fallback") or "none fell back"]
+                 for k in keys for c in columns
+                 for r in [groups[k].get(c)]
+                 if ok(r) and r.get("conv_api") == "graph" and "conv_graph_plans" in r]
+    graph_section = [
+        "### Convolutions on cuDNN's graph API (--conv-api graph)", "",
+        markdown_table(config_header + ["implementation", "on graph-API plans",
+                                        "on legacy algorithms", "set-up, s",
+                                        "why the first fell back"], graph_api), "",
+    ] if graph_api else []
     return "\n".join([
         "### Goals: the fastest resnet_ddp variant against PyTorch", "",
         f"At least {EAGER_GOAL:.1f}x the images/s of PyTorch eager (its fastest layout), ahead of "
@@ -272,7 +288,7 @@ def tables(records):
         markdown_table(config_header + ["implementation", "step", "data wait",
                                         "forward+backward", "exposed communication",
                                         "optimizer", "GPU idle between steps"], steps), "",
-    ])
+    ] + graph_section)
 
 
 def main(argv):

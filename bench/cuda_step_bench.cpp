@@ -521,6 +521,12 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
   std::printf("steps            %d warm-up (%.1f s), then %d windows of %d timed by CUDA events\n",
               s.warmup, m.warmup_s, s.windows, s.steps_per_window);
   std::printf("engine built in  %.1f s (with the convolution algorithm search)\n", m.build_s);
+  const cuda::ConvAlgorithmCache::ApiUse api_use = cuda_conv_api_use(engine);
+  if (s.conv_graph_api)
+    std::printf("convolutions     %zu on plans of cuDNN's graph API, %zu on legacy algorithms%s%s%s\n",
+                api_use.graph_plans, api_use.legacy_algorithms,
+                api_use.first_fallback.empty() ? "" : " (the first: ",
+                api_use.first_fallback.c_str(), api_use.first_fallback.empty() ? "" : ")");
   std::printf("images/s per GPU %.0f (median window; windows %.0f..%.0f)\n", per_gpu,
               *std::min_element(total_rates.begin(), total_rates.end()) / world,
               *std::max_element(total_rates.begin(), total_rates.end()) / world);
@@ -568,6 +574,9 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
       .boolean("ddp", ddp)
       .string("conv_algorithms", s.timed_search ? "timed" : "heuristic")
       .string("conv_api", s.conv_graph_api ? "graph" : "legacy")
+      .integer("conv_graph_plans", static_cast<long long>(api_use.graph_plans))
+      .integer("conv_legacy_algorithms", static_cast<long long>(api_use.legacy_algorithms))
+      .string("conv_graph_fallback", api_use.first_fallback)
       .integer("warmup_steps", s.warmup)
       .integer("windows", s.windows)
       .integer("steps_per_window", s.steps_per_window)

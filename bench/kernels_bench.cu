@@ -547,6 +547,7 @@ struct TimedConv {
   double us;
   int choice;  // the legacy algorithm, or the graph plan's engine
   bool graph;
+  std::string why_legacy;  // under the graph API, why a direction of the shape fell back
 };
 
 // The three directions of `c` (two for the stem) through `api`, each as its timed search chose.
@@ -588,7 +589,8 @@ std::vector<TimedConv> time_network_conv(const NetworkConv& c, bool tf32, cuda::
     const cuda::ConvAlgorithm& chosen = algorithms.choose(context.cudnn(), shape, direction,
                                                           nullptr, kWorkspaceLimit, accumulate);
     return TimedConv{name, !accumulate, median_microseconds(launch, context.stream()),
-                     chosen.algorithm, chosen.graph != nullptr};
+                     chosen.algorithm, chosen.graph != nullptr,
+                     algorithms.api_use().first_fallback};
   };
   std::vector<TimedConv> times;
   times.push_back(timed("forward", cuda::ConvDirection::forward, false,
@@ -637,6 +639,12 @@ void bench_network_convolutions(const char* precision, bool tf32) {
       legacy_step += c.count * legacy[i].us;
       graph_step += c.count * graph[i].us;
     }
+    for (const TimedConv& row : graph)
+      if (!row.graph) {
+        std::printf("%-32s the graph API fell back to the legacy API: %s\n", c.name,
+                    row.why_legacy.c_str());
+        break;
+      }
   }
   std::printf("%-32s %-10s %11.1f %11.1f %7.3f%s\n", "per training step", "all", legacy_step,
               graph_step, graph_step / legacy_step,

@@ -262,7 +262,7 @@ ConvAlgorithmCache::Key ConvAlgorithmCache::key(const ConvShape& shape, ConvDire
           shape.in_h, shape.in_w, shape.out_channels, shape.kernel, shape.stride, shape.pad};
 }
 
-const std::vector<std::shared_ptr<const ConvGraphPlan>>& ConvAlgorithmCache::graph_candidates(
+const ConvGraphCandidates& ConvAlgorithmCache::graph_candidates(
     cudnnHandle_t handle, const ConvShape& shape, ConvDirection direction, bool accumulate,
     size_t workspace_limit) const {
   const Key k = key(shape, direction, accumulate);
@@ -279,20 +279,39 @@ const std::vector<std::shared_ptr<const ConvGraphPlan>>& ConvAlgorithmCache::gra
 
 namespace {
 
-// A graph-API plan as a choice, or nullopt where none of `candidates` fits `workspace_limit`
-// (they were listed for a limit of their own).
-std::optional<ConvAlgorithm> graph_choice(
-    cudnnHandle_t handle, const std::vector<std::shared_ptr<const ConvGraphPlan>>& candidates,
-    ConvDirection direction, const ConvSearchBuffers* buffers, size_t workspace_limit,
-    bool timed) {
+std::string plans_text(size_t count) {
+  return std::to_string(count) + (count == 1 ? " plan" : " plans");
+}
+
+// A graph-API plan as a choice, or nullopt, with why in `why_not`, where the graph API has none:
+// no candidate, none fitting `workspace_limit` (they were listed for a limit of their own), or
+// none that ran in the timed search.
+std::optional<ConvAlgorithm> graph_choice(cudnnHandle_t handle,
+                                          const ConvGraphCandidates& candidates,
+                                          ConvDirection direction,
+                                          const ConvSearchBuffers* buffers,
+                                          size_t workspace_limit, bool timed,
+                                          std::string* why_not) {
+  if (candidates.plans.empty()) {
+    *why_not = candidates.why_none;
+    return std::nullopt;
+  }
   const size_t limit =
       timed ? std::min(workspace_limit, buffers->workspace_bytes) : workspace_limit;
   std::vector<std::shared_ptr<const ConvGraphPlan>> fitting;
-  for (const auto& candidate : candidates)
+  for (const auto& candidate : candidates.plans)
     if (candidate->workspace_bytes <= limit) fitting.push_back(candidate);
-  if (fitting.empty()) return std::nullopt;
+  if (fitting.empty()) {
+    *why_not = "none of its " + plans_text(candidates.plans.size()) +
+               " fits the workspace limit of " + std::to_string(limit) + " bytes";
+    return std::nullopt;
+  }
   std::shared_ptr<const ConvGraphPlan> plan =
       timed ? fastest_conv_graph_plan(handle, fitting, direction, *buffers) : fitting.front();
+  if (!plan) {
+    *why_not = "none of its " + plans_text(fitting.size()) + " ran";
+    return std::nullopt;
+  }
   ConvAlgorithm choice;
   choice.algorithm = static_cast<int>(plan->engine);
   choice.math = plan->tensor_core ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
@@ -313,12 +332,14 @@ const ConvAlgorithm& ConvAlgorithmCache::choose(cudnnHandle_t handle, const Conv
   if (found != choices_.end()) return found->second;
   if (policy_.api == ConvApi::graph) {
     const bool timed = buffers != nullptr && policy_.search == ConvAlgorithmSearch::timed;
+    std::string why_not;
     std::optional<ConvAlgorithm> choice =
         graph_choice(handle, graph_candidates(handle, shape, direction, accumulate,
                                               workspace_limit),
-                     direction, buffers, workspace_limit, timed);
+                     direction, buffers, workspace_limit, timed, &why_not);
     graph_candidates_.erase(k);
     if (choice) return choices_.emplace(k, std::move(*choice)).first->second;
+    graph_fallbacks_.emplace(k, std::move(why_not));
   }
   ConvAlgorithm choice;
   switch (direction) {
@@ -354,7 +375,7 @@ size_t ConvAlgorithmCache::search_workspace_bytes(cudnnHandle_t handle, const Co
   // The legacy API's share stays: a convolution the graph API offers no plan for falls back.
   size_t largest = legacy;
   for (const auto& candidate :
-       graph_candidates(handle, shape, direction, accumulate, workspace_limit))
+       graph_candidates(handle, shape, direction, accumulate, workspace_limit).plans)
     largest = std::max(largest, candidate->workspace_bytes);
   return largest;
 }
@@ -373,9 +394,20 @@ std::string ConvAlgorithmCache::summary() const {
     else
       out << "algorithm " << choice.algorithm << ", math " << static_cast<int>(choice.math);
     out << ", workspace " << choice.workspace_bytes << " bytes"
-        << (choice.deterministic ? "" : ", nondeterministic") << "\n";
+        << (choice.deterministic ? "" : ", nondeterministic");
+    if (const auto fallback = graph_fallbacks_.find(key); fallback != graph_fallbacks_.end())
+      out << " (legacy API: " << fallback->second << ")";
+    out << "\n";
   }
   return out.str();
+}
+
+ConvAlgorithmCache::ApiUse ConvAlgorithmCache::api_use() const {
+  ApiUse use;
+  for (const auto& [key, choice] : choices_) ++(choice.graph ? use.graph_plans : use.legacy_algorithms);
+  // The map's order is the key's, not the order of choosing: the first by direction and shape.
+  if (!graph_fallbacks_.empty()) use.first_fallback = graph_fallbacks_.begin()->second;
+  return use;
 }
 
 }  // namespace rddp::cuda

@@ -7,6 +7,9 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "resnet_ddp/cuda/check.h"
@@ -191,9 +194,10 @@ std::vector<std::unique_ptr<BackendDescriptor>> listed_configs(const BackendDesc
     raw.push_back(configs.back()->get());
   }
   int64_t returned = 0;
-  RDDP_CUDNN_CHECK(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                            CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &returned,
-                                            raw.data()));
+  if (cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                               CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &returned,
+                               raw.data()) != CUDNN_STATUS_SUCCESS)
+    return {};
   configs.resize(static_cast<size_t>(std::clamp<int64_t>(returned, 0, count)));
   return configs;
 }
@@ -213,27 +217,62 @@ struct EngineFacts {
   }
 };
 
-EngineFacts engine_facts(const BackendDescriptor& config) {
+// The facts of the configuration's engine, or nullopt where cuDNN will not tell them: an engine
+// whose notes are unknown cannot be held to the policy.
+std::optional<EngineFacts> engine_facts(const BackendDescriptor& config) {
   BackendDescriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   cudnnBackendDescriptor_t raw = engine.get();
   int64_t count = 0;
-  RDDP_CUDNN_CHECK(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE,
-                                            CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &raw));
   EngineFacts facts;
-  facts.global_index = get_int64(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX);
   facts.notes.resize(CUDNN_NUMERICAL_NOTE_TYPE_COUNT);
-  RDDP_CUDNN_CHECK(cudnnBackendGetAttribute(
-      engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-      CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &count, facts.notes.data()));
-  facts.notes.resize(static_cast<size_t>(std::clamp<int64_t>(count, 0, facts.notes.size())));
   facts.behaviour.resize(CUDNN_BEHAVIOR_NOTE_TYPE_COUNT);
-  RDDP_CUDNN_CHECK(cudnnBackendGetAttribute(
-      engine.get(), CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
-      CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &count, facts.behaviour.data()));
+  int64_t notes = 0, behaviours = 0;
+  const bool told =
+      cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE,
+                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &raw) ==
+          CUDNN_STATUS_SUCCESS &&
+      cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1,
+                               &count, &facts.global_index) == CUDNN_STATUS_SUCCESS &&
+      cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+                               CUDNN_TYPE_NUMERICAL_NOTE, CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &notes,
+                               facts.notes.data()) == CUDNN_STATUS_SUCCESS &&
+      cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE,
+                               CUDNN_TYPE_BEHAVIOR_NOTE, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT,
+                               &behaviours, facts.behaviour.data()) == CUDNN_STATUS_SUCCESS;
+  if (!told) return std::nullopt;
+  facts.notes.resize(static_cast<size_t>(std::clamp<int64_t>(notes, 0, facts.notes.size())));
   facts.behaviour.resize(
-      static_cast<size_t>(std::clamp<int64_t>(count, 0, facts.behaviour.size())));
+      static_cast<size_t>(std::clamp<int64_t>(behaviours, 0, facts.behaviour.size())));
   return facts;
 }
+
+// Why the configurations cuDNN listed for a convolution were not candidates, for the summary of
+// a convolution left with none.
+struct Refusals {
+  size_t listed = 0, unreadable = 0, compiled = 0, precision = 0, nondeterministic = 0,
+         not_built = 0, over_limit = 0;
+
+  std::string text(size_t workspace_limit) const {
+    if (listed == 0) return "cuDNN's heuristics listed no engine configuration";
+    std::ostringstream out;
+    out << "none of the " << listed << " engine configurations cuDNN listed was admitted:";
+    const char* separator = " ";
+    const auto part = [&](size_t n, const char* what) {
+      if (n == 0) return;
+      out << separator << n << " " << what;
+      separator = ", ";
+    };
+    part(unreadable, "whose notes cuDNN would not give");
+    part(compiled, "compiled at run time");
+    part(precision, "converting inputs or reducing in less than float (or on tensor cores, "
+                    "refused in strict float32)");
+    part(nondeterministic, "non-deterministic");
+    part(not_built, "whose plan cuDNN would not build");
+    out << separator << over_limit << " over the workspace limit of " << workspace_limit
+        << " bytes";
+    return out.str();
+  }
+};
 
 // Refused whatever the policy: engines that convert the inputs to a narrower type, or that
 // reduce in less than float (the legacy selection likewise refuses
@@ -325,36 +364,66 @@ float best_time_ms(cudnnHandle_t handle, cudaStream_t stream, const ConvGraphPla
 
 }  // namespace
 
-std::vector<std::shared_ptr<const ConvGraphPlan>> conv_graph_candidates(
-    cudnnHandle_t handle, const ConvShape& shape, ConvDirection direction, float beta,
-    const MathPolicy& policy, size_t workspace_limit) {
-  const std::shared_ptr<ConvGraphSource> source =
-      operation_graph(handle, shape, direction, beta, policy);
-  std::vector<std::shared_ptr<const ConvGraphPlan>> candidates;
+ConvGraphCandidates conv_graph_candidates(cudnnHandle_t handle, const ConvShape& shape,
+                                          ConvDirection direction, float beta,
+                                          const MathPolicy& policy, size_t workspace_limit) {
+  ConvGraphCandidates result;
+  std::shared_ptr<ConvGraphSource> source;
+  try {
+    source = operation_graph(handle, shape, direction, beta, policy);
+  } catch (const Error& refusal) {
+    // The legacy API still runs this convolution; the summary says why the graph API does not.
+    result.why_none = std::string("cuDNN refused its operation graph: ") + refusal.what();
+    return result;
+  }
+  Refusals refusals;
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-    for (auto& config : listed_configs(*source->graph, mode)) {
-      if (candidates.size() >= kMaxCandidates) return candidates;
-      const EngineFacts facts = engine_facts(*config);
-      if (facts.compiled_at_run_time() || refused_for_precision(facts, policy)) continue;
-      const bool deterministic = !facts.has(CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC);
-      if (policy.deterministic && !deterministic) continue;
+    std::vector<std::unique_ptr<BackendDescriptor>> configs = listed_configs(*source->graph, mode);
+    refusals.listed += configs.size();
+    for (auto& config : configs) {
+      if (result.plans.size() >= kMaxCandidates) return result;
+      const std::optional<EngineFacts> facts = engine_facts(*config);
+      if (!facts) {
+        ++refusals.unreadable;
+        continue;
+      }
+      if (facts->compiled_at_run_time()) {
+        ++refusals.compiled;
+        continue;
+      }
+      if (refused_for_precision(*facts, policy)) {
+        ++refusals.precision;
+        continue;
+      }
+      const bool deterministic = !facts->has(CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC);
+      if (policy.deterministic && !deterministic) {
+        ++refusals.nondeterministic;
+        continue;
+      }
       std::unique_ptr<BackendDescriptor> plan = build_plan(handle, *config);
-      if (!plan) continue;  // cuDNN will not build this configuration for the graph
+      if (!plan) {
+        ++refusals.not_built;
+        continue;
+      }
       const auto workspace = static_cast<size_t>(
           std::max<int64_t>(0, get_int64(*plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE)));
-      if (workspace > workspace_limit) continue;
+      if (workspace > workspace_limit) {
+        ++refusals.over_limit;
+        continue;
+      }
       auto candidate = std::make_shared<ConvGraphPlan>();
       candidate->source = source;
       candidate->config = std::move(config);
       candidate->plan = std::move(plan);
-      candidate->engine = facts.global_index;
+      candidate->engine = facts->global_index;
       candidate->workspace_bytes = workspace;
       candidate->deterministic = deterministic;
-      candidate->tensor_core = facts.has(CUDNN_NUMERICAL_NOTE_TENSOR_CORE);
-      candidates.push_back(std::move(candidate));
+      candidate->tensor_core = facts->has(CUDNN_NUMERICAL_NOTE_TENSOR_CORE);
+      result.plans.push_back(std::move(candidate));
     }
   }
-  return candidates;
+  if (result.plans.empty()) result.why_none = refusals.text(workspace_limit);
+  return result;
 }
 
 std::shared_ptr<const ConvGraphPlan> fastest_conv_graph_plan(
@@ -365,7 +434,7 @@ std::shared_ptr<const ConvGraphPlan> fastest_conv_graph_plan(
   RDDP_CUDNN_CHECK(cudnnGetStream(handle, &stream));
   const SearchOperands operands = search_operands(direction, buffers);
   RDDP_ASSERT(operands.x != nullptr && operands.w != nullptr && operands.y != nullptr);
-  std::shared_ptr<const ConvGraphPlan> best = candidates.front();
+  std::shared_ptr<const ConvGraphPlan> best;
   float best_ms = std::numeric_limits<float>::infinity();
   for (const auto& candidate : candidates) {
     RDDP_ASSERT(candidate->workspace_bytes <= buffers.workspace_bytes);
@@ -376,7 +445,7 @@ std::shared_ptr<const ConvGraphPlan> fastest_conv_graph_plan(
     }
   }
   RDDP_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return best;
+  return best_ms < std::numeric_limits<float>::infinity() ? best : nullptr;
 }
 
 void execute_conv_graph(cudnnHandle_t handle, const ConvGraphPlan& plan, const void* x,

@@ -246,6 +246,9 @@ class CudaEngine final : public Engine {
   }
 
   const CudaGraphStats& graph_stats() const { return graph_stats_; }
+  cuda::ConvAlgorithmCache::ApiUse conv_api_use() const {
+    return executor_.algorithms().api_use();
+  }
   CudaMemoryPlan memory_plan() const {
     CudaMemoryPlan plan;
     plan.model_bytes = state_.bytes();
@@ -652,6 +655,10 @@ const CudaEngine& as_cuda_engine(const Engine& engine, const char* what) {
 
 CudaGraphStats cuda_graph_stats(const Engine& engine) {
   return as_cuda_engine(engine, "CUDA graph statistics").graph_stats();
+}
+
+cuda::ConvAlgorithmCache::ApiUse cuda_conv_api_use(const Engine& engine) {
+  return as_cuda_engine(engine, "convolution API figures").conv_api_use();
 }
 
 CudaMemoryPlan cuda_memory_plan(const Engine& engine) {

@@ -156,6 +156,7 @@ class Trainer {
   void check_gpu_only_options() const;
   StepHooks* train_step_hooks();
   void report_cuda_graphs() const;
+  void report_conv_api() const;
   void show_settings() const;
   Metrics evaluate(int epoch);
   // This rank's metrics since the last call; a loss that is no longer finite stops training.
@@ -253,6 +254,18 @@ void Trainer::report_cuda_graphs() const {
                      " training steps replayed from the graph";
   if (stats.captures > 0) line += " (" + std::to_string(stats.graph_nodes) + " nodes)";
   if (!stats.capture_failure.empty()) line += "; the capture failed: " + stats.capture_failure;
+  console_.info(line);
+}
+
+// What --conv-api graph did: a convolution the graph API has no plan for runs on the legacy
+// API's algorithm, so the end of training says how many did, and why the first one did.
+void Trainer::report_conv_api() const {
+  if (!options_.conv_graph_api || !console_.is_main()) return;
+  const cuda::ConvAlgorithmCache::ApiUse use = cuda_conv_api_use(*engine_);
+  std::string line = "convolutions: " + std::to_string(use.graph_plans) +
+                     " on plans of cuDNN's graph API, " + std::to_string(use.legacy_algorithms) +
+                     " on legacy algorithms";
+  if (!use.first_fallback.empty()) line += " (the first: " + use.first_fallback + ")";
   console_.info(line);
 }
 
@@ -622,6 +635,7 @@ int Trainer::run() {
   const std::string profiler_warning = profiler.finish(start_.global_step + 1, global_step_);
   if (!profiler_warning.empty() && console_.is_main()) console_.warn(profiler_warning);
   report_cuda_graphs();
+  report_conv_api();
 
   if (!options_.save_weights.empty()) {
     // "{rank}" in the name makes every rank write its own copy, to check that they agree.

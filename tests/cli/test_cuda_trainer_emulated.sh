@@ -35,6 +35,8 @@ expect 0 "heuristic choice among the graph API's plans" -- \
   "${run[@]}" --conv-api graph --cuda-graphs on --save-weights "$work/conv-graph.rddp"
 check "--conv-api graph gives the legacy API's weights bit for bit (emulated)" \
   cmp "$work/graphs.rddp" "$work/conv-graph.rddp"
+check "--conv-api graph ends saying every convolution ran on a graph-API plan" \
+  grep -qE "convolutions: [1-9][0-9]* on plans of cuDNN's graph API, 0 on legacy algorithms$" "$work/out"
 
 # fp16 also carries its dynamic loss scale across the checkpoint.
 for precision in bf16 fp16; do

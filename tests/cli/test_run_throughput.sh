@@ -125,7 +125,9 @@ check "the device's own view is kept" grep -q '"record":"device","gpu":"emulated
 check "two runs of ours, measured" \
   bash -c '[ "$(grep "\"impl\":\"resnet_ddp" "$1" | grep -c "\"status\":\"ok\"")" = 2 ]' _ "$results"
 check "the graph-API run says so and replayed its graph" \
-  grep -qE '"impl":"resnet_ddp-fusedbn-cudnngraph-graphs".*"conv_api":"graph".*"graph_replays":[1-9]' "$results"
+  grep -qE '"impl":"resnet_ddp-fusedbn-cudnngraph-graphs".*"conv_api":"graph","conv_graph_plans":[1-9][0-9]*,"conv_legacy_algorithms":0,.*"graph_replays":[1-9]' "$results"
+check "the table counts its convolutions on graph-API plans" \
+  grep -qE "\| resnet_ddp-fusedbn-cudnngraph-graphs \(nhwc\) \| [1-9][0-9]* \| 0 \| [0-9.]+ \| none fell back \|" "$results"
 padded=$(grep '"impl":"resnet_ddp-fusedbn-pad4-graphs"' "$results")
 check "the padded run padded its input and replayed its graph" \
   grep -qE '"memory_format":"nhwc".*"pad_input_channels":4.*"graph_replays":[1-9]' <<<"$padded"

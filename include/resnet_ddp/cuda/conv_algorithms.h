@@ -55,6 +55,14 @@ struct MathPolicy {
 
 struct ConvGraphPlan;
 
+// What the graph API offers one convolution (conv_graph.h): the plans of the configurations
+// cuDNN's heuristics list for it (its ranked list, then its fallback list), in that order, that
+// the policy admits and whose workspace fits the limit; where there are none, why not.
+struct ConvGraphCandidates {
+  std::vector<std::shared_ptr<const ConvGraphPlan>> plans;
+  std::string why_none;
+};
+
 struct ConvAlgorithm {
   int algorithm = 0;  // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t, by direction
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
@@ -108,15 +116,25 @@ class ConvAlgorithmCache {
   const MathPolicy& policy() const { return policy_; }
   size_t size() const { return choices_.size(); }
   // Every choice, one line each: the convolution and direction, then cuDNN's algorithm number,
-  // math type and workspace (a graph-API plan: its engine and workspace). Two runs that differ
-  // in their numbers can be told apart by it.
+  // math type and workspace (a graph-API plan: its engine and workspace; a legacy algorithm
+  // under the graph API: why the graph API had no plan). Two runs that differ in their numbers
+  // can be told apart by it.
   std::string summary() const;
+
+  // How the choices so far run: on graph-API plans or legacy algorithms, and, under the graph
+  // API, why the first convolution in the summary's order that fell back to the legacy API did.
+  struct ApiUse {
+    size_t graph_plans = 0;
+    size_t legacy_algorithms = 0;
+    std::string first_fallback;
+  };
+  ApiUse api_use() const;
 
  private:
   // The direction, whether it accumulates (graph API only), then every field of the shape.
   using Key = std::tuple<int, bool, int, int, int, int, int, int, int, int>;
   Key key(const ConvShape& shape, ConvDirection direction, bool accumulate) const;
-  const std::vector<std::shared_ptr<const ConvGraphPlan>>& graph_candidates(
+  const ConvGraphCandidates& graph_candidates(
       cudnnHandle_t handle, const ConvShape& shape, ConvDirection direction, bool accumulate,
       size_t workspace_limit) const;
 
@@ -124,7 +142,9 @@ class ConvAlgorithmCache {
   std::map<Key, ConvAlgorithm> choices_;
   // Graph-API plans built to size a search's workspace, kept for the search itself (building
   // them twice would double the set-up); a choice drops its shape's.
-  mutable std::map<Key, std::vector<std::shared_ptr<const ConvGraphPlan>>> graph_candidates_;
+  mutable std::map<Key, ConvGraphCandidates> graph_candidates_;
+  // Under the graph API, why each choice that is a legacy algorithm is one.
+  std::map<Key, std::string> graph_fallbacks_;
 };
 
 }  // namespace rddp::cuda

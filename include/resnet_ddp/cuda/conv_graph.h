@@ -48,17 +48,17 @@ struct ConvGraphPlan {
   mutable std::map<std::array<const void*, 4>, std::unique_ptr<BackendDescriptor>> packs;
 };
 
-// The plans of the configurations cuDNN's heuristics list for the convolution (its ranked list,
-// then its fallback list), in that order, that the policy admits and whose workspace fits
-// `workspace_limit`. `beta` is the operation's: 0 overwrites the output, 1 adds to it (cuDNN's
-// graph API fixes alpha and beta when the plan is built). Empty where the graph API offers none.
-std::vector<std::shared_ptr<const ConvGraphPlan>> conv_graph_candidates(
-    cudnnHandle_t handle, const ConvShape& shape, ConvDirection direction, float beta,
-    const MathPolicy& policy, size_t workspace_limit);
+// The candidates of the convolution, with at most `workspace_limit` bytes of workspace. `beta`
+// is the operation's: 0 overwrites the output, 1 adds to it (cuDNN's graph API fixes alpha and
+// beta when the plan is built). A GPU's cuDNN refusing the operation graph or a configuration is
+// not an error: the convolution then has fewer candidates, or none.
+ConvGraphCandidates conv_graph_candidates(cudnnHandle_t handle, const ConvShape& shape,
+                                          ConvDirection direction, float beta,
+                                          const MathPolicy& policy, size_t workspace_limit);
 
 // The fastest of `candidates` on `buffers` (each run once to warm up, then its best of three
-// timed runs; the device is synchronised), or the first one where none could be timed. Needs
-// every candidate's workspace to fit buffers.workspace_bytes.
+// timed runs; the device is synchronised), or null where none of them ran. Needs every
+// candidate's workspace to fit buffers.workspace_bytes.
 std::shared_ptr<const ConvGraphPlan> fastest_conv_graph_plan(
     cudnnHandle_t handle, const std::vector<std::shared_ptr<const ConvGraphPlan>>& candidates,
     ConvDirection direction, const ConvSearchBuffers& buffers);

@@ -37,6 +37,11 @@ struct CudaGraphStats {
 // Throws Error unless `engine` was made by make_cuda_engine.
 CudaGraphStats cuda_graph_stats(const Engine& engine);
 
+// How a CUDA engine's convolutions run: on the graph API's plans or the legacy API's algorithms
+// (EngineConfig::conv_graph_api), so that a benchmark of the graph API can say how much of the
+// network it covered. Throws Error unless `engine` was made by make_cuda_engine.
+cuda::ConvAlgorithmCache::ApiUse cuda_conv_api_use(const Engine& engine);
+
 // Where a CUDA engine's device memory goes, by purpose, for benchmarks that set it beside the
 // measured peak. Libraries' own allocations (cuDNN, cuBLAS, NCCL, loaded kernels) are not here.
 struct CudaMemoryPlan {

@@ -29,7 +29,10 @@
 //   the same refusal of an output or a workspace over another operand, and the work enqueued on
 //   the stream of the handle given to cudnnBackendExecute, with everything copied at the call,
 //   so that CUDA-graph capture records it and a replay redoes it on the buffers' contents of the
-//   moment. cudnnGetStream is here too.
+//   moment. cudnnGetStream is here too;
+// - on a test's request (fake_cudnn_graph_faults.h), refusals a GPU's cuDNN may have where this
+//   stand-in has none: an operation graph refused at finalize, an engine whose notes cannot be
+//   read, a plan whose execution fails.
 //
 // What it does not model (refused with CUDNN_STATUS_NOT_SUPPORTED, never computed wrongly):
 // - descriptor types other than the eleven above, graphs of more than one operation, virtual or
@@ -88,6 +91,7 @@
 #include <variant>
 #include <vector>
 
+#include "fake_cudnn_graph_faults.h"
 #include "fake_cudnn_internal.h"
 #include "stream_work.h"
 
@@ -129,6 +133,29 @@ const std::vector<EngineSpec>& fallback_engines() {
 }
 
 size_t round_up_to_256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// The fault a test asked for (fake_cudnn_graph_faults.h), and the engine it applies to.
+struct InjectedFault {
+  FakeGraphFault fault = FakeGraphFault::none;
+  int64_t engine = -1;
+};
+
+std::mutex& fault_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+InjectedFault& injected_fault() {
+  static InjectedFault fault;
+  return fault;
+}
+
+// Whether `fault` is injected, for `engine` where it names one.
+bool injected(FakeGraphFault fault, int64_t engine = -1) {
+  const std::lock_guard<std::mutex> lock(fault_mutex());
+  const InjectedFault& current = injected_fault();
+  return current.fault == fault && (fault == FakeGraphFault::graph_refused || current.engine == engine);
+}
 
 size_t workspace_bytes(const EngineSpec& engine, const ConvProblem& p) {
   const size_t larger = std::max(byte_size(p.x), byte_size(p.y));
@@ -933,6 +960,8 @@ cudnnStatus_t finalize(GraphState& g) {
     return refuse_finalize(CUDNN_STATUS_NOT_SUPPORTED, type,
                            "only graphs of one operation are modelled, not ", g.operations->size());
   FAKE_CUDNN_TRY(check_unique_ids(g.operations->front()));
+  if (injected(FakeGraphFault::graph_refused))
+    return refuse_finalize(CUDNN_STATUS_NOT_SUPPORTED, type, "refused (an injected fault)");
   g.value = GraphValue{g.operations->front(), *g.handle};
   return CUDNN_STATUS_SUCCESS;
 }
@@ -1148,6 +1177,9 @@ cudnnStatus_t get(EngineState& e, const GetCall& call) {
     case CUDNN_ATTR_ENGINE_GLOBAL_INDEX:
       return give(call, CUDNN_TYPE_INT64, std::vector<int64_t>{engine.global_index});
     case CUDNN_ATTR_ENGINE_NUMERICAL_NOTE:
+      if (injected(FakeGraphFault::notes_unreadable, engine.global_index))
+        return refuse(CUDNN_STATUS_NOT_SUPPORTED, call, "engine ", engine.global_index,
+                      "'s notes are unreadable (an injected fault)");
       return give(call, CUDNN_TYPE_NUMERICAL_NOTE, engine.notes);
     case CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE:
       return give(call, CUDNN_TYPE_BEHAVIOR_NOTE, engine.behaviour);
@@ -1224,6 +1256,9 @@ cudnnStatus_t arguments(const OperationValue& op, const PackState& pack, Argumen
 
 cudnnStatus_t execute(cudnnHandle_t handle, const PlanState& plan, const PackState& pack) {
   const OperationValue& op = plan.config->graph.operation;
+  if (injected(FakeGraphFault::execution_fails, plan.config->spec->global_index))
+    return failure(CUDNN_STATUS_EXECUTION_FAILED, kExecute, "engine ",
+                   plan.config->spec->global_index, " failed (an injected fault)");
   Arguments args;
   FAKE_CUDNN_TRY(arguments(op, pack, &args));
   const size_t needed = plan.workspace;
@@ -1347,6 +1382,11 @@ cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descriptor) {
   FAKE_CUDNN_TRY(std::visit([](auto& state) { return finalize(state); }, d->state));
   d->finalized = true;
   return CUDNN_STATUS_SUCCESS;
+}
+
+void fake_cudnn_graph_inject_fault(int fault, int64_t engine) {
+  const std::lock_guard<std::mutex> lock(fake_cudnn::fault_mutex());
+  fake_cudnn::injected_fault() = {static_cast<FakeGraphFault>(fault), engine};
 }
 
 cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t executionPlan,

@@ -17,6 +17,7 @@
 #include "resnet_ddp/cuda/conv_graph.h"
 #include "resnet_ddp/cuda/device_buffer.h"
 #include "resnet_ddp/cuda/handles.h"
+#include "fake_cudnn_graph_faults.h"
 
 using namespace rddp;
 
@@ -41,10 +42,9 @@ cuda::MathPolicy graph_policy(cudnnDataType_t type, bool allow_tf32, bool determ
   return policy;
 }
 
-std::vector<int64_t> engines_of(
-    const std::vector<std::shared_ptr<const cuda::ConvGraphPlan>>& candidates) {
+std::vector<int64_t> engines_of(const cuda::ConvGraphCandidates& candidates) {
   std::vector<int64_t> engines;
-  for (const auto& candidate : candidates) engines.push_back(candidate->engine);
+  for (const auto& candidate : candidates.plans) engines.push_back(candidate->engine);
   return engines;
 }
 
@@ -69,7 +69,7 @@ TEST_CASE("graph-API candidates: the policy's refusals, in cuDNN's order, fallba
   CHECK(candidates(CUDNN_DATA_BFLOAT16, false, false, 0) == std::vector<int64_t>{kFallback});
   for (const auto& plan : cuda::conv_graph_candidates(
            context.cudnn(), kShape, cuda::ConvDirection::backward_filter, 0.0f,
-           graph_policy(CUDNN_DATA_BFLOAT16, false, true), kLimit)) {
+           graph_policy(CUDNN_DATA_BFLOAT16, false, true), kLimit).plans) {
     CAPTURE(plan->engine);
     CHECK(plan->deterministic);
     CHECK(plan->workspace_bytes <= kLimit);
@@ -143,4 +143,78 @@ TEST_CASE("graph-API choices: an accumulating backward data is a plan of its own
   CHECK(&first == &second);
   CHECK(first.graph == nullptr);
   CHECK(legacy.size() == 1);
+}
+
+// What a GPU's cuDNN may refuse where the stand-in does not (fake_cudnn_graph_faults.h): the
+// convolution still runs, on the legacy API's algorithm, and the summary says why.
+TEST_CASE("graph-API faults: a refused graph, unreadable notes or plans that fail to run leave "
+          "the convolution to the legacy API, saying why") {
+  cuda::ComputeContext context;
+  const cuda::MathPolicy strict = graph_policy(CUDNN_DATA_FLOAT, false, false);
+  SUBCASE("the operation graph refused") {
+    const InjectedGraphFault fault(FakeGraphFault::graph_refused);
+    const cuda::ConvGraphCandidates none = cuda::conv_graph_candidates(
+        context.cudnn(), kShape, cuda::ConvDirection::forward, 0.0f, strict, kLimit);
+    CHECK(none.plans.empty());
+    CHECK(none.why_none.find("cuDNN refused its operation graph") != std::string::npos);
+    CHECK(none.why_none.find("an injected fault") != std::string::npos);
+    cuda::ConvAlgorithmCache cache(strict);
+    const cuda::ConvAlgorithm& chosen =
+        cache.choose(context.cudnn(), kShape, cuda::ConvDirection::forward, nullptr, kLimit);
+    CHECK(chosen.graph == nullptr);
+    CHECK(chosen.descriptor != nullptr);
+    CHECK(cache.summary().find("(legacy API: cuDNN refused its operation graph") !=
+          std::string::npos);
+    const cuda::ConvAlgorithmCache::ApiUse use = cache.api_use();
+    CHECK(use.graph_plans == 0);
+    CHECK(use.legacy_algorithms == 1);
+    CHECK(use.first_fallback == none.why_none);
+  }
+  SUBCASE("an engine's notes unreadable") {
+    {
+      const InjectedGraphFault fault(FakeGraphFault::notes_unreadable, kPlain);
+      CHECK(engines_of(cuda::conv_graph_candidates(context.cudnn(), kShape,
+                                                   cuda::ConvDirection::forward, 0.0f, strict,
+                                                   kLimit)) == std::vector<int64_t>{kFallback});
+    }
+    // With the fallback's notes unreadable and no workspace allowed, no engine is left; every
+    // one of the 8 listed is counted under its reason (the table in fake_cudnn_graph.cpp).
+    const InjectedGraphFault fault(FakeGraphFault::notes_unreadable, kFallback);
+    const cuda::ConvGraphCandidates none = cuda::conv_graph_candidates(
+        context.cudnn(), kShape, cuda::ConvDirection::forward, 0.0f, strict, 0);
+    CHECK(none.plans.empty());
+    CHECK(none.why_none ==
+          "none of the 8 engine configurations cuDNN listed was admitted: 1 whose notes cuDNN "
+          "would not give, 1 compiled at run time, 3 converting inputs or reducing in less than "
+          "float (or on tensor cores, refused in strict float32), 1 whose plan cuDNN would not "
+          "build, 2 over the workspace limit of 0 bytes");
+  }
+  SUBCASE("plans that fail to run in the timed search") {
+    cuda::MathPolicy policy = strict;
+    policy.search = cuda::ConvAlgorithmSearch::timed;
+    const size_t in = sizeof(float) * 2 * 8 * 6 * 6, w = sizeof(float) * 16 * 8 * 9,
+                 out = sizeof(float) * 2 * 16 * 6 * 6, bytes = size_t{1} << 20;
+    cuda::DeviceBuffer<std::byte> x(in), weights(w), y(out), workspace(bytes);
+    RDDP_CUDA_CHECK(cudaMemset(x.get(), 0, in));
+    RDDP_CUDA_CHECK(cudaMemset(weights.get(), 0, w));
+    const cuda::ConvSearchBuffers buffers{x.get(), weights.get(), nullptr,   y.get(),
+                                          nullptr, nullptr,       workspace.get(), bytes};
+    {
+      // The plain engine fails: the search goes on to the others.
+      const InjectedGraphFault fault(FakeGraphFault::execution_fails, kPlain);
+      cuda::ConvAlgorithmCache cache(policy);
+      const cuda::ConvAlgorithm& chosen =
+          cache.choose(context.cudnn(), kShape, cuda::ConvDirection::forward, &buffers, kLimit);
+      REQUIRE(chosen.graph != nullptr);
+      CHECK(chosen.algorithm == kFallback);
+    }
+    // With no workspace the fallback is the only candidate; it fails, so the legacy API runs.
+    const InjectedGraphFault fault(FakeGraphFault::execution_fails, kFallback);
+    cuda::ConvAlgorithmCache cache(policy);
+    const cuda::ConvAlgorithm& chosen =
+        cache.choose(context.cudnn(), kShape, cuda::ConvDirection::forward, &buffers, 0);
+    CHECK(chosen.graph == nullptr);
+    CHECK(chosen.workspace_bytes == 0);
+    CHECK(cache.summary().find("(legacy API: none of its 1 plan ran)") != std::string::npos);
+  }
 }
