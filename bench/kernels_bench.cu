@@ -327,9 +327,28 @@ void bench_batchnorm(const Reporter& report, const cuda::ComputeContext& context
                                               {save_mean, save_invstd, gamma, beta}, pooled,
                                               argmax, stream, format);
     });
+    // Its backward from the pool's gradient (and the argmax just made): the pool's backward
+    // writing the stem's gradient and the BatchNorm's backward reading it twice, or the
+    // BatchNorm's backward gathering it from the pool's in both passes. Bytes: the pooled
+    // gradient and argmax read once, the stem's gradient written once, then x and it read twice
+    // and dx written; or x and the pooled gradient and argmax read twice and dx written.
+    T* pooled_grad = device_filled<T>(pooled_count, 5);
+    time("stem maxpool bwd, bn bwd (ours)", 6 * n + pool_out, [&] {
+      cuda::maxpool_backward(pool, static_cast<const T*>(pooled_grad), argmax, dy, stream, format);
+      cuda::batchnorm_backward(shape, x, dy, cuda::ReluMask<T>::recomputed(beta), gamma,
+                               save_mean, save_invstd, dx, dgamma, dbeta, scratch, scratch_bytes,
+                               stream);
+    });
+    time("stem bn bwd through maxpool (ours)", 3 * n + 2 * pool_out, [&] {
+      cuda::batchnorm_backward_through_maxpool(
+          shape, x, cuda::PooledGradient<T>{pool, pooled_grad, argmax},
+          cuda::ReluMask<T>::recomputed(beta), gamma, save_mean, save_invstd, dx, dgamma, dbeta,
+          scratch, scratch_bytes, stream);
+    });
     RDDP_CUDA_CHECK(cudaStreamSynchronize(stream));
     RDDP_CUDA_CHECK(cudaFree(pooled));
     RDDP_CUDA_CHECK(cudaFree(argmax));
+    RDDP_CUDA_CHECK(cudaFree(pooled_grad));
   }
   time("batchnorm bwd (ours)", 5 * n, [&] {
     cuda::batchnorm_backward(shape, x, dy, cuda::ReluMask<T>::none(), gamma, save_mean,

@@ -7,7 +7,8 @@
 // into save_mean, save_invstd and the running statistics; normalize_kernel writes y. Backward,
 // three more: grad_sums_kernel (sums of g and g * (x - mean) per channel and block),
 // finish_grad_sums_kernel (dgamma, dbeta), data_grad_kernel (dx); both passes over the data read
-// the ReLU's mask from its output or recompute it from x (ReluMask). Which thread reads what is
+// the ReLU's mask from its output or recompute it from x (ReluMask), and read dy or gather it
+// from the gradient of the max-pool that follows (GradSource, PooledGradient). Which thread reads what is
 // kernels/batchnorm_partition.h; every formula is kernels/batchnorm_math.h. Partials are folded
 // in a fixed order and there are no atomics, so results repeat bit for bit.
 //
@@ -24,6 +25,7 @@
 
 #include "batchnorm_math.h"
 #include "batchnorm_partition.h"
+#include "maxpool_math.h"
 #include "resnet_ddp/cuda/batchnorm_kernels.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/error.h"
@@ -307,13 +309,63 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- backward
 
+// Where the backward kernels take dy from: memory, or, where pooled_dy is set, the max-pool that
+// follows the BatchNorm (PooledGradient), gathered per element.
+template <typename T>
+struct GradSource {
+  const T* dy = nullptr;
+  const T* pooled_dy = nullptr;
+  const uint8_t* argmax = nullptr;
+  Window window{};
+};
+
+// The N loads' values of dy gathered from the max-pool's gradient, each as maxpool_backward
+// stores it (maxpool_math.h), sorted by slot as gather sorts them. A load's V values are V
+// channels of one pixel (NHWC) or V places of one plane, which may cross a row (NCHW).
+template <bool ChannelsLast, int V, int N, typename T>
+__device__ void gather_pooled(const bn::Partition& p, const GradSource<T>& source,
+                              const bn::Loads<N>& loads, SlotValues<ChannelsLast, V, N>& g) {
+  const Window& s = source.window;
+#pragma unroll
+  for (int u = 0; u < N; ++u) {
+    const int64_t offset = loads.offset[u];
+    float v[V];
+    if constexpr (ChannelsLast) {
+      const layout::Coord4 at = layout::nhwc_coord(offset, p.channels, s.in_h, s.in_w);
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        v[k] = stored_input_gradient_nhwc(s, p.channels, source.pooled_dy, source.argmax, at.n,
+                                          at.c + k, static_cast<int>(at.h),
+                                          static_cast<int>(at.w));
+    } else {
+      const int64_t plane = offset / p.plane;
+      const auto in_plane = static_cast<int>(offset % p.plane);
+      int ih = in_plane / s.in_w, iw = in_plane % s.in_w;
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        v[k] = stored_input_gradient_nchw(s, source.pooled_dy, source.argmax, plane, ih, iw);
+        if (++iw == s.in_w) {
+          iw = 0;
+          ++ih;
+        }
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      g[bn::slot_of<ChannelsLast, V>(k)][bn::position_of<ChannelsLast, V>(u, k)] = v[k];
+  }
+}
+
 // g = dy, masked by the ReLU's output when there is one.
 template <bool ChannelsLast, int V, int N, typename T>
-__device__ void gather_grad(const T* dy, const T* relu_output, const bn::Loads<N>& loads,
-                            SlotValues<ChannelsLast, V, N>& g) {
+__device__ void gather_grad(const bn::Partition& p, const GradSource<T>& dy, const T* relu_output,
+                            const bn::Loads<N>& loads, SlotValues<ChannelsLast, V, N>& g) {
   constexpr int Slots = bn::kSlots<ChannelsLast, V>;
   constexpr int PerSlot = bn::kPerSlot<ChannelsLast, V, N>;
-  gather<ChannelsLast, V>(dy, loads, g);
+  if (dy.pooled_dy != nullptr)
+    gather_pooled<ChannelsLast, V>(p, dy, loads, g);
+  else
+    gather<ChannelsLast, V>(dy.dy, loads, g);
   if (relu_output == nullptr) return;
   SlotValues<ChannelsLast, V, N> outputs;
   gather<ChannelsLast, V>(relu_output, loads, outputs);
@@ -354,7 +406,8 @@ __device__ void forward_coefficients(int first, const float* save_mean, const fl
 // the mask is recomputed).
 template <typename T, int V, bool ChannelsLast>
 __global__ void __launch_bounds__(kThreads)
-    grad_sums_kernel(bn::Partition p, const T* __restrict__ x, const T* dy, const T* relu_output,
+    grad_sums_kernel(bn::Partition p, const T* __restrict__ x, GradSource<T> dy,
+                     const T* relu_output,
                      T* masked_dy, const float* __restrict__ save_mean,
                      const float* __restrict__ save_invstd, const float* __restrict__ gamma,
                      const float* __restrict__ mask_beta, float* __restrict__ partials) {
@@ -373,7 +426,7 @@ __global__ void __launch_bounds__(kThreads)
     constexpr int N = std::decay_t<decltype(loads)>::kCount;
     constexpr int PerSlot = bn::kPerSlot<ChannelsLast, V, N>;
     float g[Slots][PerSlot], values[Slots][PerSlot];
-    gather_grad<ChannelsLast, V>(dy, relu_output, loads, g);
+    gather_grad<ChannelsLast, V>(p, dy, relu_output, loads, g);
     gather<ChannelsLast, V>(x, loads, values);
     if (recompute) mask_by_recomputed_output<T>(g, values, forward);
     bn::add_grad_group(sums, g, values, mean);
@@ -424,7 +477,7 @@ __global__ void __launch_bounds__(kThreads)
 // No __restrict__ on dy, relu_output and dx: dx may alias dy. mask_beta as grad_sums_kernel's.
 template <typename T, int V, bool ChannelsLast>
 __global__ void __launch_bounds__(kThreads)
-    data_grad_kernel(bn::Partition p, const T* x, const T* dy, const T* relu_output, T* dx,
+    data_grad_kernel(bn::Partition p, const T* x, GradSource<T> dy, const T* relu_output, T* dx,
                      const float* __restrict__ gamma, const float* __restrict__ save_mean,
                      const float* __restrict__ save_invstd, const float* __restrict__ dgamma,
                      const float* __restrict__ dbeta, const float* __restrict__ mask_beta,
@@ -446,7 +499,7 @@ __global__ void __launch_bounds__(kThreads)
     constexpr int N = std::decay_t<decltype(loads)>::kCount;
     constexpr int PerSlot = bn::kPerSlot<ChannelsLast, V, N>;
     float g[Slots][PerSlot], values[Slots][PerSlot];
-    gather_grad<ChannelsLast, V>(dy, relu_output, loads, g);
+    gather_grad<ChannelsLast, V>(p, dy, relu_output, loads, g);
     gather<ChannelsLast, V>(x, loads, values);
     if (recompute) mask_by_recomputed_output<T>(g, values, forward);
 #pragma unroll
@@ -585,11 +638,14 @@ void batchnorm_forward_eval(const BatchNormShape& shape, const T* x, const float
   });
 }
 
+namespace {
+
+// batchnorm_backward's and batchnorm_backward_through_maxpool's launches, with dy from `dy`.
 template <typename T>
-void batchnorm_backward(const BatchNormShape& shape, const T* x, const T* dy, ReluMask<T> relu,
-                        const float* gamma, const float* save_mean, const float* save_invstd,
-                        T* dx, float* dgamma, float* dbeta, void* scratch, size_t scratch_bytes,
-                        cudaStream_t stream, T* masked_dy) {
+void launch_backward(const BatchNormShape& shape, const T* x, const GradSource<T>& dy,
+                     ReluMask<T> relu, const float* gamma, const float* save_mean,
+                     const float* save_invstd, T* dx, float* dgamma, float* dbeta, void* scratch,
+                     size_t scratch_bytes, cudaStream_t stream, T* masked_dy) {
   const bn::Partition p = partition_of(shape);
   check_batchnorm_trainable(shape);
   check_scratch(shape, scratch, scratch_bytes);
@@ -600,11 +656,12 @@ void batchnorm_backward(const BatchNormShape& shape, const T* x, const T* dy, Re
          "recompute it from; please report this");
   float* partials = static_cast<float*>(scratch);
   const T* relu_output = relu.output;
-  const int vector = vector_width<T>(p, {x, dy, relu_output, dx, masked_dy});
+  // The pooled gradient is read a value at a time: only memory's dy takes part.
+  const int vector = vector_width<T>(p, {x, dy.dy, relu_output, dx, masked_dy});
   // Masked in place by grad_sums_kernel, dy needs no second mask: masking is idempotent and the
   // stored value is the widened one rounded back, exactly, so leaving out the mask changes no
   // bit.
-  const bool dy_is_masked = masked_dy != nullptr && masked_dy == dy && relu.any();
+  const bool dy_is_masked = masked_dy != nullptr && masked_dy == dy.dy && relu.any();
   // 1 / M rounded once from the exact quotient, as the twin's n_inv.
   const float inv_count = static_cast<float>(1.0 / static_cast<double>(p.per_channel));
   dispatch<T>(p, vector, [&](auto v, auto channels_last) {
@@ -623,6 +680,42 @@ void batchnorm_backward(const BatchNormShape& shape, const T* x, const T* dy, Re
   });
 }
 
+}  // namespace
+
+template <typename T>
+void batchnorm_backward(const BatchNormShape& shape, const T* x, const T* dy, ReluMask<T> relu,
+                        const float* gamma, const float* save_mean, const float* save_invstd,
+                        T* dx, float* dgamma, float* dbeta, void* scratch, size_t scratch_bytes,
+                        cudaStream_t stream, T* masked_dy) {
+  GradSource<T> source;
+  source.dy = dy;
+  launch_backward<T>(shape, x, source, relu, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
+                  scratch, scratch_bytes, stream, masked_dy);
+}
+
+template <typename T>
+void batchnorm_backward_through_maxpool(const BatchNormShape& shape, const T* x,
+                                        const PooledGradient<T>& pooled, ReluMask<T> relu,
+                                        const float* gamma, const float* save_mean,
+                                        const float* save_invstd, T* dx, float* dgamma,
+                                        float* dbeta, void* scratch, size_t scratch_bytes,
+                                        cudaStream_t stream) {
+  const cpu::PoolShape& pool = pooled.pool;
+  if (pool.batch != shape.batch || pool.channels != shape.channels ||
+      pool.in_h != shape.height || pool.in_w != shape.width || pooled.dy == nullptr ||
+      pooled.argmax == nullptr)
+    fail("internal error: batchnorm_backward_through_maxpool was given a max-pool of ",
+         pool.batch, "x", pool.channels, "x", pool.in_h, "x", pool.in_w, " inputs for a ",
+         "BatchNorm of ", shape.batch, "x", shape.channels, "x", shape.height, "x", shape.width,
+         ", or no gradient or argmax; please report this");
+  GradSource<T> source;
+  source.pooled_dy = pooled.dy;
+  source.argmax = pooled.argmax;
+  source.window = pool_window(pool);
+  launch_backward<T>(shape, x, source, relu, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
+                  scratch, scratch_bytes, stream, nullptr);
+}
+
 #define RDDP_INSTANTIATE_BATCHNORM(T)                                                            \
   template void batchnorm_forward_train<T>(const BatchNormShape&, const T*, const float*,       \
                                            const float*, float*, float*, float*, float*,        \
@@ -632,7 +725,10 @@ void batchnorm_backward(const BatchNormShape& shape, const T* x, const T* dy, Re
                                           bool, T*, cudaStream_t);                              \
   template void batchnorm_backward<T>(const BatchNormShape&, const T*, const T*, ReluMask<T>,  \
                                       const float*, const float*, const float*, T*, float*,     \
-                                      float*, void*, size_t, cudaStream_t, T*);
+                                      float*, void*, size_t, cudaStream_t, T*);             \
+  template void batchnorm_backward_through_maxpool<T>(                                          \
+      const BatchNormShape&, const T*, const PooledGradient<T>&, ReluMask<T>, const float*,     \
+      const float*, const float*, T*, float*, float*, void*, size_t, cudaStream_t);
 RDDP_INSTANTIATE_BATCHNORM(float)
 RDDP_INSTANTIATE_BATCHNORM(__nv_bfloat16)
 RDDP_INSTANTIATE_BATCHNORM(__half)

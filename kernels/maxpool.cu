@@ -20,6 +20,7 @@
 #include "batchnorm_math.h"
 #include "grid_stride.h"
 #include "layout_math.h"
+#include "maxpool_math.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/layer_kernels.h"
 #include "resnet_ddp/error.h"
@@ -31,18 +32,6 @@ constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 8192;
 
 unsigned blocks_for(int64_t count) { return grid_stride_blocks(count, kThreads, kMaxBlocks); }
-
-// The shape without the batch and channels, which only multiply the number of planes.
-struct Window {
-  int in_h, in_w, out_h, out_w, kernel, stride, pad;
-};
-
-// Input (ih, iw)'s place in the window of output (oh, ow): row-major from the window's corner,
-// padding included.
-__device__ __forceinline__ uint8_t window_place(const Window& s, int oh, int ow, int ih, int iw) {
-  return static_cast<uint8_t>((ih - (oh * s.stride - s.pad)) * s.kernel +
-                              (iw - (ow * s.stride - s.pad)));
-}
 
 // The largest value in the window of output (oh, ow) and its place. The window is clipped to the
 // input (padding never wins) and scanned row-major; a strictly larger value or any NaN takes
@@ -66,28 +55,6 @@ __device__ __forceinline__ WindowMax window_max(const Window& s, int oh, int ow,
     }
   }
   return best;
-}
-
-// The gradient of input (ih, iw): the sum, in output order, of dy over the outputs whose windows
-// hold it and chose it. output_at(oh, ow) is the output's offset in dy and argmax. Summed in
-// float (for 16-bit types: rounded once, by the caller).
-template <typename T, typename OutputAt>
-__device__ __forceinline__ float chosen_gradient(const Window& s, int ih, int iw, const T* dy,
-                                                 const uint8_t* argmax,
-                                                 const OutputAt& output_at) {
-  // The outputs whose windows hold this input: oh * stride - pad <= ih < that + kernel.
-  const int h_low = ih + s.pad - s.kernel + 1, w_low = iw + s.pad - s.kernel + 1;
-  const int oh_begin = h_low <= 0 ? 0 : (h_low + s.stride - 1) / s.stride;
-  const int ow_begin = w_low <= 0 ? 0 : (w_low + s.stride - 1) / s.stride;
-  const int oh_end = min((ih + s.pad) / s.stride, s.out_h - 1);
-  const int ow_end = min((iw + s.pad) / s.stride, s.out_w - 1);
-  float sum = 0.0f;
-  for (int oh = oh_begin; oh <= oh_end; ++oh)
-    for (int ow = ow_begin; ow <= ow_end; ++ow) {
-      const int64_t out = output_at(oh, ow);
-      if (argmax[out] == window_place(s, oh, ow, ih, iw)) sum += static_cast<float>(dy[out]);
-    }
-  return sum;
 }
 
 // What the forward kernels pool: the stored values themselves, or (Normalized) relu(BatchNorm(x))
@@ -134,15 +101,12 @@ template <typename T>
 __global__ void maxpool_backward_kernel(Window s, int64_t inputs, const T* dy,
                                         const uint8_t* argmax, T* dx) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t out_plane = static_cast<int64_t>(s.out_h) * s.out_w;
   for (int64_t in = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; in < inputs;
        in += stride) {
     const int iw = static_cast<int>(in % s.in_w);
     const int ih = static_cast<int>(in / s.in_w % s.in_h);
-    const int64_t base = in / (static_cast<int64_t>(s.in_w) * s.in_h) * out_plane;
-    dx[in] = static_cast<T>(chosen_gradient(s, ih, iw, dy, argmax, [&](int oh, int ow) {
-      return base + static_cast<int64_t>(oh) * s.out_w + ow;
-    }));
+    const int64_t plane = in / (static_cast<int64_t>(s.in_w) * s.in_h);
+    dx[in] = static_cast<T>(stored_input_gradient_nchw(s, dy, argmax, plane, ih, iw));
   }
 }
 
@@ -174,15 +138,16 @@ __global__ void maxpool_backward_nhwc_kernel(Window s, int channels, int64_t inp
   for (int64_t in = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; in < inputs;
        in += stride) {
     const layout::Coord4 p = layout::nhwc_coord(in, channels, s.in_h, s.in_w);
-    dx[in] = static_cast<T>(chosen_gradient(
-        s, static_cast<int>(p.h), static_cast<int>(p.w), dy, argmax, [&](int oh, int ow) {
-          return layout::nhwc_offset({p.n, p.c, oh, ow}, channels, s.out_h, s.out_w);
-        }));
+    dx[in] = static_cast<T>(stored_input_gradient_nhwc(s, channels, dy, argmax, p.n, p.c,
+                                                       static_cast<int>(p.h),
+                                                       static_cast<int>(p.w)));
   }
 }
 
+}  // namespace
+
 // The CPU twin's conditions, so that both refuse the same shapes, and the one-byte place's.
-Window check_pool(const cpu::PoolShape& s) {
+Window pool_window(const cpu::PoolShape& s) {
   if (s.batch < 1 || s.channels < 1)
     fail("maxpool: batch ", s.batch, " and channels ", s.channels, " must be >= 1");
   // Tested before dividing: C++ rounds a slightly negative (in + 2 * pad - kernel) towards zero
@@ -205,7 +170,7 @@ Window check_pool(const cpu::PoolShape& s) {
 template <typename T, bool Normalized>
 void launch_forward(const cpu::PoolShape& shape, PoolInput<T, Normalized> in, T* y,
                     uint8_t* argmax, cudaStream_t stream, MemoryFormat format) {
-  const Window window = check_pool(shape);
+  const Window window = pool_window(shape);
   const int64_t outputs =
       static_cast<int64_t>(shape.batch) * shape.channels * window.out_h * window.out_w;
   if (format == MemoryFormat::nhwc) {
@@ -218,8 +183,6 @@ void launch_forward(const cpu::PoolShape& shape, PoolInput<T, Normalized> in, T*
       window, shape.channels, outputs, in, y, argmax);
   RDDP_CUDA_CHECK_LAUNCH("maxpool_forward_kernel");
 }
-
-}  // namespace
 
 template <typename T>
 void maxpool_forward(const cpu::PoolShape& shape, const T* x, T* y, uint8_t* argmax,
@@ -241,7 +204,7 @@ void maxpool_forward_of_batchnorm_relu(const cpu::PoolShape& shape, const T* x,
 template <typename T>
 void maxpool_backward(const cpu::PoolShape& shape, const T* dy, const uint8_t* argmax, T* dx,
                       cudaStream_t stream, MemoryFormat format) {
-  const Window window = check_pool(shape);
+  const Window window = pool_window(shape);
   const int64_t inputs =
       static_cast<int64_t>(shape.batch) * shape.channels * shape.in_h * shape.in_w;
   if (format == MemoryFormat::nhwc) {

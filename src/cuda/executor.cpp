@@ -298,6 +298,14 @@ bool recomputes_relu_mask(const Plan<T>& plan, const BatchNorm<T>& bn) {
   return plan.fused_bn && bn.fusion == BatchNormFusion::relu;
 }
 
+// Whether the stem's BatchNorm backward gathers its gradient from the max-pool's
+// (batchnorm_backward_through_maxpool): with our BatchNorm, whose kernels can. The stem output's
+// gradient, at 224x224 the network's largest activation, then has no buffer.
+template <typename T>
+bool stem_backward_through_maxpool(const Plan<T>& plan) {
+  return plan.stem_maxpool && plan.fused_bn;
+}
+
 // The buffers a timed search of `conv` runs on: the layer's own activations and the model's
 // weight and gradient (under mixed precision or NHWC the weight's copy the convolutions read and
 // the weight gradient scratch), so that the search costs no memory beyond its workspace.
@@ -487,20 +495,30 @@ void batchnorm_forward(const Plan<T>& plan, const BatchNorm<T>& bn, int batch, b
 // identity branch needs the masked gradient too), else on the fly where ours does it.
 template <typename T>
 void batchnorm_backward(const Plan<T>& plan, const BatchNorm<T>& bn, int batch, T* output_grad,
-                        bool relu, bool keep_masked, const GradReadyFn& ready) {
+                        bool relu, bool keep_masked, const GradReadyFn& ready,
+                        const PooledGradient<T>* pooled = nullptr) {
   RDDP_ASSERT(relu == (bn.fusion != BatchNormFusion::none) &&
               keep_masked == (bn.fusion == BatchNormFusion::add_relu));
+  // Only our kernels take the gradient from a max-pool's (stem_backward_through_maxpool).
+  RDDP_ASSERT(pooled == nullptr || (plan.fused_bn && output_grad == nullptr && !keep_masked));
   const T* relu_output = relu ? bn.output->value : nullptr;
   if (plan.fused_bn) {
     const ReluMask<T> mask = !relu ? ReluMask<T>::none()
                              : recomputes_relu_mask(plan, bn)
                                  ? ReluMask<T>::recomputed(plan.param(bn.bias))
                                  : ReluMask<T>::of_output(relu_output);
-    batchnorm_backward(batchnorm_shape(plan, bn, batch), bn.input->value, output_grad, mask,
-                       plan.param(bn.weight), bn.save_mean, bn.save_invstd,
-                       bn.input->grad, plan.grad(bn.weight), plan.grad(bn.bias), plan.bn_scratch,
-                       plan.bn_scratch_bytes, plan.stream(),
-                       relu && keep_masked ? output_grad : nullptr);
+    const BatchNormShape shape = batchnorm_shape(plan, bn, batch);
+    if (pooled != nullptr)
+      batchnorm_backward_through_maxpool(shape, bn.input->value, *pooled, mask,
+                                         plan.param(bn.weight), bn.save_mean, bn.save_invstd,
+                                         bn.input->grad, plan.grad(bn.weight),
+                                         plan.grad(bn.bias), plan.bn_scratch,
+                                         plan.bn_scratch_bytes, plan.stream());
+    else
+      batchnorm_backward(shape, bn.input->value, output_grad, mask, plan.param(bn.weight),
+                         bn.save_mean, bn.save_invstd, bn.input->grad, plan.grad(bn.weight),
+                         plan.grad(bn.bias), plan.bn_scratch, plan.bn_scratch_bytes,
+                         plan.stream(), relu && keep_masked ? output_grad : nullptr);
   } else if (bn.layer->fusion() != BatchNormFusion::none) {
     // Under the residual add cuDNN's dz, the masked gradient that keep_masked asks for, is
     // written over dy itself. cuDNN does not document dz aliasing dy, but nothing can go wrong
@@ -638,13 +656,19 @@ void record_uses(Plan<T>& plan) {
       conv_op(block.downsample_conv, false);
     }
   }
-  if (plan.stem_maxpool) {
-    ++op;
-    arena.use(&plan.pooled.grad, op);
+  if (stem_backward_through_maxpool(plan)) {
+    // One operation: the BatchNorm's backward reads the pool's gradient and argmax.
+    batchnorm_op(plan.stem_bn, false, true, nullptr, &plan.pooled.grad);
     arena.use(&plan.pool_argmax, op);
-    arena.use(&plan.stem_out.grad, op);
+  } else {
+    if (plan.stem_maxpool) {
+      ++op;
+      arena.use(&plan.pooled.grad, op);
+      arena.use(&plan.pool_argmax, op);
+      arena.use(&plan.stem_out.grad, op);
+    }
+    batchnorm_op(plan.stem_bn, false, true, nullptr, &plan.stem_out.grad);
   }
-  batchnorm_op(plan.stem_bn, false, true, nullptr, &plan.stem_out.grad);
   conv_op(plan.stem_conv, false);
 
   const int last_op = op;
@@ -679,8 +703,10 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
   stem_conv.in_channels = plan.input_channels;
   plan_conv<T>(plan, plan.stem_conv, stem_conv, nullptr, height, width, max_batch);
   const Activation<T>& stem_conv_out = plan.stem_conv.output;
+  // No gradient buffer where the stem's backward gathers from the pool's
+  // (stem_backward_through_maxpool, once stem_maxpool is set below).
   plan.stem_out.plan(plan.arena, max_batch, stem_conv_out.channels, stem_conv_out.height,
-                     stem_conv_out.width, true);
+                     stem_conv_out.width, !(net.stem_maxpool && plan.fused_bn));
   plan_batchnorm(plan, plan.stem_bn, net.stem_bn, &plan.stem_conv.output, &plan.stem_out,
                  BatchNormFusion::relu);
   Activation<T>* current = &plan.stem_out;
@@ -994,14 +1020,20 @@ void backward_of(Plan<T>& plan, const float* dlogits, const GradReadyFn& ready) 
   }
 
   Activation<T>& stem_out = plan.stem_out;
-  if (plan.stem_maxpool) {
-    cpu::PoolShape shape = plan.pool_shape;
-    shape.batch = batch;
-    maxpool_backward(shape, plan.pooled.grad, plan.pool_argmax, stem_out.grad, stream,
-                     plan.format);
+  cpu::PoolShape pool_shape = plan.pool_shape;
+  pool_shape.batch = batch;
+  if (stem_backward_through_maxpool(plan)) {
+    // The max-pool's backward folded into the BatchNorm's: no stem output gradient is stored.
+    const PooledGradient<T> pooled{pool_shape, plan.pooled.grad, plan.pool_argmax};
+    batchnorm_backward<T>(plan, plan.stem_bn, batch, nullptr, /*relu=*/true, /*keep_masked=*/false,
+                          ready, &pooled);
+  } else {
+    if (plan.stem_maxpool)
+      maxpool_backward(pool_shape, plan.pooled.grad, plan.pool_argmax, stem_out.grad, stream,
+                       plan.format);
+    batchnorm_backward(plan, plan.stem_bn, batch, stem_out.grad, /*relu=*/true,
+                       /*keep_masked=*/false, ready);
   }
-  batchnorm_backward(plan, plan.stem_bn, batch, stem_out.grad, /*relu=*/true,
-                     /*keep_masked=*/false, ready);
   conv_backward<T>(plan, plan.stem_conv, batch, nullptr, false, ready);
 }
 

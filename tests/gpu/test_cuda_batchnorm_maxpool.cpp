@@ -4,7 +4,9 @@
 // output (BatchNorm with its ReLU, then maxpool_forward), bit for bit: pooled values, argmax,
 // saved and running statistics. Both formats, every activation type; the shifts (beta) are
 // negative, so that the ReLU zeroes most values and windows hold ties at 0, where the first must
-// win.
+// win. Likewise its backward without the output's gradient stored: the BatchNorm's backward
+// gathering it from the pool's (batchnorm_backward_through_maxpool) against maxpool_backward
+// into a buffer and batchnorm_backward from it.
 #include <doctest/doctest.h>
 
 #include <cuda_bf16.h>
@@ -78,17 +80,70 @@ StemForward<T> run_stem(const cpu::PoolShape& pool, MemoryFormat format, const s
           to_host(running_mean, stream), to_host(running_var, stream)};
 }
 
+const cpu::PoolShape kShapes[] = {
+    {2, 64, 16, 16, 3, 2, 1},  // the imagenet stem's window on a small plane
+    {3, 5, 9, 7, 3, 2, 1},     // odd channels and planes: single-value loads
+    // 8 channels: 16-byte NHWC loads of 16-bit values; NCHW loads of 4 values of a 196-value
+    // plane, which cross rows of 14
+    {2, 8, 14, 14, 3, 2, 1},
+    {1, 3, 6, 6, 2, 2, 0},     // another window
+};
+
+// What one way of running the stem's backward leaves.
+struct StemBackward {
+  std::vector<float> dx, dgamma, dbeta;  // dx widened from T
+};
+
+// The stem's forward as training runs it (statistics, then the pool on the fly), then its
+// backward from the pool's gradient `pooled_dy`: through a stored stem gradient
+// (`through_pool` false) or gathered from the pool's.
 template <typename T>
-void check_type() {
-  const cpu::PoolShape shapes[] = {
-      {2, 64, 16, 16, 3, 2, 1},  // the imagenet stem's window on a small plane
-      {3, 5, 9, 7, 3, 2, 1},     // odd channels and planes: single-value loads
-      {2, 8, 14, 14, 3, 2, 1},   // 8 channels: 16-byte NHWC loads of 16-bit values
-      {1, 3, 6, 6, 2, 2, 0},     // another window
-  };
-  cuda::ComputeContext context;
-  cudaStream_t stream = context.stream();
-  for (const cpu::PoolShape& pool : shapes) {
+StemBackward run_stem_backward(const cpu::PoolShape& pool, MemoryFormat format,
+                               const std::vector<T>& x, const std::vector<float>& gamma,
+                               const std::vector<float>& beta, const std::vector<T>& pooled_dy,
+                               bool through_pool, cudaStream_t stream) {
+  const cuda::BatchNormShape shape{pool.batch, pool.channels, pool.in_h, pool.in_w, format};
+  const size_t outputs = pooled_dy.size();
+  const size_t channels = static_cast<size_t>(pool.channels);
+  const DeviceBuffer<T> d_x = to_device(x, stream), d_pooled_dy = to_device(pooled_dy, stream);
+  const DeviceBuffer<float> d_gamma = to_device(gamma, stream), d_beta = to_device(beta, stream);
+  auto save_mean = poisoned<float>(channels, stream);
+  auto save_invstd = poisoned<float>(channels, stream);
+  auto pooled = poisoned<T>(outputs, stream);
+  auto argmax = poisoned<uint8_t>(outputs, stream);
+  DeviceBuffer<std::byte> scratch(cuda::batchnorm_scratch_bytes(shape));
+  cuda::batchnorm_forward_train<T>(shape, d_x.get(), d_gamma.get(), d_beta.get(), nullptr,
+                                   nullptr, save_mean.get(), save_invstd.get(), nullptr,
+                                   /*relu=*/true, nullptr, scratch.get(), scratch.bytes(), stream);
+  cuda::maxpool_forward_of_batchnorm_relu<T>(
+      pool, d_x.get(), {save_mean.get(), save_invstd.get(), d_gamma.get(), d_beta.get()},
+      pooled.get(), argmax.get(), stream, format);
+  auto dx = poisoned<T>(x.size(), stream);
+  auto dgamma = poisoned<float>(channels, stream), dbeta = poisoned<float>(channels, stream);
+  const auto mask = cuda::ReluMask<T>::recomputed(d_beta.get());
+  if (through_pool) {
+    cuda::batchnorm_backward_through_maxpool<T>(
+        shape, d_x.get(), {pool, d_pooled_dy.get(), argmax.get()}, mask, d_gamma.get(),
+        save_mean.get(), save_invstd.get(), dx.get(), dgamma.get(), dbeta.get(), scratch.get(),
+        scratch.bytes(), stream);
+  } else {
+    auto stem_grad = poisoned<T>(x.size(), stream);
+    cuda::maxpool_backward<T>(pool, d_pooled_dy.get(), argmax.get(), stem_grad.get(), stream,
+                              format);
+    cuda::batchnorm_backward<T>(shape, d_x.get(), stem_grad.get(), mask, d_gamma.get(),
+                                save_mean.get(), save_invstd.get(), dx.get(), dgamma.get(),
+                                dbeta.get(), scratch.get(), scratch.bytes(), stream);
+  }
+  std::vector<float> dx_values;
+  for (T v : to_host(dx, stream)) dx_values.push_back(static_cast<float>(v));
+  return {dx_values, to_host(dgamma, stream), to_host(dbeta, stream)};
+}
+
+// Calls check(pool, format, inputs) for every shape in both formats, where inputs is the
+// BatchNorm's number of values, with the case in doctest's context for a failure's message.
+template <typename Check>
+void for_each_case(const Check& check) {
+  for (const cpu::PoolShape& pool : kShapes) {
     for (MemoryFormat format : {MemoryFormat::nchw, MemoryFormat::nhwc}) {
       CAPTURE(pool.channels);
       CAPTURE(pool.in_h);
@@ -96,28 +151,67 @@ void check_type() {
       CAPTURE(pool.kernel);
       const std::string format_name = to_string(format);  // doctest prints a char* as a pointer
       CAPTURE(format_name);
-      const size_t count = static_cast<size_t>(pool.batch) * pool.channels * pool.in_h * pool.in_w;
-      Rng rng(derive_seed(count, "batchnorm maxpool"));
-      // Stored in `format`; the values' order does not matter to what is compared.
-      const std::vector<T> x = testing::converted<T>(testing::random_uniform<float>(rng, count));
-      const auto gamma = testing::random_uniform<float>(rng, static_cast<size_t>(pool.channels),
-                                                        0.5, 1.5);
-      const auto beta = testing::random_uniform<float>(rng, static_cast<size_t>(pool.channels),
-                                                       -1.0, 0.0);
-      const StemForward<T> stored = run_stem(pool, format, x, gamma, beta, false, stream);
-      const StemForward<T> on_the_fly = run_stem(pool, format, x, gamma, beta, true, stream);
-      CHECK(bitwise_equal(on_the_fly.pooled, stored.pooled));
-      CHECK(on_the_fly.argmax == stored.argmax);
-      CHECK(bitwise_equal(on_the_fly.save_mean, stored.save_mean));
-      CHECK(bitwise_equal(on_the_fly.save_invstd, stored.save_invstd));
-      CHECK(bitwise_equal(on_the_fly.running_mean, stored.running_mean));
-      CHECK(bitwise_equal(on_the_fly.running_var, stored.running_var));
-      // Ties at 0 were met: some window's maximum is a ReLU's zero.
-      size_t zeros = 0;
-      for (T v : stored.pooled) zeros += static_cast<float>(v) == 0.0f;
-      CHECK(zeros > 0);
+      check(pool, format,
+            static_cast<size_t>(pool.batch) * pool.channels * pool.in_h * pool.in_w);
     }
   }
+}
+
+template <typename T>
+void check_type() {
+  cuda::ComputeContext context;
+  cudaStream_t stream = context.stream();
+  for_each_case([&](const cpu::PoolShape& pool, MemoryFormat format, size_t count) {
+    Rng rng(derive_seed(count, "batchnorm maxpool"));
+    // Stored in `format`; the values' order does not matter to what is compared.
+    const std::vector<T> x = testing::converted<T>(testing::random_uniform<float>(rng, count));
+    const auto gamma = testing::random_uniform<float>(rng, static_cast<size_t>(pool.channels),
+                                                      0.5, 1.5);
+    const auto beta = testing::random_uniform<float>(rng, static_cast<size_t>(pool.channels),
+                                                     -1.0, 0.0);
+    const StemForward<T> stored = run_stem(pool, format, x, gamma, beta, false, stream);
+    const StemForward<T> on_the_fly = run_stem(pool, format, x, gamma, beta, true, stream);
+    CHECK(bitwise_equal(on_the_fly.pooled, stored.pooled));
+    CHECK(on_the_fly.argmax == stored.argmax);
+    CHECK(bitwise_equal(on_the_fly.save_mean, stored.save_mean));
+    CHECK(bitwise_equal(on_the_fly.save_invstd, stored.save_invstd));
+    CHECK(bitwise_equal(on_the_fly.running_mean, stored.running_mean));
+    CHECK(bitwise_equal(on_the_fly.running_var, stored.running_var));
+    // Ties at 0 were met: some window's maximum is a ReLU's zero.
+    size_t zeros = 0;
+    for (T v : stored.pooled) zeros += static_cast<float>(v) == 0.0f;
+    CHECK(zeros > 0);
+  });
+}
+
+template <typename T>
+void check_backward_type() {
+  cuda::ComputeContext context;
+  cudaStream_t stream = context.stream();
+  for_each_case([&](const cpu::PoolShape& pool, MemoryFormat format, size_t count) {
+    const size_t outputs =
+        static_cast<size_t>(pool.batch) * pool.channels * pool.out_h() * pool.out_w();
+    Rng rng(derive_seed(count, "batchnorm maxpool backward"));
+    const std::vector<T> x = testing::converted<T>(testing::random_uniform<float>(rng, count));
+    const auto gamma = testing::random_uniform<float>(rng, static_cast<size_t>(pool.channels),
+                                                      0.5, 1.5);
+    // Shifts around 0: the ReLU keeps some of each channel's values, so the gradient reaches x.
+    const auto beta = testing::random_uniform<float>(rng, static_cast<size_t>(pool.channels),
+                                                     -0.5, 0.5);
+    const std::vector<T> pooled_dy =
+        testing::converted<T>(testing::random_uniform<float>(rng, outputs));
+    const StemBackward stored =
+        run_stem_backward(pool, format, x, gamma, beta, pooled_dy, false, stream);
+    const StemBackward gathered =
+        run_stem_backward(pool, format, x, gamma, beta, pooled_dy, true, stream);
+    CHECK(bitwise_equal(gathered.dx, stored.dx));
+    CHECK(bitwise_equal(gathered.dgamma, stored.dgamma));
+    CHECK(bitwise_equal(gathered.dbeta, stored.dbeta));
+    // The gradient went through: some of x's gradient is not 0.
+    size_t nonzero = 0;
+    for (float v : stored.dx) nonzero += v != 0.0f;
+    CHECK(nonzero > 0);
+  });
 }
 
 }  // namespace
@@ -134,5 +228,27 @@ TEST_CASE("the max-pool of BatchNorm on the fly refuses missing statistics") {
   CHECK_THROWS_AS(cuda::maxpool_forward_of_batchnorm_relu<float>(pool, nullptr, {}, nullptr,
                                                                  nullptr, context.stream(),
                                                                  MemoryFormat::nchw),
+                  Error);
+}
+
+TEST_CASE("the stem's BatchNorm backward gathering from the max-pool's gradient matches the "
+          "stored gradient's") {
+  check_backward_type<float>();
+  check_backward_type<__nv_bfloat16>();
+  check_backward_type<__half>();
+}
+
+TEST_CASE("the BatchNorm backward through the max-pool refuses a pool of another shape") {
+  cuda::ComputeContext context;
+  const cuda::BatchNormShape shape{1, 2, 4, 4, MemoryFormat::nchw};
+  DeviceBuffer<std::byte> scratch(cuda::batchnorm_scratch_bytes(shape));
+  DeviceBuffer<float> values(64);
+  DeviceBuffer<uint8_t> argmax(16);
+  const cpu::PoolShape other{1, 2, 4, 6, 3, 2, 1};
+  CHECK_THROWS_AS(cuda::batchnorm_backward_through_maxpool<float>(
+                      shape, values.get(), {other, values.get(), argmax.get()},
+                      cuda::ReluMask<float>::none(), values.get(), values.get(), values.get(),
+                      values.get(), values.get(), values.get(), scratch.get(), scratch.bytes(),
+                      context.stream()),
                   Error);
 }

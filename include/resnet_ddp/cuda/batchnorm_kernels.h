@@ -24,7 +24,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 
+#include "resnet_ddp/cpu/layers.h"
 #include "resnet_ddp/memory_format.h"
 
 namespace rddp::cuda {
@@ -102,5 +104,28 @@ void batchnorm_backward(const BatchNormShape& shape, const T* x, const T* dy, Re
                         const float* gamma, const float* save_mean, const float* save_invstd,
                         T* dx, float* dgamma, float* dbeta, void* scratch, size_t scratch_bytes,
                         cudaStream_t stream, T* masked_dy = nullptr);
+
+// A max-pool's output gradient, as the BatchNorm before the pool (the imagenet stem's) takes its
+// own: `dy` [N, C, pool.out_h(), pool.out_w()] and `argmax` (maxpool_forward's one byte a value),
+// in the BatchNorm's format. pool's batch, channels, in_h and in_w are the BatchNorm's shape.
+template <typename T>
+struct PooledGradient {
+  cpu::PoolShape pool;
+  const T* dy = nullptr;
+  const uint8_t* argmax = nullptr;
+};
+
+// batchnorm_backward with dy gathered from the max-pool that follows: each element's gradient
+// computed and rounded exactly as maxpool_backward stores it, in both of backward's passes over
+// the data. The same results bit for bit as maxpool_backward into a buffer and batchnorm_backward
+// from it, without that buffer (at 224x224 the network's largest activation): it is not written
+// once and read twice.
+template <typename T>
+void batchnorm_backward_through_maxpool(const BatchNormShape& shape, const T* x,
+                                        const PooledGradient<T>& pooled, ReluMask<T> relu,
+                                        const float* gamma, const float* save_mean,
+                                        const float* save_invstd, T* dx, float* dgamma,
+                                        float* dbeta, void* scratch, size_t scratch_bytes,
+                                        cudaStream_t stream);
 
 }  // namespace rddp::cuda

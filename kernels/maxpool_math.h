@@ -1,0 +1,76 @@
+#pragma once
+// The max-pool's arithmetic that its own kernels (maxpool.cu) and the BatchNorm backward that
+// gathers its input gradient from the pool's (batchnorm.cu, PooledGradient) share, so that both
+// compute that gradient alike, bit for bit.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "layout_math.h"
+#include "resnet_ddp/cpu/layers.h"
+
+namespace rddp::cuda {
+
+// The shape without the batch and channels, which only multiply the number of planes.
+struct Window {
+  int in_h, in_w, out_h, out_w, kernel, stride, pad;
+};
+
+// Input (ih, iw)'s place in the window of output (oh, ow): row-major from the window's corner,
+// padding included.
+__device__ __forceinline__ uint8_t window_place(const Window& s, int oh, int ow, int ih, int iw) {
+  return static_cast<uint8_t>((ih - (oh * s.stride - s.pad)) * s.kernel +
+                              (iw - (ow * s.stride - s.pad)));
+}
+
+// The window of `shape`, after the checks that both the CPU twin and the one-byte argmax need;
+// throws Error naming what does not fit (maxpool.cu).
+Window pool_window(const cpu::PoolShape& shape);
+
+// The gradient of input (ih, iw): the sum, in output order, of dy over the outputs whose windows
+// hold it and chose it. output_at(oh, ow) is the output's offset in dy and argmax. Summed in
+// float (for 16-bit types: rounded once, by the caller).
+template <typename T, typename OutputAt>
+__device__ __forceinline__ float chosen_gradient(const Window& s, int ih, int iw, const T* dy,
+                                                 const uint8_t* argmax,
+                                                 const OutputAt& output_at) {
+  // The outputs whose windows hold this input: oh * stride - pad <= ih < that + kernel.
+  const int h_low = ih + s.pad - s.kernel + 1, w_low = iw + s.pad - s.kernel + 1;
+  const int oh_begin = h_low <= 0 ? 0 : (h_low + s.stride - 1) / s.stride;
+  const int ow_begin = w_low <= 0 ? 0 : (w_low + s.stride - 1) / s.stride;
+  const int oh_end = min((ih + s.pad) / s.stride, s.out_h - 1);
+  const int ow_end = min((iw + s.pad) / s.stride, s.out_w - 1);
+  float sum = 0.0f;
+  for (int oh = oh_begin; oh <= oh_end; ++oh)
+    for (int ow = ow_begin; ow <= ow_end; ++ow) {
+      const int64_t out = output_at(oh, ow);
+      if (argmax[out] == window_place(s, oh, ow, ih, iw)) sum += static_cast<float>(dy[out]);
+    }
+  return sum;
+}
+
+// What maxpool_backward stores at input (ih, iw) of plane `plane` (n * C + c) in NCHW: the
+// chosen gradient rounded to T, widened back to float (exactly).
+template <typename T>
+__device__ __forceinline__ float stored_input_gradient_nchw(const Window& s, const T* dy,
+                                                            const uint8_t* argmax, int64_t plane,
+                                                            int ih, int iw) {
+  const int64_t base = plane * s.out_h * s.out_w;
+  return static_cast<float>(static_cast<T>(chosen_gradient(
+      s, ih, iw, dy, argmax,
+      [&](int oh, int ow) { return base + static_cast<int64_t>(oh) * s.out_w + ow; })));
+}
+
+// The same in NHWC, at input (n, ih, iw) of channel c.
+template <typename T>
+__device__ __forceinline__ float stored_input_gradient_nhwc(const Window& s, int channels,
+                                                            const T* dy, const uint8_t* argmax,
+                                                            int64_t n, int64_t c, int ih,
+                                                            int iw) {
+  return static_cast<float>(static_cast<T>(
+      chosen_gradient(s, ih, iw, dy, argmax, [&](int oh, int ow) {
+        return layout::nhwc_offset({n, c, oh, ow}, channels, s.out_h, s.out_w);
+      })));
+}
+
+}  // namespace rddp::cuda
