@@ -523,7 +523,8 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
   std::printf("engine built in  %.1f s (with the convolution algorithm search)\n", m.build_s);
   const cuda::ConvAlgorithmCache::ApiUse api_use = cuda_conv_api_use(engine);
   if (s.conv_graph_api)
-    std::printf("convolutions     %zu on plans of cuDNN's graph API, %zu on legacy algorithms%s%s%s\n",
+    std::printf("convolutions     %zu on plans of cuDNN's graph API, %zu on legacy "
+                "algorithms%s%s%s\n",
                 api_use.graph_plans, api_use.legacy_algorithms,
                 api_use.first_fallback.empty() ? "" : " (the first: ",
                 api_use.first_fallback.c_str(), api_use.first_fallback.empty() ? "" : ")");

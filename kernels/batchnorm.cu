@@ -8,9 +8,9 @@
 // three more: grad_sums_kernel (sums of g and g * (x - mean) per channel and block),
 // finish_grad_sums_kernel (dgamma, dbeta), data_grad_kernel (dx); both passes over the data read
 // the ReLU's mask from its output or recompute it from x (ReluMask), and read dy or gather it
-// from the gradient of the max-pool that follows (GradSource, PooledGradient). Which thread reads what is
-// kernels/batchnorm_partition.h; every formula is kernels/batchnorm_math.h. Partials are folded
-// in a fixed order and there are no atomics, so results repeat bit for bit.
+// from the gradient of the max-pool that follows (GradSource, PooledGradient). Which thread
+// reads what is kernels/batchnorm_partition.h; every formula is kernels/batchnorm_math.h.
+// Partials are folded in a fixed order and there are no atomics, so results repeat bit for bit.
 //
 // Values are widened to float on load and rounded once on store, as PyTorch's 16-bit kernels do.
 // Loads and stores move `V` adjacent values at once (16 bytes where the shape and the pointers'
@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <type_traits>
 
 #include "batchnorm_math.h"
@@ -320,49 +321,47 @@ struct GradSource {
 };
 
 // The N loads' values of dy gathered from the max-pool's gradient, each as maxpool_backward
-// stores it (maxpool_math.h), sorted by slot as gather sorts them. A load's V values are V
-// channels of one pixel (NHWC) or V places of one plane, which may cross a row (NCHW).
+// stores it (maxpool_math.h), sorted by slot as gather sorts them. One value a load: wider loads
+// would unroll the gather V times and spill (ptxas), and the pooled gradient is read a value at a
+// time anyway. The places are found in 32-bit arithmetic (the launcher checks that they fit),
+// which costs a fraction of 64-bit division's instructions.
 template <bool ChannelsLast, int V, int N, typename T>
 __device__ void gather_pooled(const bn::Partition& p, const GradSource<T>& source,
                               const bn::Loads<N>& loads, SlotValues<ChannelsLast, V, N>& g) {
+  static_assert(V == 1, "the pooled gradient is gathered a value a load");
   const Window& s = source.window;
+  const auto channels = static_cast<uint32_t>(p.channels);
+  const auto plane = static_cast<uint32_t>(p.plane), width = static_cast<uint32_t>(s.in_w),
+             height = static_cast<uint32_t>(s.in_h);
 #pragma unroll
   for (int u = 0; u < N; ++u) {
-    const int64_t offset = loads.offset[u];
-    float v[V];
+    const auto offset = static_cast<uint32_t>(loads.offset[u]);
+    float value;
     if constexpr (ChannelsLast) {
-      const layout::Coord4 at = layout::nhwc_coord(offset, p.channels, s.in_h, s.in_w);
-#pragma unroll
-      for (int k = 0; k < V; ++k)
-        v[k] = stored_input_gradient_nhwc(s, p.channels, source.pooled_dy, source.argmax, at.n,
-                                          at.c + k, static_cast<int>(at.h),
-                                          static_cast<int>(at.w));
+      const uint32_t pixel = offset / channels, row = pixel / width;
+      value = stored_input_gradient_nhwc(s, p.channels, source.pooled_dy, source.argmax,
+                                         row / height, offset % channels,
+                                         static_cast<int>(row % height),
+                                         static_cast<int>(pixel % width));
     } else {
-      const int64_t plane = offset / p.plane;
-      const auto in_plane = static_cast<int>(offset % p.plane);
-      int ih = in_plane / s.in_w, iw = in_plane % s.in_w;
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        v[k] = stored_input_gradient_nchw(s, source.pooled_dy, source.argmax, plane, ih, iw);
-        if (++iw == s.in_w) {
-          iw = 0;
-          ++ih;
-        }
-      }
+      const uint32_t in_plane = offset % plane;
+      value = stored_input_gradient_nchw(s, source.pooled_dy, source.argmax, offset / plane,
+                                         static_cast<int>(in_plane / width),
+                                         static_cast<int>(in_plane % width));
     }
-#pragma unroll
-    for (int k = 0; k < V; ++k)
-      g[bn::slot_of<ChannelsLast, V>(k)][bn::position_of<ChannelsLast, V>(u, k)] = v[k];
+    g[bn::slot_of<ChannelsLast, V>(0)][bn::position_of<ChannelsLast, V>(u, 0)] = value;
   }
 }
 
-// g = dy, masked by the ReLU's output when there is one.
-template <bool ChannelsLast, int V, int N, typename T>
+// g = dy (Pooled: gathered from the max-pool's gradient), masked by the ReLU's output when there
+// is one. Pooled is a kernel's template parameter, not a branch: the gather's arithmetic in every
+// kernel would cost them all registers (spills, measured with ptxas) for the stem's sake.
+template <bool ChannelsLast, int V, bool Pooled, int N, typename T>
 __device__ void gather_grad(const bn::Partition& p, const GradSource<T>& dy, const T* relu_output,
                             const bn::Loads<N>& loads, SlotValues<ChannelsLast, V, N>& g) {
   constexpr int Slots = bn::kSlots<ChannelsLast, V>;
   constexpr int PerSlot = bn::kPerSlot<ChannelsLast, V, N>;
-  if (dy.pooled_dy != nullptr)
+  if constexpr (Pooled)
     gather_pooled<ChannelsLast, V>(p, dy, loads, g);
   else
     gather<ChannelsLast, V>(dy.dy, loads, g);
@@ -404,11 +403,10 @@ __device__ void forward_coefficients(int first, const float* save_mean, const fl
 
 // No __restrict__ on dy and masked_dy, which may alias. mask_beta: ReluMask::beta (null unless
 // the mask is recomputed).
-template <typename T, int V, bool ChannelsLast>
+template <typename T, int V, bool ChannelsLast, bool Pooled>
 __global__ void __launch_bounds__(kThreads)
     grad_sums_kernel(bn::Partition p, const T* __restrict__ x, GradSource<T> dy,
-                     const T* relu_output,
-                     T* masked_dy, const float* __restrict__ save_mean,
+                     const T* relu_output, T* masked_dy, const float* __restrict__ save_mean,
                      const float* __restrict__ save_invstd, const float* __restrict__ gamma,
                      const float* __restrict__ mask_beta, float* __restrict__ partials) {
   constexpr int Slots = bn::kSlots<ChannelsLast, V>;
@@ -426,7 +424,7 @@ __global__ void __launch_bounds__(kThreads)
     constexpr int N = std::decay_t<decltype(loads)>::kCount;
     constexpr int PerSlot = bn::kPerSlot<ChannelsLast, V, N>;
     float g[Slots][PerSlot], values[Slots][PerSlot];
-    gather_grad<ChannelsLast, V>(p, dy, relu_output, loads, g);
+    gather_grad<ChannelsLast, V, Pooled>(p, dy, relu_output, loads, g);
     gather<ChannelsLast, V>(x, loads, values);
     if (recompute) mask_by_recomputed_output<T>(g, values, forward);
     bn::add_grad_group(sums, g, values, mean);
@@ -475,7 +473,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // No __restrict__ on dy, relu_output and dx: dx may alias dy. mask_beta as grad_sums_kernel's.
-template <typename T, int V, bool ChannelsLast>
+template <typename T, int V, bool ChannelsLast, bool Pooled>
 __global__ void __launch_bounds__(kThreads)
     data_grad_kernel(bn::Partition p, const T* x, GradSource<T> dy, const T* relu_output, T* dx,
                      const float* __restrict__ gamma, const float* __restrict__ save_mean,
@@ -499,7 +497,7 @@ __global__ void __launch_bounds__(kThreads)
     constexpr int N = std::decay_t<decltype(loads)>::kCount;
     constexpr int PerSlot = bn::kPerSlot<ChannelsLast, V, N>;
     float g[Slots][PerSlot], values[Slots][PerSlot];
-    gather_grad<ChannelsLast, V>(p, dy, relu_output, loads, g);
+    gather_grad<ChannelsLast, V, Pooled>(p, dy, relu_output, loads, g);
     gather<ChannelsLast, V>(x, loads, values);
     if (recompute) mask_by_recomputed_output<T>(g, values, forward);
 #pragma unroll
@@ -656,27 +654,38 @@ void launch_backward(const BatchNormShape& shape, const T* x, const GradSource<T
          "recompute it from; please report this");
   float* partials = static_cast<float*>(scratch);
   const T* relu_output = relu.output;
-  // The pooled gradient is read a value at a time: only memory's dy takes part.
-  const int vector = vector_width<T>(p, {x, dy.dy, relu_output, dx, masked_dy});
+  // The pooled gradient is gathered a value a load (gather_pooled).
+  const bool pooled = dy.pooled_dy != nullptr;
+  const int vector = pooled ? 1 : vector_width<T>(p, {x, dy.dy, relu_output, dx, masked_dy});
   // Masked in place by grad_sums_kernel, dy needs no second mask: masking is idempotent and the
   // stored value is the widened one rounded back, exactly, so leaving out the mask changes no
   // bit.
   const bool dy_is_masked = masked_dy != nullptr && masked_dy == dy.dy && relu.any();
   // 1 / M rounded once from the exact quotient, as the twin's n_inv.
   const float inv_count = static_cast<float>(1.0 / static_cast<double>(p.per_channel));
-  dispatch<T>(p, vector, [&](auto v, auto channels_last) {
+  const auto launch = [&](auto v, auto channels_last, auto pooled) {
     constexpr int V = decltype(v)::value;
     constexpr bool kChannelsLast = decltype(channels_last)::value;
-    grad_sums_kernel<T, V, kChannelsLast><<<grid_of(p), block_of(p, V), 0, stream>>>(
+    constexpr bool kPooled = decltype(pooled)::value;
+    grad_sums_kernel<T, V, kChannelsLast, kPooled><<<grid_of(p), block_of(p, V), 0, stream>>>(
         p, x, dy, relu_output, masked_dy, save_mean, save_invstd, gamma, relu.beta, partials);
     RDDP_CUDA_CHECK_LAUNCH("grad_sums_kernel");
     finish_grad_sums_kernel<<<channel_warp_blocks(p), kThreads, 0, stream>>>(
         p, partials, save_invstd, dgamma, dbeta);
     RDDP_CUDA_CHECK_LAUNCH("finish_grad_sums_kernel");
-    data_grad_kernel<T, V, kChannelsLast><<<grid_of(p), block_of(p, V), 0, stream>>>(
+    data_grad_kernel<T, V, kChannelsLast, kPooled><<<grid_of(p), block_of(p, V), 0, stream>>>(
         p, x, dy, dy_is_masked ? nullptr : relu_output, dx, gamma, save_mean, save_invstd,
         dgamma, dbeta, dy_is_masked ? nullptr : relu.beta, inv_count);
     RDDP_CUDA_CHECK_LAUNCH("data_grad_kernel");
+  };
+  dispatch<T>(p, vector, [&](auto v, auto channels_last) {
+    if constexpr (decltype(v)::value == 1) {
+      if (pooled) {
+        launch(v, channels_last, std::true_type{});
+        return;
+      }
+    }
+    launch(v, channels_last, std::false_type{});
   });
 }
 
@@ -693,6 +702,11 @@ void batchnorm_backward(const BatchNormShape& shape, const T* x, const T* dy, Re
                   scratch, scratch_bytes, stream, masked_dy);
 }
 
+bool batchnorm_through_maxpool_fits(const BatchNormShape& shape) {
+  return static_cast<int64_t>(shape.batch) * shape.channels * shape.height * shape.width <=
+         std::numeric_limits<uint32_t>::max();
+}
+
 template <typename T>
 void batchnorm_backward_through_maxpool(const BatchNormShape& shape, const T* x,
                                         const PooledGradient<T>& pooled, ReluMask<T> relu,
@@ -703,7 +717,7 @@ void batchnorm_backward_through_maxpool(const BatchNormShape& shape, const T* x,
   const cpu::PoolShape& pool = pooled.pool;
   if (pool.batch != shape.batch || pool.channels != shape.channels ||
       pool.in_h != shape.height || pool.in_w != shape.width || pooled.dy == nullptr ||
-      pooled.argmax == nullptr)
+      pooled.argmax == nullptr || !batchnorm_through_maxpool_fits(shape))
     fail("internal error: batchnorm_backward_through_maxpool was given a max-pool of ",
          pool.batch, "x", pool.channels, "x", pool.in_h, "x", pool.in_w, " inputs for a ",
          "BatchNorm of ", shape.batch, "x", shape.channels, "x", shape.height, "x", shape.width,

@@ -404,7 +404,8 @@ std::string ConvAlgorithmCache::summary() const {
 
 ConvAlgorithmCache::ApiUse ConvAlgorithmCache::api_use() const {
   ApiUse use;
-  for (const auto& [key, choice] : choices_) ++(choice.graph ? use.graph_plans : use.legacy_algorithms);
+  for (const auto& [key, choice] : choices_)
+    ++(choice.graph ? use.graph_plans : use.legacy_algorithms);
   // The map's order is the key's, not the order of choosing: the first by direction and shape.
   if (!graph_fallbacks_.empty()) use.first_fallback = graph_fallbacks_.begin()->second;
   return use;

@@ -174,6 +174,10 @@ struct Plan {
   BatchNorm<T> stem_bn;
   Activation<T> stem_out;  // ReLU in place
   bool stem_maxpool = false;
+  // The stem's BatchNorm backward gathers its gradient from the max-pool's
+  // (batchnorm_backward_through_maxpool): our BatchNorm, whose kernels can, at a size they take.
+  // The stem output's gradient, at 224x224 the network's largest activation, then has no buffer.
+  bool stem_backward_through_maxpool = false;
   cpu::PoolShape pool_shape;
   Activation<T> pooled;
   uint8_t* pool_argmax = nullptr;  // each output's place in its window
@@ -298,13 +302,6 @@ bool recomputes_relu_mask(const Plan<T>& plan, const BatchNorm<T>& bn) {
   return plan.fused_bn && bn.fusion == BatchNormFusion::relu;
 }
 
-// Whether the stem's BatchNorm backward gathers its gradient from the max-pool's
-// (batchnorm_backward_through_maxpool): with our BatchNorm, whose kernels can. The stem output's
-// gradient, at 224x224 the network's largest activation, then has no buffer.
-template <typename T>
-bool stem_backward_through_maxpool(const Plan<T>& plan) {
-  return plan.stem_maxpool && plan.fused_bn;
-}
 
 // The buffers a timed search of `conv` runs on: the layer's own activations and the model's
 // weight and gradient (under mixed precision or NHWC the weight's copy the convolutions read and
@@ -499,7 +496,7 @@ void batchnorm_backward(const Plan<T>& plan, const BatchNorm<T>& bn, int batch, 
                         const PooledGradient<T>* pooled = nullptr) {
   RDDP_ASSERT(relu == (bn.fusion != BatchNormFusion::none) &&
               keep_masked == (bn.fusion == BatchNormFusion::add_relu));
-  // Only our kernels take the gradient from a max-pool's (stem_backward_through_maxpool).
+  // Only our kernels take the gradient from a max-pool's (Plan::stem_backward_through_maxpool).
   RDDP_ASSERT(pooled == nullptr || (plan.fused_bn && output_grad == nullptr && !keep_masked));
   const T* relu_output = relu ? bn.output->value : nullptr;
   if (plan.fused_bn) {
@@ -656,7 +653,7 @@ void record_uses(Plan<T>& plan) {
       conv_op(block.downsample_conv, false);
     }
   }
-  if (stem_backward_through_maxpool(plan)) {
+  if (plan.stem_backward_through_maxpool) {
     // One operation: the BatchNorm's backward reads the pool's gradient and argmax.
     batchnorm_op(plan.stem_bn, false, true, nullptr, &plan.pooled.grad);
     arena.use(&plan.pool_argmax, op);
@@ -703,10 +700,12 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
   stem_conv.in_channels = plan.input_channels;
   plan_conv<T>(plan, plan.stem_conv, stem_conv, nullptr, height, width, max_batch);
   const Activation<T>& stem_conv_out = plan.stem_conv.output;
-  // No gradient buffer where the stem's backward gathers from the pool's
-  // (stem_backward_through_maxpool, once stem_maxpool is set below).
+  plan.stem_backward_through_maxpool =
+      net.stem_maxpool && plan.fused_bn &&
+      batchnorm_through_maxpool_fits({max_batch, stem_conv_out.channels, stem_conv_out.height,
+                                      stem_conv_out.width, plan.format});
   plan.stem_out.plan(plan.arena, max_batch, stem_conv_out.channels, stem_conv_out.height,
-                     stem_conv_out.width, !(net.stem_maxpool && plan.fused_bn));
+                     stem_conv_out.width, !plan.stem_backward_through_maxpool);
   plan_batchnorm(plan, plan.stem_bn, net.stem_bn, &plan.stem_conv.output, &plan.stem_out,
                  BatchNormFusion::relu);
   Activation<T>* current = &plan.stem_out;
@@ -1022,7 +1021,7 @@ void backward_of(Plan<T>& plan, const float* dlogits, const GradReadyFn& ready) 
   Activation<T>& stem_out = plan.stem_out;
   cpu::PoolShape pool_shape = plan.pool_shape;
   pool_shape.batch = batch;
-  if (stem_backward_through_maxpool(plan)) {
+  if (plan.stem_backward_through_maxpool) {
     // The max-pool's backward folded into the BatchNorm's: no stem output gradient is stored.
     const PooledGradient<T> pooled{pool_shape, plan.pooled.grad, plan.pool_argmax};
     batchnorm_backward<T>(plan, plan.stem_bn, batch, nullptr, /*relu=*/true, /*keep_masked=*/false,

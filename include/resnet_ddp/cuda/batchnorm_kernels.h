@@ -115,11 +115,16 @@ struct PooledGradient {
   const uint8_t* argmax = nullptr;
 };
 
+// Whether batchnorm_backward_through_maxpool takes `shape`: its places are found in 32-bit
+// arithmetic, so at most 2^32 - 1 values (at 224x224 a batch of over 5,000).
+bool batchnorm_through_maxpool_fits(const BatchNormShape& shape);
+
 // batchnorm_backward with dy gathered from the max-pool that follows: each element's gradient
 // computed and rounded exactly as maxpool_backward stores it, in both of backward's passes over
-// the data. The same results bit for bit as maxpool_backward into a buffer and batchnorm_backward
-// from it, without that buffer (at 224x224 the network's largest activation): it is not written
-// once and read twice.
+// the data, without a buffer for it (at 224x224 the network's largest activation): it is not
+// written once and read twice. Its loads take one value at a time, so its sums add in the order
+// of batchnorm_backward loading one value at a time, and give those results bit for bit; where
+// batchnorm_backward would load wider, the sums differ by their order only.
 template <typename T>
 void batchnorm_backward_through_maxpool(const BatchNormShape& shape, const T* x,
                                         const PooledGradient<T>& pooled, ReluMask<T> relu,

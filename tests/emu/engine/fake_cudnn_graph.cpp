@@ -154,7 +154,8 @@ InjectedFault& injected_fault() {
 bool injected(FakeGraphFault fault, int64_t engine = -1) {
   const std::lock_guard<std::mutex> lock(fault_mutex());
   const InjectedFault& current = injected_fault();
-  return current.fault == fault && (fault == FakeGraphFault::graph_refused || current.engine == engine);
+  return current.fault == fault &&
+         (fault == FakeGraphFault::graph_refused || current.engine == engine);
 }
 
 size_t workspace_bytes(const EngineSpec& engine, const ConvProblem& p) {

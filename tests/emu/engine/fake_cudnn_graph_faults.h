@@ -20,7 +20,9 @@ class InjectedGraphFault {
   InjectedGraphFault(FakeGraphFault fault, int64_t engine = -1) {
     fake_cudnn_graph_inject_fault(static_cast<int>(fault), engine);
   }
-  ~InjectedGraphFault() { fake_cudnn_graph_inject_fault(static_cast<int>(FakeGraphFault::none), -1); }
+  ~InjectedGraphFault() {
+    fake_cudnn_graph_inject_fault(static_cast<int>(FakeGraphFault::none), -1);
+  }
   InjectedGraphFault(const InjectedGraphFault&) = delete;
   InjectedGraphFault& operator=(const InjectedGraphFault&) = delete;
 };
