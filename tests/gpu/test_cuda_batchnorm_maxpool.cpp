@@ -158,20 +158,36 @@ void for_each_case(const Check& check) {
   }
 }
 
+// A stem's random inputs, drawn from `rng` in this order: x (stored in the case's format; the
+// values' order does not matter to what is compared), then gamma in [0.5, 1.5] and beta in
+// [beta_low, beta_high] per channel.
+template <typename T>
+struct StemInputs {
+  std::vector<T> x;
+  std::vector<float> gamma, beta;
+};
+
+template <typename T>
+StemInputs<T> random_inputs(Rng& rng, const cpu::PoolShape& pool, size_t count, double beta_low,
+                            double beta_high) {
+  const auto channels = static_cast<size_t>(pool.channels);
+  StemInputs<T> in;
+  in.x = testing::converted<T>(testing::random_uniform<float>(rng, count));
+  in.gamma = testing::random_uniform<float>(rng, channels, 0.5, 1.5);
+  in.beta = testing::random_uniform<float>(rng, channels, beta_low, beta_high);
+  return in;
+}
+
 template <typename T>
 void check_type() {
   cuda::ComputeContext context;
   cudaStream_t stream = context.stream();
   for_each_case([&](const cpu::PoolShape& pool, MemoryFormat format, size_t count) {
     Rng rng(derive_seed(count, "batchnorm maxpool"));
-    // Stored in `format`; the values' order does not matter to what is compared.
-    const std::vector<T> x = testing::converted<T>(testing::random_uniform<float>(rng, count));
-    const auto gamma = testing::random_uniform<float>(rng, static_cast<size_t>(pool.channels),
-                                                      0.5, 1.5);
-    const auto beta = testing::random_uniform<float>(rng, static_cast<size_t>(pool.channels),
-                                                     -1.0, 0.0);
-    const StemForward<T> stored = run_stem(pool, format, x, gamma, beta, false, stream);
-    const StemForward<T> on_the_fly = run_stem(pool, format, x, gamma, beta, true, stream);
+    const StemInputs<T> in = random_inputs<T>(rng, pool, count, -1.0, 0.0);
+    const StemForward<T> stored = run_stem(pool, format, in.x, in.gamma, in.beta, false, stream);
+    const StemForward<T> on_the_fly =
+        run_stem(pool, format, in.x, in.gamma, in.beta, true, stream);
     CHECK(bitwise_equal(on_the_fly.pooled, stored.pooled));
     CHECK(on_the_fly.argmax == stored.argmax);
     CHECK(bitwise_equal(on_the_fly.save_mean, stored.save_mean));
@@ -193,18 +209,14 @@ void check_backward_type() {
     const size_t outputs =
         static_cast<size_t>(pool.batch) * pool.channels * pool.out_h() * pool.out_w();
     Rng rng(derive_seed(count, "batchnorm maxpool backward"));
-    const std::vector<T> x = testing::converted<T>(testing::random_uniform<float>(rng, count));
-    const auto gamma = testing::random_uniform<float>(rng, static_cast<size_t>(pool.channels),
-                                                      0.5, 1.5);
     // Shifts around 0: the ReLU keeps some of each channel's values, so the gradient reaches x.
-    const auto beta = testing::random_uniform<float>(rng, static_cast<size_t>(pool.channels),
-                                                     -0.5, 0.5);
+    const StemInputs<T> in = random_inputs<T>(rng, pool, count, -0.5, 0.5);
     const std::vector<T> pooled_dy =
         testing::converted<T>(testing::random_uniform<float>(rng, outputs));
     const StemBackward stored =
-        run_stem_backward(pool, format, x, gamma, beta, pooled_dy, false, stream);
+        run_stem_backward(pool, format, in.x, in.gamma, in.beta, pooled_dy, false, stream);
     const StemBackward gathered =
-        run_stem_backward(pool, format, x, gamma, beta, pooled_dy, true, stream);
+        run_stem_backward(pool, format, in.x, in.gamma, in.beta, pooled_dy, true, stream);
     CHECK(bitwise_equal(gathered.dx, stored.dx));
     CHECK(bitwise_equal(gathered.dgamma, stored.dgamma));
     CHECK(bitwise_equal(gathered.dbeta, stored.dbeta));
