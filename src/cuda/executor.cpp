@@ -302,7 +302,6 @@ bool recomputes_relu_mask(const Plan<T>& plan, const BatchNorm<T>& bn) {
   return plan.fused_bn && bn.fusion == BatchNormFusion::relu;
 }
 
-
 // The buffers a timed search of `conv` runs on: the layer's own activations and the model's
 // weight and gradient (under mixed precision or NHWC the weight's copy the convolutions read and
 // the weight gradient scratch), so that the search costs no memory beyond its workspace.
