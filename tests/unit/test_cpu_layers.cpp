@@ -73,39 +73,25 @@ std::vector<double> conv_reference(const cpu::ConvShape& s, const std::vector<do
   return y;
 }
 
-cpu::ConvShape conv_shape(int batch, int in_channels, int in_h, int in_w, int out_channels,
-                          int kernel, int stride, int pad) {
-  cpu::ConvShape s;
-  s.batch = batch;
-  s.in_channels = in_channels;
-  s.in_h = in_h;
-  s.in_w = in_w;
-  s.out_channels = out_channels;
-  s.kernel = kernel;
-  s.stride = stride;
-  s.pad = pad;
-  return s;
-}
-
 // Every kind of convolution ResNet-18 has, at small sizes, plus the awkward cases and each
 // path through the implementation.
 const std::vector<cpu::ConvShape>& conv_shapes() {
   static const std::vector<cpu::ConvShape> shapes = {
-      conv_shape(2, 5, 6, 7, 4, 1, 1, 0),    // 1x1, no unfolding
-      conv_shape(2, 4, 7, 7, 5, 1, 2, 0),    // 1x1 stride 2 (downsample)
-      conv_shape(2, 3, 8, 8, 6, 3, 1, 1),    // 3x3 pad 1
-      conv_shape(1, 3, 15, 15, 4, 7, 2, 3),  // the 7x7/2 stem on an odd input
-      conv_shape(2, 4, 9, 9, 3, 3, 2, 1),    // stride 2, odd input
-      conv_shape(3, 2, 5, 11, 3, 3, 1, 1),   // non-square
-      conv_shape(1, 1, 7, 4, 2, 3, 2, 0),    // one channel, no padding, stride leaves a row
-      conv_shape(2, 1, 6, 5, 2, 3, 1, 1),    // one input channel, batch > 1
-      conv_shape(1, 3, 2, 3, 2, 7, 2, 3),    // input smaller than the kernel
-      conv_shape(2, 2, 1, 1, 3, 7, 2, 3),    // 1x1 input under the stem: mostly padding
+      cpu::ConvShape{2, 5, 6, 7, 4, 1, 1, 0},    // 1x1, no unfolding
+      cpu::ConvShape{2, 4, 7, 7, 5, 1, 2, 0},    // 1x1 stride 2 (downsample)
+      cpu::ConvShape{2, 3, 8, 8, 6, 3, 1, 1},    // 3x3 pad 1
+      cpu::ConvShape{1, 3, 15, 15, 4, 7, 2, 3},  // the 7x7/2 stem on an odd input
+      cpu::ConvShape{2, 4, 9, 9, 3, 3, 2, 1},    // stride 2, odd input
+      cpu::ConvShape{3, 2, 5, 11, 3, 3, 1, 1},   // non-square
+      cpu::ConvShape{1, 1, 7, 4, 2, 3, 2, 0},    // one channel, no padding, stride leaves a row
+      cpu::ConvShape{2, 1, 6, 5, 2, 3, 1, 1},    // one input channel, batch > 1
+      cpu::ConvShape{1, 3, 2, 3, 2, 7, 2, 3},    // input smaller than the kernel
+      cpu::ConvShape{2, 2, 1, 1, 3, 7, 2, 3},    // 1x1 input under the stem: mostly padding
       // Small planes are unfolded several images at a time: 10x10 outputs go three to a
       // GEMM, so a batch of 4 ends with a partial chunk. A 1x1 convolution over a large plane
       // (one image per GEMM) reads its input directly.
-      conv_shape(4, 2, 10, 10, 3, 3, 1, 1),
-      conv_shape(2, 3, 16, 17, 4, 1, 1, 0),
+      cpu::ConvShape{4, 2, 10, 10, 3, 3, 1, 1},
+      cpu::ConvShape{2, 3, 16, 17, 4, 1, 1, 0},
   };
   return shapes;
 }
@@ -255,10 +241,10 @@ TEST_CASE("conv2d backward in float agrees with double") {
 
 TEST_CASE("conv2d refuses windows that do not fit") {
   float dummy = 0.0f;
-  auto s = conv_shape(1, 1, 2, 2, 1, 3, 1, 0);  // 2x2 input, 3x3 kernel, no padding
+  auto s = cpu::ConvShape{1, 1, 2, 2, 1, 3, 1, 0};  // 2x2 input, 3x3 kernel, no padding
   CHECK_THROWS_WITH_AS(cpu::conv2d_forward<float>(s, &dummy, &dummy, &dummy),
                        doctest::Contains("smaller than the 3x3 window"), Error);
-  s = conv_shape(1, 1, 4, 4, 1, 3, 0, 1);
+  s = cpu::ConvShape{1, 1, 4, 4, 1, 3, 0, 1};
   CHECK_THROWS_AS(cpu::conv2d_backward_data<float>(s, &dummy, &dummy, &dummy), Error);
 }
 

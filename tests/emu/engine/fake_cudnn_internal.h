@@ -44,16 +44,7 @@ struct ConvProblem {
 // The convolution of input x by filter w (square, as both stand-ins require), in the CPU twin's
 // terms: what the output must measure.
 inline rddp::cpu::ConvShape conv_shape_of(const Layout& x, const Layout& w, int stride, int pad) {
-  rddp::cpu::ConvShape s;
-  s.batch = x.n;
-  s.in_channels = x.c;
-  s.in_h = x.h;
-  s.in_w = x.w;
-  s.out_channels = w.n;
-  s.kernel = w.h;
-  s.stride = stride;
-  s.pad = pad;
-  return s;
+  return {x.n, x.c, x.h, x.w, w.n, w.h, stride, pad};
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -77,26 +77,12 @@ inline const char* format_name(cudnnTensorFormat_t format) {
 inline const cudnnDataType_t kTypes[] = {CUDNN_DATA_FLOAT, CUDNN_DATA_BFLOAT16, CUDNN_DATA_HALF};
 inline const cudnnTensorFormat_t kFormats[] = {CUDNN_TENSOR_NCHW, CUDNN_TENSOR_NHWC};
 
-inline ConvShape conv_shape(int batch, int in_c, int in_h, int in_w, int out_c, int kernel,
-                            int stride, int pad) {
-  ConvShape s;
-  s.batch = batch;
-  s.in_channels = in_c;
-  s.in_h = in_h;
-  s.in_w = in_w;
-  s.out_channels = out_c;
-  s.kernel = kernel;
-  s.stride = stride;
-  s.pad = pad;
-  return s;
-}
-
 inline const ConvShape kConvShapes[] = {
-    conv_shape(2, 3, 7, 7, 4, 3, 1, 1),  // ResNet's 3x3 convolution
-    conv_shape(2, 5, 8, 6, 6, 3, 2, 1),  // strided, on a non-square input
-    conv_shape(3, 4, 5, 5, 8, 1, 2, 0),  // the 1x1 downsample
-    conv_shape(2, 3, 9, 9, 4, 7, 2, 3),  // the ImageNet stem
-    conv_shape(5, 2, 2, 2, 3, 3, 1, 1),  // deep-layer planes, several images a GEMM
+    ConvShape{2, 3, 7, 7, 4, 3, 1, 1},  // ResNet's 3x3 convolution
+    ConvShape{2, 5, 8, 6, 6, 3, 2, 1},  // strided, on a non-square input
+    ConvShape{3, 4, 5, 5, 8, 1, 2, 0},  // the 1x1 downsample
+    ConvShape{2, 3, 9, 9, 4, 7, 2, 3},  // the ImageNet stem
+    ConvShape{5, 2, 2, 2, 3, 3, 1, 1},  // deep-layer planes, several images a GEMM
 };
 
 // The three convolution directions, by name.
