@@ -26,9 +26,7 @@ class LifetimeArena {
   void request(T** pointer, size_t count) {
     RDDP_ASSERT(index_.count(pointer) == 0);
     index_[pointer] = requests_.size();
-    requests_.push_back({count * sizeof(T), {[pointer](std::byte* at) {
-                           *pointer = reinterpret_cast<T*>(at);
-                         }}});
+    requests_.push_back({count * sizeof(T), {binder(pointer)}});
   }
 
   // `pointer` names the same buffer as `with`, requested before: allocate() points both at it,
@@ -40,8 +38,7 @@ class LifetimeArena {
     const auto found = index_.find(static_cast<const void*>(with));
     RDDP_ASSERT(found != index_.end());
     index_[pointer] = found->second;
-    requests_[found->second].bind.push_back(
-        [pointer](std::byte* at) { *pointer = reinterpret_cast<T*>(at); });
+    requests_[found->second].bind.push_back(binder(pointer));
   }
 
   // Operation `op` of a step reads or writes the buffer requested for `pointer`; operations are
@@ -88,6 +85,12 @@ class LifetimeArena {
   std::byte* data() const { return buffer_.get(); }
 
  private:
+  // Points `pointer` at the bytes allocate() gives its buffer.
+  template <typename T>
+  static std::function<void(std::byte*)> binder(T** pointer) {
+    return [pointer](std::byte* at) { *pointer = reinterpret_cast<T*>(at); };
+  }
+
   struct Request {
     size_t bytes;
     std::vector<std::function<void(std::byte*)>> bind;  // the requesting pointer's, then sharers'
