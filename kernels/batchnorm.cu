@@ -721,7 +721,8 @@ void batchnorm_backward_through_maxpool(const BatchNormShape& shape, const T* x,
     fail("internal error: batchnorm_backward_through_maxpool was given a max-pool of ",
          pool.batch, "x", pool.channels, "x", pool.in_h, "x", pool.in_w, " inputs for a ",
          "BatchNorm of ", shape.batch, "x", shape.channels, "x", shape.height, "x", shape.width,
-         ", or no gradient or argmax; please report this");
+         ", no gradient or argmax, or more values than its 32-bit places reach; please report "
+         "this");
   GradSource<T> source;
   source.pooled_dy = pooled.dy;
   source.argmax = pooled.argmax;
