@@ -18,6 +18,7 @@
 
 #include "resnet_ddp/cpu/layers.h"
 #include "resnet_ddp/cuda/batchnorm_kernels.h"
+#include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/device_buffer.h"
 #include "resnet_ddp/cuda/handles.h"
 #include "resnet_ddp/cuda/layer_kernels.h"
@@ -36,6 +37,56 @@ using testing::to_host;
 
 namespace {
 
+// The stem's training forward on the device, and the buffers it leaves there.
+template <typename T>
+struct StemOnDevice {
+  cuda::BatchNormShape shape;
+  DeviceBuffer<T> x;
+  DeviceBuffer<float> gamma, beta, running_mean, running_var, save_mean, save_invstd;
+  DeviceBuffer<T> pooled;
+  DeviceBuffer<uint8_t> argmax;
+  DeviceBuffer<std::byte> scratch;
+};
+
+// The stem's BatchNorm (with its ReLU) and max-pool on `x`, through the stored output
+// (`on_the_fly` false) or without it.
+template <typename T>
+StemOnDevice<T> stem_forward(const cpu::PoolShape& pool, MemoryFormat format,
+                             const std::vector<T>& x, const std::vector<float>& gamma,
+                             const std::vector<float>& beta, bool on_the_fly,
+                             cudaStream_t stream) {
+  const cuda::BatchNormShape shape{pool.batch, pool.channels, pool.in_h, pool.in_w, format};
+  const size_t outputs =
+      static_cast<size_t>(pool.batch) * pool.channels * pool.out_h() * pool.out_w();
+  const size_t channels = static_cast<size_t>(pool.channels);
+  StemOnDevice<T> d{shape,
+                    to_device(x, stream),
+                    to_device(gamma, stream),
+                    to_device(beta, stream),
+                    to_device(std::vector<float>(channels, 0.0f), stream),
+                    to_device(std::vector<float>(channels, 1.0f), stream),
+                    poisoned<float>(channels, stream),
+                    poisoned<float>(channels, stream),
+                    poisoned<T>(outputs, stream),
+                    poisoned<uint8_t>(outputs, stream),
+                    DeviceBuffer<std::byte>(cuda::batchnorm_scratch_bytes(shape))};
+  auto stored = poisoned<T>(x.size(), stream);
+  cuda::batchnorm_forward_train<T>(shape, d.x.get(), d.gamma.get(), d.beta.get(),
+                                   d.running_mean.get(), d.running_var.get(), d.save_mean.get(),
+                                   d.save_invstd.get(), nullptr, /*relu=*/true,
+                                   on_the_fly ? nullptr : stored.get(), d.scratch.get(),
+                                   d.scratch.bytes(), stream);
+  if (on_the_fly)
+    cuda::maxpool_forward_of_batchnorm_relu<T>(
+        pool, d.x.get(), {d.save_mean.get(), d.save_invstd.get(), d.gamma.get(), d.beta.get()},
+        d.pooled.get(), d.argmax.get(), stream, format);
+  else
+    cuda::maxpool_forward<T>(pool, stored.get(), d.pooled.get(), d.argmax.get(), stream, format);
+  // `stored` goes with this function: the pool must have read it.
+  RDDP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return d;
+}
+
 // What one way of running the stem's forward leaves.
 template <typename T>
 struct StemForward {
@@ -44,40 +95,14 @@ struct StemForward {
   std::vector<float> save_mean, save_invstd, running_mean, running_var;
 };
 
-// The stem's BatchNorm (with its ReLU) and max-pool on `x`, through the stored output
-// (`on_the_fly` false) or without it.
 template <typename T>
 StemForward<T> run_stem(const cpu::PoolShape& pool, MemoryFormat format, const std::vector<T>& x,
                         const std::vector<float>& gamma, const std::vector<float>& beta,
                         bool on_the_fly, cudaStream_t stream) {
-  const cuda::BatchNormShape shape{pool.batch, pool.channels, pool.in_h, pool.in_w, format};
-  const size_t outputs =
-      static_cast<size_t>(pool.batch) * pool.channels * pool.out_h() * pool.out_w();
-  const size_t channels = static_cast<size_t>(pool.channels);
-  const DeviceBuffer<T> d_x = to_device(x, stream);
-  const DeviceBuffer<float> d_gamma = to_device(gamma, stream), d_beta = to_device(beta, stream);
-  DeviceBuffer<float> running_mean = to_device(std::vector<float>(channels, 0.0f), stream);
-  DeviceBuffer<float> running_var = to_device(std::vector<float>(channels, 1.0f), stream);
-  auto save_mean = poisoned<float>(channels, stream);
-  auto save_invstd = poisoned<float>(channels, stream);
-  auto pooled = poisoned<T>(outputs, stream);
-  auto argmax = poisoned<uint8_t>(outputs, stream);
-  DeviceBuffer<std::byte> scratch(cuda::batchnorm_scratch_bytes(shape));
-  auto stored = poisoned<T>(x.size(), stream);
-  cuda::batchnorm_forward_train<T>(shape, d_x.get(), d_gamma.get(), d_beta.get(),
-                                   running_mean.get(), running_var.get(), save_mean.get(),
-                                   save_invstd.get(), nullptr, /*relu=*/true,
-                                   on_the_fly ? nullptr : stored.get(), scratch.get(),
-                                   scratch.bytes(), stream);
-  if (on_the_fly)
-    cuda::maxpool_forward_of_batchnorm_relu<T>(
-        pool, d_x.get(), {save_mean.get(), save_invstd.get(), d_gamma.get(), d_beta.get()},
-        pooled.get(), argmax.get(), stream, format);
-  else
-    cuda::maxpool_forward<T>(pool, stored.get(), pooled.get(), argmax.get(), stream, format);
-  return {to_host(pooled, stream),      to_host(argmax, stream),
-          to_host(save_mean, stream),   to_host(save_invstd, stream),
-          to_host(running_mean, stream), to_host(running_var, stream)};
+  const StemOnDevice<T> d = stem_forward(pool, format, x, gamma, beta, on_the_fly, stream);
+  return {to_host(d.pooled, stream),       to_host(d.argmax, stream),
+          to_host(d.save_mean, stream),    to_host(d.save_invstd, stream),
+          to_host(d.running_mean, stream), to_host(d.running_var, stream)};
 }
 
 const cpu::PoolShape kShapes[] = {
@@ -100,40 +125,27 @@ StemBackward run_stem_backward(const cpu::PoolShape& pool, MemoryFormat format,
                                const std::vector<T>& x, const std::vector<float>& gamma,
                                const std::vector<float>& beta, const std::vector<T>& pooled_dy,
                                bool through_pool, cudaStream_t stream) {
-  const cuda::BatchNormShape shape{pool.batch, pool.channels, pool.in_h, pool.in_w, format};
-  const size_t outputs = pooled_dy.size();
+  const StemOnDevice<T> d = stem_forward(pool, format, x, gamma, beta, true, stream);
   const size_t channels = static_cast<size_t>(pool.channels);
-  const DeviceBuffer<T> d_x = to_device(x, stream), d_pooled_dy = to_device(pooled_dy, stream);
-  const DeviceBuffer<float> d_gamma = to_device(gamma, stream), d_beta = to_device(beta, stream);
-  auto save_mean = poisoned<float>(channels, stream);
-  auto save_invstd = poisoned<float>(channels, stream);
-  auto pooled = poisoned<T>(outputs, stream);
-  auto argmax = poisoned<uint8_t>(outputs, stream);
-  DeviceBuffer<std::byte> scratch(cuda::batchnorm_scratch_bytes(shape));
-  cuda::batchnorm_forward_train<T>(shape, d_x.get(), d_gamma.get(), d_beta.get(), nullptr,
-                                   nullptr, save_mean.get(), save_invstd.get(), nullptr,
-                                   /*relu=*/true, nullptr, scratch.get(), scratch.bytes(), stream);
-  cuda::maxpool_forward_of_batchnorm_relu<T>(
-      pool, d_x.get(), {save_mean.get(), save_invstd.get(), d_gamma.get(), d_beta.get()},
-      pooled.get(), argmax.get(), stream, format);
+  const DeviceBuffer<T> d_pooled_dy = to_device(pooled_dy, stream);
   auto dx = poisoned<T>(x.size(), stream);
   auto dgamma = poisoned<float>(channels, stream), dbeta = poisoned<float>(channels, stream);
-  const auto mask = cuda::ReluMask<T>::recomputed(d_beta.get());
+  const auto mask = cuda::ReluMask<T>::recomputed(d.beta.get());
   if (through_pool) {
     cuda::batchnorm_backward_through_maxpool<T>(
-        shape, d_x.get(), {pool, d_pooled_dy.get(), argmax.get()}, mask, d_gamma.get(),
-        save_mean.get(), save_invstd.get(), dx.get(), dgamma.get(), dbeta.get(), scratch.get(),
-        scratch.bytes(), stream);
+        d.shape, d.x.get(), {pool, d_pooled_dy.get(), d.argmax.get()}, mask, d.gamma.get(),
+        d.save_mean.get(), d.save_invstd.get(), dx.get(), dgamma.get(), dbeta.get(),
+        d.scratch.get(), d.scratch.bytes(), stream);
   } else {
     // The stored gradient one element past its buffer's aligned start: batchnorm_backward then
     // loads a value at a time, as the gather does, and its sums add in the same order (the order
     // depends on the loads' width; batchnorm_kernels.h).
     auto stem_grad_buffer = poisoned<T>(x.size() + 1, stream);
     T* stem_grad = stem_grad_buffer.get() + 1;
-    cuda::maxpool_backward<T>(pool, d_pooled_dy.get(), argmax.get(), stem_grad, stream, format);
-    cuda::batchnorm_backward<T>(shape, d_x.get(), stem_grad, mask, d_gamma.get(),
-                                save_mean.get(), save_invstd.get(), dx.get(), dgamma.get(),
-                                dbeta.get(), scratch.get(), scratch.bytes(), stream);
+    cuda::maxpool_backward<T>(pool, d_pooled_dy.get(), d.argmax.get(), stem_grad, stream, format);
+    cuda::batchnorm_backward<T>(d.shape, d.x.get(), stem_grad, mask, d.gamma.get(),
+                                d.save_mean.get(), d.save_invstd.get(), dx.get(), dgamma.get(),
+                                dbeta.get(), d.scratch.get(), d.scratch.bytes(), stream);
   }
   std::vector<float> dx_values;
   for (T v : to_host(dx, stream)) dx_values.push_back(static_cast<float>(v));
