@@ -144,9 +144,11 @@ OperationNames operation_names(ConvDirection direction) {
   fail("internal error: unknown convolution direction; please report this");
 }
 
-std::shared_ptr<ConvGraphSource> operation_graph(cudnnHandle_t handle, const ConvShape& s,
-                                                 ConvDirection direction, float beta,
-                                                 const MathPolicy& policy) {
+// The operands, the convolution and the operation of one direction, finalized, the operation
+// last. cuDNN checks there that the operands' shapes, strides and types fit the convolution,
+// before any device is involved.
+std::shared_ptr<ConvGraphSource> conv_operation(const ConvShape& s, ConvDirection direction,
+                                                float beta, const MathPolicy& policy) {
   auto source = std::make_shared<ConvGraphSource>();
   auto& parts = source->parts;
   parts.push_back(tensor(kUidX, {s.batch, s.in_channels, s.in_h, s.in_w}, policy));
@@ -163,13 +165,19 @@ std::shared_ptr<ConvGraphSource> operation_graph(cudnnHandle_t handle, const Con
   set(*operation, names.alpha, CUDNN_TYPE_FLOAT, 1, &alpha);
   set(*operation, names.beta, CUDNN_TYPE_FLOAT, 1, &beta);
   RDDP_CUDNN_CHECK(cudnnBackendFinalize(operation->get()));
+  parts.push_back(std::move(operation));
+  return source;
+}
 
+std::shared_ptr<ConvGraphSource> operation_graph(cudnnHandle_t handle, const ConvShape& s,
+                                                 ConvDirection direction, float beta,
+                                                 const MathPolicy& policy) {
+  std::shared_ptr<ConvGraphSource> source = conv_operation(s, direction, beta, policy);
   source->graph = std::make_unique<BackendDescriptor>(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  cudnnBackendDescriptor_t op = operation->get();
+  cudnnBackendDescriptor_t op = source->parts.back()->get();
   set(*source->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op);
   set_handle(*source->graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, handle);
   RDDP_CUDNN_CHECK(cudnnBackendFinalize(source->graph->get()));
-  parts.push_back(std::move(operation));
   return source;
 }
 
@@ -363,6 +371,11 @@ float best_time_ms(cudnnHandle_t handle, cudaStream_t stream, const ConvGraphPla
 }
 
 }  // namespace
+
+void finalize_conv_operation(const ConvShape& shape, ConvDirection direction, float beta,
+                             const MathPolicy& policy) {
+  conv_operation(shape, direction, beta, policy);
+}
 
 ConvGraphCandidates conv_graph_candidates(cudnnHandle_t handle, const ConvShape& shape,
                                           ConvDirection direction, float beta,

@@ -48,6 +48,13 @@ struct ConvGraphPlan {
   mutable std::map<std::array<const void*, 4>, std::unique_ptr<BackendDescriptor>> packs;
 };
 
+// Builds and finalizes the operation of one convolution direction as conv_graph_candidates does
+// first, and throws Error where cuDNN refuses it. It needs no device: cuDNN checks the operands'
+// shapes, strides and types against the convolution when the operation is finalized, so a host
+// test can hold every convolution of the network against the cuDNN it is linked with.
+void finalize_conv_operation(const ConvShape& shape, ConvDirection direction, float beta,
+                             const MathPolicy& policy);
+
 // The candidates of the convolution, with at most `workspace_limit` bytes of workspace. `beta`
 // is the operation's: 0 overwrites the output, 1 adds to it (cuDNN's graph API fixes alpha and
 // beta when the plan is built). A GPU's cuDNN refusing the operation graph or a configuration is
