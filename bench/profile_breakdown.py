@@ -16,9 +16,13 @@ program's step spends its kernel time and where another's differs.
         (to check where a kernel lands after editing CATEGORIES)
 
 Each CSV is what `nsys stats --report cuda_gpu_kern_sum --format csv PROFILE.nsys-rep` prints
-(`gpukernsum` in nsys before 2023); N is the number of training steps the profile collected.
-Lines before the table's header (nsys's "Generating SQLite file", "Processing [...] with [...]")
-are skipped; the table ends at a blank line. Standard library only, Python 3.9 or newer.
+(`gpukernsum` in nsys before 2023), or, where a machine has Nsight Compute but no Nsight Systems,
+what `ncu --import PROFILE.ncu-rep --csv --page raw --print-units base` prints for a profile of
+the metric gpu__time_duration.sum: one row per kernel launch (a "Kernel Name" column and that
+metric's, a row of units under the header), summed here by name. N is the number of training
+steps the profile collected. Lines before the table's header (nsys's "Generating SQLite file",
+"Processing [...] with [...]", ncu's "==PROF==" lines) are skipped; the table ends at a blank
+line. Standard library only, Python 3.9 or newer.
 """
 import argparse
 import csv
@@ -116,7 +120,14 @@ TIME_UNITS_NS = {"ns": 1.0, "us": 1e3, "\u00b5s": 1e3, "\u03bcs": 1e3, "ms": 1e6
 COUNT_COLUMNS = {"instances", "calls", "numcalls", "count"}
 NAME_COLUMNS = {"name", "kernelname", "kernel"}
 EXPECTED = ("a CSV header with a 'Total Time' and a 'Name' column, as "
-            "`nsys stats --report cuda_gpu_kern_sum --format csv` prints")
+            "`nsys stats --report cuda_gpu_kern_sum --format csv` prints, or with a "
+            "'Kernel Name' and a 'gpu__time_duration.sum' column, as "
+            "`ncu --import PROFILE --csv --page raw` prints")
+NCU_DURATION = "gpu__time_duration.sum"
+NCU_NAME = "kernelname"
+# The units ncu writes under its header (--print-units base gives nsecond).
+NCU_UNITS_NS = {"nsecond": 1.0, "usecond": 1e3, "msecond": 1e6, "second": 1e9,
+                "ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 
 
 class InputError(Exception):
@@ -189,7 +200,7 @@ def short_name(name):
     return text.replace("|", "\\|")
 
 
-# --- reading nsys's CSV ------------------------------------------------------------------
+# --- reading nsys's and ncu's CSV ------------------------------------------------------------
 
 def squeezed(column):
     return re.sub(r"\s+", "", column.replace("\ufeff", "")).lower()
@@ -229,8 +240,16 @@ def number(text, path, line_number, column):
                          f"expected {EXPECTED}") from None
 
 
+def ncu_columns(fields):
+    """(duration column, name column) where FIELDS is the header of ncu's raw page, else None."""
+    squeezed_fields = [squeezed(f) for f in fields]
+    if NCU_DURATION not in squeezed_fields or NCU_NAME not in squeezed_fields:
+        return None
+    return squeezed_fields.index(NCU_DURATION), squeezed_fields.index(NCU_NAME)
+
+
 def read_summary(path):
-    """The kernels of one nsys kernel summary in CSV."""
+    """The kernels of one kernel summary in CSV: nsys's, or ncu's launches summed by name."""
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             lines = handle.read().splitlines()
@@ -241,6 +260,9 @@ def read_summary(path):
         columns = header_columns(fields) if len(fields) > 1 else None
         if columns:
             return kernels_after_header(path, lines, index, fields, columns)
+        ncu = ncu_columns(fields) if len(fields) > 1 else None
+        if ncu:
+            return launches_after_ncu_header(path, lines, index, fields, ncu)
     raise InputError(f"{path}: no kernel summary table in it: expected {EXPECTED}"
                      f"{hint_for_unknown(lines)}")
 
@@ -281,6 +303,39 @@ def kernels_after_header(path, lines, header_index, header, columns):
     if not by_name:
         raise InputError(f"{path} line {header_index + 1}: the kernel summary has a header "
                          "but no rows")
+    return list(by_name.values())
+
+
+def launches_after_ncu_header(path, lines, header_index, header, columns):
+    """ncu's raw page: one row per launch, summed by kernel name. The row under the header
+    holds the units where ncu printed them; without it the durations are in ns, ncu's base."""
+    duration_at, name_at = columns
+    unit_ns, first = 1.0, header_index + 1
+    if first < len(lines):
+        fields = parse_line(lines[first])
+        if len(fields) == len(header) and not fields[name_at].strip():
+            unit = fields[duration_at].strip()
+            if unit not in NCU_UNITS_NS:
+                raise InputError(f"{path} line {first + 1}: unknown unit {unit!r} of "
+                                 f"{NCU_DURATION}; expected nsecond (ncu --print-units base), "
+                                 "usecond, msecond or second")
+            unit_ns, first = NCU_UNITS_NS[unit], first + 1
+    by_name = {}
+    for index in range(first, len(lines)):
+        if not lines[index].strip():
+            break
+        fields = parse_line(lines[index])
+        if len(fields) != len(header):
+            raise InputError(f"{path} line {index + 1}: {len(fields)} fields where the header "
+                             f"has {len(header)}: {lines[index][:120]!r}")
+        name = fields[name_at].strip()
+        duration = number(fields[duration_at], path, index + 1, NCU_DURATION) * unit_ns
+        kernel = by_name.setdefault(name, Kernel(name, 0.0, 0))
+        kernel.total_ns += duration
+        kernel.launches += 1
+    if not by_name:
+        raise InputError(f"{path} line {header_index + 1}: ncu's table has a header but no "
+                         "launches (did the profiled range run any kernel?)")
     return list(by_name.values())
 
 
@@ -345,7 +400,8 @@ def per_step_signed(count, steps):
 
 def summary_lines(programs, baseline, totals, steps):
     lines = [f"GPU kernel time per training step (ms; in brackets, the share of the program's "
-             f"kernel time), from nsys's kernel summary over {steps} profiled steps:", ""]
+             f"kernel time), from the profiler's kernel summary over {steps} profiled steps:",
+             ""]
     lines += category_table(programs, totals, steps)
     if len(programs) > 1:
         lines += ["", f"Against {baseline.name} (ms per step; + where a program spends more "
@@ -416,10 +472,11 @@ def positive(text):
 def parse_arguments(argv):
     parser = argparse.ArgumentParser(
         prog="profile_breakdown.py",
-        description="GPU kernel time per step by category, from nsys kernel summaries in CSV.")
+        description="GPU kernel time per step by category, from nsys kernel summaries in CSV "
+                    "(or ncu's raw page of gpu__time_duration.sum).")
     parser.add_argument("programs", nargs="*", type=program_argument, metavar="NAME=CSV",
                         help="a program's name and its `nsys stats --report cuda_gpu_kern_sum "
-                             "--format csv` output")
+                             "--format csv` output (or `ncu --import ... --csv --page raw`'s)")
     parser.add_argument("--steps", type=positive, help="training steps the profiles collected")
     parser.add_argument("--baseline", help="the program the differences are against "
                                            "(default: the first)")

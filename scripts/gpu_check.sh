@@ -45,16 +45,19 @@
 #                 kernels (namespace rddp): out-of-bounds and misaligned accesses, shared-memory
 #                 races, barriers not every thread reaches. Skipped, saying so, where the machine
 #                 has no compute-sanitizer
-#   9 profile     Nsight Systems over 10 timed training steps at 224x224 batch 256 bf16: ours in
-#                 NCHW with cuDNN's BatchNorm, ours in NHWC with our fused BatchNorm, and
-#                 torch.compile's, each collected between cudaProfilerStart and Stop (the
-#                 benchmarks' --profile); the GPU kernels' time by kernel and by resnet_ddp's
-#                 NVTX range (forward, backward, optimizer), in <report>-profile-<name>.txt
-#                 (the kernel summary also as <report>-profile-<name>.csv); then the kernel
-#                 time per step by category (convolutions, BatchNorm, pooling, ...) of the
-#                 three side by side and against torch.compile's (bench/profile_breakdown.py):
-#                 the tables in the report, each category's longest kernels in
-#                 <report>-profile-breakdown.md. Skipped, saying so, where the machine has no nsys
+#   9 profile     timed training steps at 224x224 batch 256 bf16 under Nsight Systems (10 steps)
+#                 or, where the machine has none, Nsight Compute (2 steps, each kernel's
+#                 duration; RDDP_PROFILER=nsys or ncu chooses): ours in NHWC with our fused
+#                 BatchNorm, with the legacy and with the graph API's convolutions
+#                 (--conv-api graph), and torch.compile's, each collected between
+#                 cudaProfilerStart and Stop (the benchmarks' --profile); the GPU kernels' time
+#                 by kernel (under nsys also by resnet_ddp's NVTX range: forward, backward,
+#                 optimizer), in <report>-profile-<name>.txt (the kernel summary also as
+#                 <report>-profile-<name>.csv); then the kernel time per step by category
+#                 (convolutions, BatchNorm, pooling, ...) of the three side by side and against
+#                 torch.compile's (bench/profile_breakdown.py): the tables in the report, each
+#                 category's longest kernels in <report>-profile-breakdown.md. Skipped, saying
+#                 so, where the machine has neither profiler
 #  10 throughput  bench/run_throughput.sh with its own budget (--budget 470), last
 #
 # Each step has its own time limit, cut to what is left of its part's budget; a step that the
@@ -71,7 +74,8 @@
 # is removed), RDDP_COMMIT (the commit to name where the tree has no git history: a copied
 # checkout), RDDP_DATA_PRECISION (bf16: the data part trains at the fastest precision, where the
 # loader has the least time per batch), RDDP_DATA_PER_CLASS (640 training JPEGs in each of the
-# data part's 8 classes, a tenth as many for validation), RDDP_PART_BUDGET (520 seconds).
+# data part's 8 classes, a tenth as many for validation), RDDP_PART_BUDGET (520 seconds),
+# RDDP_PROFILER (nsys or ncu: the profile part's profiler; by default nsys where there is one).
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${RDDP_BUILD_DIR:-$root/build}
@@ -96,7 +100,7 @@ describe_part() {
     data) echo "JPEG folder vs resnet_ddp_pack pack: data-wait share per epoch" ;;
     kernels) echo "bench/kernels_bench: our kernels' bandwidth, our BatchNorm beside cuDNN's at ResNet-18's shapes, the 224x224 convolutions through both cuDNN APIs" ;;
     sanitize) echo "compute-sanitizer memcheck, racecheck and synccheck on the gpu tests of our kernels" ;;
-    profile) echo "nsys over 10 steps at 224x224 bf16: ours (NCHW cuDNN BatchNorm, NHWC fused BatchNorm) and torch.compile's; kernel time by kernel, by range and per step by category side by side" ;;
+    profile) echo "nsys (10 steps) or ncu (2) at 224x224 bf16: ours (NHWC fused BatchNorm; legacy and graph API convolutions) and torch.compile's; kernel time by kernel and per step by category side by side" ;;
     throughput) echo "bench/run_throughput.sh --budget 470 against PyTorch" ;;
   esac
 }
@@ -599,53 +603,96 @@ part_sanitize() {
   done
 }
 
-part_profile() {
-  local nsys
+# The profiler: Nsight Systems where the machine has it, else Nsight Compute (RDDP_PROFILER=nsys
+# or ncu chooses). An nsys inside an Nsight Compute installation is that tool's helper, which
+# cannot make a report of its own, so it does not count as Nsight Systems.
+profiler_tools() {
   nsys=$(find_tool nsys /opt/nvidia/nsight-systems/*/bin/nsys)
-  if [ -z "$nsys" ]; then
-    [ $dry_run = 1 ] || {
-      echo "   SKIPPED: no nsys on this machine (PATH, \$CUDA_HOME/bin, /usr/local/cuda/bin, /opt/nvidia/nsight-systems)"
-      printf '\n**SKIPPED: no nsys on this machine**\n' >>"$report"
-      return
-    }
-    nsys=nsys
+  [[ $nsys != */nsight-compute/* ]] || nsys=""
+  ncu=$(find_tool ncu /opt/nvidia/nsight-compute/*/ncu)
+  profiler=${RDDP_PROFILER:-}
+  if [ -z "$profiler" ]; then
+    if [ -n "$nsys" ]; then profiler=nsys; elif [ -n "$ncu" ]; then profiler=ncu; fi
   fi
+}
+
+part_profile() {
+  local nsys ncu profiler
+  profiler_tools
+  case ${profiler:-none} in
+    nsys | ncu) ;;
+    none) [ $dry_run = 1 ] && profiler=nsys ;;
+    *)
+      verdict_line no "RDDP_PROFILER is nsys or ncu, not '$profiler'"
+      return ;;
+  esac
+  local tool=${!profiler:-}
+  if [ -z "$profiler" ] || { [ -z "$tool" ] && [ $dry_run = 0 ]; }; then
+    local missing="no nsys or ncu on this machine"
+    [ -z "$profiler" ] || missing="no $profiler on this machine"
+    echo "   SKIPPED: $missing (PATH, \$CUDA_HOME/bin, /usr/local/cuda/bin, /opt/nvidia)"
+    printf '\n**SKIPPED: %s**\n' "$missing" >>"$report"
+    return
+  fi
+  [ -n "$tool" ] || tool=$profiler
   local python
   python=$("$root/scripts/find_python.sh" torch torchvision 2>/dev/null) || python=""
   [ -n "$python" ] || [ $dry_run = 0 ] || python=python3
   # The configuration where torch.compile led most at the last measurement; 10 warm-up steps
-  # (timed convolution search and compilation happen there, unprofiled), then 10 collected.
-  local steps=10
+  # (timed convolution search and compilation happen there, unprofiled), then the collected
+  # ones: 10 under nsys, 2 under ncu, which runs the kernels one at a time (about 0.1 s each on
+  # an H100, 2026-11-22), with the clocks and caches left as they are.
+  local steps=10 own_limit=120 compile_limit=180 summary_limit=30 collect
+  if [ "$profiler" = nsys ]; then
+    collect=("$tool" profile --capture-range=cudaProfilerApi --capture-range-end=stop --trace=cuda,nvtx
+             --sample=none --cpuctxsw=none --force-overwrite=true -o)
+  else
+    steps=2 own_limit=130 summary_limit=20
+    collect=("$tool" --profile-from-start off --clock-control none --cache-control none
+             --metrics gpu__time_duration.sum --force-overwrite -o)
+  fi
   local shape=(--size 224 --batch 256 --precision bf16 --warmup 10 --windows 1
                --steps-per-window "$steps" --profile)
-  local collect=("$nsys" profile --capture-range=cudaProfilerApi --capture-range-end=stop --trace=cuda,nvtx
-                 --sample=none --cpuctxsw=none --force-overwrite=true)
   local name csv summaries=()
-  for name in resnet_ddp-nchw resnet_ddp-nhwc-fusedbn pytorch-compile; do
+  # Our fastest variant with the legacy API's convolutions and with the graph API's, and
+  # torch.compile's step, whose convolutions go through the graph API too.
+  for name in resnet_ddp-nhwc-fusedbn resnet_ddp-nhwc-fusedbn-cudnngraph pytorch-compile; do
     # Beside the report, so that the breakdown can be redone; one left by an earlier command
     # today must not stand in for a program that fails now.
     csv=${report%.md}-profile-$name.csv
     [ $dry_run = 1 ] || rm -f "$csv"
-    local program=("$build/bench/cuda_step_bench" "${shape[@]}") limit=120
+    local program=("$build/bench/cuda_step_bench" "${shape[@]}" --memory-format nhwc
+                   --batchnorm fused) limit=$own_limit
     case $name in
-      resnet_ddp-nhwc-fusedbn) program+=(--memory-format nhwc --batchnorm fused) ;;
+      *-cudnngraph) program+=(--conv-api graph) ;;
       pytorch-compile)
         [ -n "$python" ] || { verdict_line no "no Python with torch and torchvision for the torch.compile profile"; continue; }
-        program=("$python" "$root/bench/pytorch_ddp.py" --mode compile "${shape[@]}") limit=180 ;;
+        program=("$python" "$root/bench/pytorch_ddp.py" --mode compile "${shape[@]}") limit=$compile_limit ;;
     esac
-    step "$limit" "nsys profile, $name" "${collect[@]}" -o "$logs/profile-$name" "${program[@]}" || continue
-    # The kernel summary under its name since nsys 2023, else its older one, as text for the
-    # report and as CSV for the breakdown by category; the GPU time of each NVTX range where
-    # this nsys has that report. A CSV that nsys failed to write is removed, not half read.
-    step 30 "nsys stats, $name" bash -c '
-      "$1" stats --report cuda_gpu_kern_sum "$2" || "$1" stats --report gpukernsum "$2" || exit 1
-      "$1" stats --report cuda_gpu_kern_sum --format csv "$2" >"$3" ||
-        "$1" stats --report gpukernsum --format csv "$2" >"$3" ||
-        { rm -f "$3"; echo "(no kernel summary in CSV from this nsys: no breakdown by category)"; }
-      "$1" stats --report nvtx_gpu_proj_sum "$2" || echo "(no nvtx_gpu_proj_sum report in this nsys)"' \
-      _ "$nsys" "$logs/profile-$name.nsys-rep" "$csv"
+    step "$limit" "$profiler profile, $name" "${collect[@]}" "$logs/profile-$name" "${program[@]}" || continue
+    # nsys: the kernel summary under its name since nsys 2023, else its older one, as text for
+    # the report and as CSV for the breakdown by category, and the GPU time of each NVTX range
+    # where this nsys has that report. ncu: its summary per kernel as text, and every launch's
+    # duration as CSV. A CSV the profiler failed to write is removed, not half read.
+    local summary_name="nsys stats, $name"
+    [ "$profiler" = nsys ] || summary_name="ncu summary, $name"
+    if [ "$profiler" = nsys ]; then
+      step "$summary_limit" "$summary_name" bash -c '
+        "$1" stats --report cuda_gpu_kern_sum "$2" || "$1" stats --report gpukernsum "$2" || exit 1
+        "$1" stats --report cuda_gpu_kern_sum --format csv "$2" >"$3" ||
+          "$1" stats --report gpukernsum --format csv "$2" >"$3" ||
+          { rm -f "$3"; echo "(no kernel summary in CSV from this nsys: no breakdown by category)"; }
+        "$1" stats --report nvtx_gpu_proj_sum "$2" || echo "(no nvtx_gpu_proj_sum report in this nsys)"' \
+        _ "$tool" "$logs/profile-$name.nsys-rep" "$csv"
+    else
+      step "$summary_limit" "$summary_name" bash -c '
+        "$1" --import "$2" --print-summary per-kernel || exit 1
+        "$1" --import "$2" --csv --page raw --print-units base --print-kernel-base demangled >"$3" ||
+          { rm -f "$3"; echo "(no raw page in CSV from this ncu: no breakdown by category)"; }' \
+        _ "$tool" "$logs/profile-$name.ncu-rep" "$csv"
+    fi
     local stats_status=$?
-    [ $dry_run = 1 ] || cp "$logs/nsys_stats_$(printf '%s' "$name" | tr -cs 'A-Za-z0-9' '_').log" \
+    [ $dry_run = 1 ] || cp "$logs/$(printf '%s' "$summary_name" | tr -cs 'A-Za-z0-9' '_').log" \
       "${report%.md}-profile-$name.txt"
     if [ $stats_status -eq 0 ] && { [ $dry_run = 1 ] || [ -s "$csv" ]; }; then
       summaries+=("$name=$csv")

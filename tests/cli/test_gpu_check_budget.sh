@@ -3,8 +3,8 @@
 # that they fit a machine lent for a fixed time a command. No GPU is needed: a stand-in
 # nvidia-smi names one, and a stand-in kernels_bench outlives any budget. The sanitize part runs
 # each compute-sanitizer tool (a stand-in that logs its arguments) over the kernel tests; the
-# profile part runs each benchmark under nsys (a stand-in too), keeps its summaries and splits
-# their kernel time per step by category, side by side.
+# profile part runs each benchmark under nsys, or where there is none under ncu (stand-ins
+# too), keeps its summaries and splits their kernel time per step by category, side by side.
 source "$(dirname "$0")/lib.sh"
 script=$RDDP_SOURCE_DIR/scripts/gpu_check.sh
 
@@ -60,12 +60,15 @@ done
 expect 0 "nsys profile --capture-range=cudaProfilerApi --capture-range-end=stop .* --profile --memory-format nhwc --batchnorm fused" -- \
   "$script" --dry-run --part profile
 check "the dry run lists the breakdown by category of the three kernel summaries in CSV" \
-  grep -qE "python3 .*/bench/profile_breakdown.py --steps 10 --baseline pytorch-compile --output .*-profile-breakdown.md --table-output .* resnet_ddp-nchw=.*-profile-resnet_ddp-nchw.csv resnet_ddp-nhwc-fusedbn=.*-profile-resnet_ddp-nhwc-fusedbn.csv pytorch-compile=.*-profile-pytorch-compile.csv" \
+  grep -qE "python3 .*/bench/profile_breakdown.py --steps 10 --baseline pytorch-compile --output .*-profile-breakdown.md --table-output .* resnet_ddp-nhwc-fusedbn=.*-profile-resnet_ddp-nhwc-fusedbn.csv resnet_ddp-nhwc-fusedbn-cudnngraph=.*-profile-resnet_ddp-nhwc-fusedbn-cudnngraph.csv pytorch-compile=.*-profile-pytorch-compile.csv" \
   "$work/out"
 check "the profile part's steps, breakdown included, fit its budget" \
   grep -q "its steps' limits add up to 520 s of its 520 s budget$" "$work/out"
+check "the graph API's convolutions are profiled too" \
+  grep -q "nsys profile .* --memory-format nhwc --batchnorm fused --conv-api graph" "$work/out"
 # With --format csv, a kernel summary as nsys prints it: a progress line, then the table, where
-# the BatchNorm kernels (cuDNN's, ours, Inductor's) take 5, 4 and 2 ms a step and a convolution 3.
+# the BatchNorm kernels (ours, Inductor's) take 4 and 2 ms a step and a convolution 3 (2.5
+# through the graph API).
 cat >"$work/bin/nsys" <<'STANDIN'
 #!/bin/sh
 command=$1
@@ -76,10 +79,11 @@ if [ "$command" = stats ]; then
     *" --format csv "*)
       echo "Processing [$last] with [cuda_gpu_kern_sum.py]... "
       echo '"Time (%)","Total Time (ns)","Instances","Avg (ns)","Name"'
-      echo '"50.0","30000000","160","187500.0","sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_kernel__5x_cudnn"'
+      conv=30000000
+      if grep -q -- "--conv-api graph" "$last"; then conv=25000000; fi
+      echo "\"50.0\",\"$conv\",\"160\",\"187500.0\",\"sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_kernel__5x_cudnn\""
       if grep -q pytorch "$last"; then bn='"20000000","100","200000.0","triton_red_fused__native_batch_norm_legit_functional_0"'
-      elif grep -q -- "--batchnorm fused" "$last"; then bn='"40000000","200","200000.0","void rddp::cuda::(anonymous namespace)::normalize_kernel<__nv_bfloat16, true, 8>(int)"'
-      else bn='"50000000","200","250000.0","void cudnn::bn_fw_tr_1C11_kernel_NCHW<__nv_bfloat16, float, int, 128, 0, 2, 1>(int)"'; fi
+      else bn='"40000000","200","200000.0","void rddp::cuda::(anonymous namespace)::normalize_kernel<__nv_bfloat16, true, 8>(int)"'; fi
       echo "\"50.0\",$bn" ;;
     *) echo "kernel time by kernel and range of: $(cat "$last")" ;;
   esac
@@ -103,15 +107,72 @@ check "torch.compile's run too" \
   "$work"/reports/gpu-check-Stand-in-GPU-*-profile-pytorch-compile.txt
 check "each kernel summary is kept in CSV beside the report" \
   grep -q "triton_red_fused__native_batch_norm" "$work"/reports/gpu-check-Stand-in-GPU-*-profile-pytorch-compile.csv
-# 5 ms of cuDNN's BatchNorm and 3 of convolution make 8 a step: 62.5 %; ours 4 of 7, 57.1 %.
+# Ours: 4 ms of BatchNorm and 3 of convolution make 7 a step, 57.1 %; 4 of 6.5 through the
+# graph API, 61.5 %; torch.compile's 2 of 5, 40 %.
 check "the report holds kernel time per step by category, the three side by side" \
-  grep -qxF "| BatchNorm | 5.000 (62.5 %) | 4.000 (57.1 %) | 2.000 (40.0 %) |" \
+  grep -qxF "| BatchNorm | 4.000 (57.1 %) | 4.000 (61.5 %) | 2.000 (40.0 %) |" \
   "$work"/reports/gpu-check-Stand-in-GPU-*[0-9].md
 check "and where ours spends more than torch.compile's" \
-  grep -qxF "| BatchNorm | +3.000 | +2.000 |" "$work"/reports/gpu-check-Stand-in-GPU-*[0-9].md
+  grep -qxF "| BatchNorm | +2.000 | +2.000 |" "$work"/reports/gpu-check-Stand-in-GPU-*[0-9].md
+check "and where the graph API's convolutions differ" \
+  grep -qxF "| convolution forward | 0.000 | -0.500 |" "$work"/reports/gpu-check-Stand-in-GPU-*[0-9].md
 check "each category's longest kernels in <report>-profile-breakdown.md" \
   grep -qF '| resnet_ddp-nhwc-fusedbn | 4.000 | 20 | 200.0 | `normalize_kernel<__nv_bfloat16, true, 8>` |' \
   "$work"/reports/gpu-check-Stand-in-GPU-*-profile-breakdown.md
+
+# Where the only nsys is Nsight Compute's helper (it makes no report of its own), the profile
+# part takes ncu: 2 steps, every launch's duration in ncu's raw page, summed by kernel.
+# The stand-in writes the launches of the same kernels as above: two BatchNorm launches a step.
+mkdir -p "$work/nsight-compute/host" "$work/ncu-bin" "$work/ncu-reports"
+printf '#!/bin/sh\necho "Nsight Compute helper: no report" >&2\nexit 1\n' \
+  >"$work/nsight-compute/host/nsys"
+cat >"$work/ncu-bin/ncu" <<'STANDIN'
+#!/bin/sh
+if [ "$1" = --import ]; then
+  report=$2
+  case " $* " in
+    *" --csv --page raw --print-units base "*)
+      echo '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","gpu__time_duration.sum"'
+      echo '"","","","","","","","","","","","nsecond"'
+      conv=3000000
+      if grep -q -- "--conv-api graph" "$report"; then conv=2500000; fi
+      if grep -q pytorch "$report"; then bn=triton_red_fused__native_batch_norm_legit_functional_0 bn_ns=1,000,000
+      else bn='void rddp::cuda::(anonymous namespace)::normalize_kernel<__nv_bfloat16, true, 8>(int)' bn_ns=2,000,000; fi
+      for id in 0 3; do
+        echo "\"$id\",\"7\",\"p\",\"h\",\"sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_kernel__5x_cudnn\",\"1\",\"7\",\"(128, 1, 1)\",\"(1024, 1, 1)\",\"0\",\"9.0\",\"$conv\""
+        for next in 1 2; do
+          echo "\"$((id + next))\",\"7\",\"p\",\"h\",\"$bn\",\"1\",\"7\",\"(256, 1, 1)\",\"(64, 8, 1)\",\"0\",\"9.0\",\"$bn_ns\""
+        done
+      done ;;
+    *) echo "per-kernel summary of: $(cat "$report")" ;;
+  esac
+  exit 0
+fi
+options=
+while [ "$1" != -o ]; do options="$options $1"; shift; done
+output=$2
+shift 2
+{ echo "ncu$options"; "$@"; } >"$output.ncu-rep"
+STANDIN
+cp "$work/bin/nvidia-smi" "$work/bin/python" "$work/ncu-bin/"
+chmod +x "$work/nsight-compute/host/nsys" "$work/ncu-bin/ncu"
+PATH=$work/nsight-compute/host:$work/ncu-bin:$PATH RDDP_PYTHON=$work/ncu-bin/python \
+  RDDP_BUILD_DIR=$work/build RDDP_REPORT_DIR=$work/ncu-reports RDDP_COMMIT=test \
+  expect 0 "ncu summary, pytorch-compile\$" -- "$script" --part profile --budget 120
+check "ncu collected the 2 timed steps only" \
+  grep -q "step bench --size 224 --batch 256 --precision bf16 --warmup 10 --windows 1 --steps-per-window 2 --profile --memory-format nhwc --batchnorm fused --conv-api graph" \
+  "$work"/ncu-reports/gpu-check-Stand-in-GPU-*-profile-resnet_ddp-nhwc-fusedbn-cudnngraph.txt
+check "each kernel's duration, with the clocks and caches left as they are" \
+  grep -q "of: ncu --profile-from-start off --clock-control none --cache-control none --metrics gpu__time_duration.sum --force-overwrite" \
+  "$work"/ncu-reports/gpu-check-Stand-in-GPU-*-profile-resnet_ddp-nhwc-fusedbn-cudnngraph.txt
+check "the same kernel time per step by category as under nsys" \
+  grep -qxF "| BatchNorm | 4.000 (57.1 %) | 4.000 (61.5 %) | 2.000 (40.0 %) |" \
+  "$work"/ncu-reports/gpu-check-Stand-in-GPU-*[0-9].md
+check "launches counted one a row: 3 a step" \
+  grep -qxF "| kernel launches | 3 | 3 | 3 |" "$work"/ncu-reports/gpu-check-Stand-in-GPU-*[0-9].md
+PATH=$work/bin:$PATH RDDP_PROFILER=perf RDDP_BUILD_DIR=$work/build RDDP_REPORT_DIR=$work/reports \
+  RDDP_COMMIT=test expect 1 "RDDP_PROFILER is nsys or ncu, not 'perf'" -- \
+  "$script" --part profile --budget 60
 
 # With the budget spent, a step is not started at all, and says whose budget it was.
 PATH=$work/bin:$PATH RDDP_BUILD_DIR=$work/build RDDP_REPORT_DIR=$work/reports RDDP_COMMIT=test \

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # bench/profile_breakdown.py turns nsys's kernel summaries in CSV (newer and older column names,
-# with the lines nsys prints before the table) into GPU kernel time per step by category, side
-# by side and against a baseline, with each category's longest kernels; it refuses a file that
-# holds no kernel summary, naming it; and every __global__ kernel of kernels/*.cu lands in a
-# category of its own, never "other". Needs neither a GPU nor a build.
+# with the lines nsys prints before the table), or ncu's raw page of every launch's duration,
+# into GPU kernel time per step by category, side by side and against a baseline, with each
+# category's longest kernels; it refuses a file that holds no kernel summary, naming it; and
+# every __global__ kernel of kernels/*.cu lands in a category of its own, never "other". Needs
+# neither a GPU nor a build.
 source "$(dirname "$0")/lib.sh"
 breakdown=$RDDP_SOURCE_DIR/bench/profile_breakdown.py
 python=$("$RDDP_SOURCE_DIR/scripts/find_python.sh" csv dataclasses) ||
@@ -159,6 +160,43 @@ has_line "--baseline: the total against torch.compile's" "| **all kernels** | **
 has_line "--baseline: launches against torch.compile's" "| kernel launches | +49.5 |" "$work/out"
 has_line "--top 1 sums up the kernels it leaves out" \
   "| resnet_ddp-nchw | 3.000 | 20 |  | (1 more kernel) |" "$work/out"
+
+# Nsight Compute's raw page (ncu --import --csv --page raw), where a machine has no nsys: one
+# row per launch, after ncu's own lines and a row of units; summed by kernel here. In usecond
+# (ncu's default units), 2 steps: the fprop 2 x 1,500 us and our normalize 4 x 500 us.
+cat >"$work/ncu.csv" <<'CSV'
+==PROF== Connected to process 4242 (/tmp/build/bench/cuda_step_bench)
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","gpu__time_duration.sum"
+"","","","","","","","","","","","usecond"
+"0","4242","cuda_step_bench","h","sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_kernel__5x_cudnn","1","7","(128, 1, 1)","(1024, 1, 1)","0","9.0","1,500.00"
+"1","4242","cuda_step_bench","h","void rddp::cuda::(anonymous namespace)::normalize_kernel<__nv_bfloat16, true, 8>(int, const T1 *)","1","7","(256, 1, 1)","(64, 8, 1)","0","9.0","500.00"
+"2","4242","cuda_step_bench","h","void rddp::cuda::(anonymous namespace)::normalize_kernel<__nv_bfloat16, true, 8>(int, const T1 *)","1","7","(256, 1, 1)","(64, 8, 1)","0","9.0","500.00"
+"3","4242","cuda_step_bench","h","sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_kernel__5x_cudnn","1","7","(128, 1, 1)","(1024, 1, 1)","0","9.0","1,500.00"
+"4","4242","cuda_step_bench","h","void rddp::cuda::(anonymous namespace)::normalize_kernel<__nv_bfloat16, true, 8>(int, const T1 *)","1","7","(256, 1, 1)","(64, 8, 1)","0","9.0","500.00"
+"5","4242","cuda_step_bench","h","void rddp::cuda::(anonymous namespace)::normalize_kernel<__nv_bfloat16, true, 8>(int, const T1 *)","1","7","(256, 1, 1)","(64, 8, 1)","0","9.0","500.00"
+CSV
+expect 0 "^\| BatchNorm \| 1\.000 \(40\.0 %\) \|$" -- "$python" "$breakdown" --steps 2 \
+  ours-ncu="$work/ncu.csv"
+has_line "ncu's launches summed by kernel: 1.5 ms of fprop a step" \
+  "| convolution forward | 1.500 (60.0 %) |" "$work/out"
+has_line "one launch a row: 3 a step" "| kernel launches | 3 |" "$work/out"
+has_line "each kernel's launches and mean duration" \
+  '| ours-ncu | 1.000 | 2 | 500.0 | `normalize_kernel<__nv_bfloat16, true, 8>` |' "$work/out"
+# In base units (--print-units base, as scripts/gpu_check.sh asks): nanoseconds.
+sed 's/"usecond"/"nsecond"/; s/"1,500.00"$/"1500000"/; s/"500.00"$/"500000"/' "$work/ncu.csv" \
+  >"$work/ncu-ns.csv"
+expect 0 "^\| convolution forward \| 1\.500 \(60\.0 %\) \|$" -- "$python" "$breakdown" \
+  --steps 2 ours-ncu="$work/ncu-ns.csv"
+sed '/usecond/d; s/"1,500.00"$/"1500000"/; s/"500.00"$/"500000"/' "$work/ncu.csv" \
+  >"$work/ncu-no-units.csv"
+expect 0 "^\| convolution forward \| 1\.500 \(60\.0 %\) \|$" -- "$python" "$breakdown" \
+  --steps 2 ours-ncu="$work/ncu-no-units.csv"
+sed 's/"usecond"/"cycle"/' "$work/ncu.csv" >"$work/ncu-cycles.csv"
+expect 1 "^profile_breakdown.py: $work/ncu-cycles.csv line 3: unknown unit 'cycle' of gpu__time_duration.sum" \
+  -- "$python" "$breakdown" --steps 2 ours="$work/ncu-cycles.csv"
+head -3 "$work/ncu.csv" >"$work/ncu-empty.csv"
+expect 1 "^profile_breakdown.py: $work/ncu-empty.csv line 2: ncu's table has a header but no launches" \
+  -- "$python" "$breakdown" --steps 2 ours="$work/ncu-empty.csv"
 
 # Files that are no kernel summary, and bad arguments: a clear error naming the file.
 cat >"$work/columns.txt" <<'TEXT'
