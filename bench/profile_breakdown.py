@@ -278,6 +278,25 @@ def hint_for_unknown(lines):
     return ""
 
 
+def table_rows(path, lines, first, width):
+    """(line number, fields) of each row from lines[first] to the first blank line; every row
+    must have the header's `width` fields."""
+    for index in range(first, len(lines)):
+        if not lines[index].strip():
+            return
+        fields = parse_line(lines[index])
+        if len(fields) != width:
+            raise InputError(f"{path} line {index + 1}: {len(fields)} fields where the header "
+                             f"has {width}: {lines[index][:120]!r}")
+        yield index + 1, fields
+
+
+def add_launches(by_name, name, total_ns, launches):
+    kernel = by_name.setdefault(name, Kernel(name, 0.0, 0))
+    kernel.total_ns += total_ns
+    kernel.launches += launches
+
+
 def kernels_after_header(path, lines, header_index, header, columns):
     total_at, unit_ns, count_at, name_at = columns
     if unit_ns is None:
@@ -287,19 +306,10 @@ def kernels_after_header(path, lines, header_index, header, columns):
         raise InputError(f"{path} line {header_index + 1}: the header has no launch count "
                          f"column (Instances or Calls): {', '.join(header)}")
     by_name = {}
-    for index in range(header_index + 1, len(lines)):
-        if not lines[index].strip():
-            break
-        fields = parse_line(lines[index])
-        if len(fields) != len(header):
-            raise InputError(f"{path} line {index + 1}: {len(fields)} fields where the header "
-                             f"has {len(header)}: {lines[index][:120]!r}")
-        name = fields[name_at].strip()
-        total = number(fields[total_at], path, index + 1, repr(header[total_at])) * unit_ns
-        launches = number(fields[count_at], path, index + 1, repr(header[count_at]))
-        kernel = by_name.setdefault(name, Kernel(name, 0.0, 0))
-        kernel.total_ns += total
-        kernel.launches += int(round(launches))
+    for line_number, fields in table_rows(path, lines, header_index + 1, len(header)):
+        total = number(fields[total_at], path, line_number, repr(header[total_at])) * unit_ns
+        launches = number(fields[count_at], path, line_number, repr(header[count_at]))
+        add_launches(by_name, fields[name_at].strip(), total, int(round(launches)))
     if not by_name:
         raise InputError(f"{path} line {header_index + 1}: the kernel summary has a header "
                          "but no rows")
@@ -321,18 +331,9 @@ def launches_after_ncu_header(path, lines, header_index, header, columns):
                                  "usecond, msecond or second")
             unit_ns, first = NCU_UNITS_NS[unit], first + 1
     by_name = {}
-    for index in range(first, len(lines)):
-        if not lines[index].strip():
-            break
-        fields = parse_line(lines[index])
-        if len(fields) != len(header):
-            raise InputError(f"{path} line {index + 1}: {len(fields)} fields where the header "
-                             f"has {len(header)}: {lines[index][:120]!r}")
-        name = fields[name_at].strip()
-        duration = number(fields[duration_at], path, index + 1, NCU_DURATION) * unit_ns
-        kernel = by_name.setdefault(name, Kernel(name, 0.0, 0))
-        kernel.total_ns += duration
-        kernel.launches += 1
+    for line_number, fields in table_rows(path, lines, first, len(header)):
+        duration = number(fields[duration_at], path, line_number, NCU_DURATION) * unit_ns
+        add_launches(by_name, fields[name_at].strip(), duration, 1)
     if not by_name:
         raise InputError(f"{path} line {header_index + 1}: ncu's table has a header but no "
                          "launches (did the profiled range run any kernel?)")
