@@ -648,8 +648,10 @@ part_profile() {
              --sample=none --cpuctxsw=none --force-overwrite=true -o)
   else
     steps=2 own_limit=130 summary_limit=20
-    collect=("$tool" --profile-from-start off --clock-control none --cache-control none
-             --metrics gpu__time_duration.sum --force-overwrite -o)
+    # Only the program itself: torch.compile's compile workers launch no kernels.
+    collect=("$tool" --profile-from-start off --target-processes application-only
+             --clock-control none --cache-control none --metrics gpu__time_duration.sum
+             --force-overwrite -o)
   fi
   local shape=(--size 224 --batch 256 --precision bf16 --warmup 10 --windows 1
                --steps-per-window "$steps" --profile)

@@ -163,7 +163,7 @@ check "ncu collected the 2 timed steps only" \
   grep -q "step bench --size 224 --batch 256 --precision bf16 --warmup 10 --windows 1 --steps-per-window 2 --profile --memory-format nhwc --batchnorm fused --conv-api graph" \
   "$work"/ncu-reports/gpu-check-Stand-in-GPU-*-profile-resnet_ddp-nhwc-fusedbn-cudnngraph.txt
 check "each kernel's duration, with the clocks and caches left as they are" \
-  grep -q "of: ncu --profile-from-start off --clock-control none --cache-control none --metrics gpu__time_duration.sum --force-overwrite" \
+  grep -q "of: ncu --profile-from-start off --target-processes application-only --clock-control none --cache-control none --metrics gpu__time_duration.sum --force-overwrite" \
   "$work"/ncu-reports/gpu-check-Stand-in-GPU-*-profile-resnet_ddp-nhwc-fusedbn-cudnngraph.txt
 check "the same kernel time per step by category as under nsys" \
   grep -qxF "| BatchNorm | 4.000 (57.1 %) | 4.000 (61.5 %) | 2.000 (40.0 %) |" \
