@@ -31,7 +31,8 @@
 #   5 mixed       300 steps of synthetic data in bf16 and fp16, NCHW and NHWC, cuDNN's and our
 #                 fused BatchNorm each: the run ends 0 and fp16 reports its skipped steps
 #   6 data        a folder of ImageNet-like JPEGs (bench/make_jpegs.py), packed with
-#                 resnet_ddp_pack; 3 epochs from the folder and from the pack, and the data-wait
+#                 resnet_ddp_pack; 3 epochs from the folder and from the pack with the fastest
+#                 flags (the GPU at its fastest is the hardest to feed), and the data-wait
 #                 share of every epoch side by side
 #   7 kernels     bench/kernels_bench: bandwidth of our kernels, and our BatchNorm (plain, and
 #                 with residual + ReLU) beside cuDNN's (and in NHWC its SPATIAL_PERSISTENT mode)
@@ -73,7 +74,9 @@
 # "--batchnorm fused --memory-format nhwc --cuda-graphs on"), RDDP_LOG_DIR (keep every step's whole output there; by default a temporary folder that
 # is removed), RDDP_COMMIT (the commit to name where the tree has no git history: a copied
 # checkout), RDDP_DATA_PRECISION (bf16: the data part trains at the fastest precision, where the
-# loader has the least time per batch), RDDP_DATA_PER_CLASS (640 training JPEGs in each of the
+# loader has the least time per batch), RDDP_DATA_FLAGS (the data part's other resnet_ddp flags:
+# "--batchnorm fused --memory-format nhwc --cuda-graphs on", our fastest on an H100, unless set;
+# set and empty, the defaults), RDDP_DATA_PER_CLASS (640 training JPEGs in each of the
 # data part's 8 classes, a tenth as many for validation), RDDP_PART_BUDGET (520 seconds),
 # RDDP_PROFILER (nsys or ncu: the profile part's profiler; by default nsys where there is one).
 set -u
@@ -83,6 +86,7 @@ data=${RDDP_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 epochs=${RDDP_EPOCHS:-5}
 precision_epochs=${RDDP_PRECISION_EPOCHS:-3}
 data_precision=${RDDP_DATA_PRECISION:-bf16}
+data_flags=(${RDDP_DATA_FLAGS---batchnorm fused --memory-format nhwc --cuda-graphs on})
 report_dir=${RDDP_REPORT_DIR:-$root/bench/results}
 part_budget=${RDDP_PART_BUDGET:-520}
 per_class=${RDDP_DATA_PER_CLASS:-640}
@@ -523,7 +527,8 @@ part_data() {
     [ $from = pack ] && source=$packed
     file=$logs/data-$from.jsonl
     step 130 "3 epochs from the $from, $data_precision" "$bin" --data "$source" --device cuda \
-      --precision "$data_precision" --epochs 3 --batch-size 128 --print-every 10 --log-json "$file"
+      --precision "$data_precision" "${data_flags[@]}" --epochs 3 --batch-size 128 \
+      --print-every 10 --log-json "$file"
   done
   [ $dry_run = 1 ] && return
   # The share of each epoch's training time spent waiting for a batch, as each epoch prints it.
@@ -540,7 +545,7 @@ part_data() {
   done
   {
     echo
-    echo "Data wait ($data_precision, batch 128, $(nproc) CPUs; epoch 1 includes timing the convolution algorithms):"
+    echo "Data wait ($data_precision${data_flags[*]:+, ${data_flags[*]}}, batch 128, $(nproc) CPUs; epoch 1 includes timing the convolution algorithms):"
     echo
     echo "| epoch | folder: data wait % | folder: images/s | pack: data wait % | pack: images/s |"
     echo "| ---: | ---: | ---: | ---: | ---: |"
