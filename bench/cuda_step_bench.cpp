@@ -60,9 +60,7 @@
 #include <vector>
 
 #include "device_memory.h"
-#include "gpu_peaks.h"
 #include "json_line.h"
-#include "model_flops.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/cuda_engine.h"
 #include "resnet_ddp/cuda/device.h"
@@ -77,7 +75,9 @@
 #include "resnet_ddp/dist/watchdog.h"
 #include "resnet_ddp/engine_factory.h"
 #include "resnet_ddp/error.h"
+#include "resnet_ddp/gpu_peaks.h"
 #include "resnet_ddp/library_versions.h"
+#include "resnet_ddp/model_flops.h"
 #include "resnet_ddp/model_spec.h"
 #include "resnet_ddp/param_layout.h"
 #include "resnet_ddp/profile_range.h"
@@ -279,8 +279,8 @@ JsonLine config_json(const char* record, const Settings& s, const EngineConfig& 
       .integer("pad_input_channels", s.pad_input_channels)
       .string("input", s.input == BatchInput::pixels ? "uint8 pixels" : "float")
       .integer("params", static_cast<long long>(layout.parameter_count()))
-      .number("flops_per_image", bench::training_flops_per_image(describe(config.spec), s.size))
-      .string("flops_formula", bench::kTrainingFlopsFormula);
+      .number("flops_per_image", training_flops_per_image(describe(config.spec), s.size))
+      .string("flops_formula", kTrainingFlopsFormula);
   return json;
 }
 
@@ -291,9 +291,9 @@ int describe_model(const Settings& s) {
   std::printf("model            resnet18 (torchvision), %s stem, %d classes, %zu parameters\n",
               to_string(config.spec.stem), s.classes, layout.parameter_count());
   std::printf("images           3x%dx%d\n", s.size, s.size);
-  std::printf("forward MACs     %.4g per image\n", bench::forward_macs(net, s.size));
+  std::printf("forward MACs     %.4g per image\n", forward_macs(net, s.size));
   std::printf("training FLOPs   %.4g per image = %s\n",
-              bench::training_flops_per_image(net, s.size), bench::kTrainingFlopsFormula);
+              training_flops_per_image(net, s.size), kTrainingFlopsFormula);
   std::printf("%s\n", config_json("describe", s, config, layout).text().c_str());
   return 0;
 }
@@ -303,7 +303,7 @@ struct DeviceFacts {
   std::string name;
   int major = 0, minor = 0, sms = 0, clock_mhz = 0;
   size_t memory_bytes = 0;
-  const bench::KnownGpu* known = nullptr;
+  const KnownGpu* known = nullptr;
 };
 
 DeviceFacts query_device(int device) {
@@ -318,7 +318,7 @@ DeviceFacts query_device(int device) {
   facts.sms = p.multiProcessorCount;
   facts.clock_mhz = clock_khz / 1000;
   facts.memory_bytes = p.totalGlobalMem;
-  facts.known = bench::recognise_gpu(facts.name, facts.major, facts.minor, facts.sms);
+  facts.known = recognise_gpu(facts.name, facts.major, facts.minor, facts.sms);
   return facts;
 }
 
@@ -336,16 +336,7 @@ JsonLine versions_json() {
 }
 
 std::string peak_text(const DeviceFacts& d, const std::string& precision) {
-  if (d.known == nullptr)
-    return "unknown (" + d.name + ", cc " + std::to_string(d.major) + "." +
-           std::to_string(d.minor) + ", " + std::to_string(d.sms) +
-           " SMs is not in bench/gpu_peaks.h)";
-  const double peak = bench::peak_for(d.known->peak, precision);
-  if (peak == 0) return "none: the " + std::string(d.known->sku) + " has no " + precision + " unit";
-  char text[256];
-  std::snprintf(text, sizeof text, "%.1f TFLOP/s dense %s, %s at %d MHz (%s)", peak,
-                precision.c_str(), d.known->sku, d.known->boost_mhz, d.known->source);
-  return text;
+  return device_peak(d.name, d.major, d.minor, d.sms, precision).basis;
 }
 
 int device_info() {
@@ -490,10 +481,10 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
   std::vector<double> total_rates;
   for (const double ms : m.window_ms) total_rates.push_back(images_per_window / (ms / 1e3));
   const double total = median(total_rates), per_gpu = total / world;
-  const double flops = bench::training_flops_per_image(net, s.size);
+  const double flops = training_flops_per_image(net, s.size);
   const double achieved_tflops = per_gpu * flops / 1e12;
-  const double peak = d.known != nullptr ? bench::peak_for(d.known->peak, s.precision) : 0.0;
-  const double mfu = peak > 0 ? achieved_tflops / peak : NAN;
+  const double peak = device_peak(d.name, d.major, d.minor, d.sms, s.precision).tflops;
+  const double mfu = model_flop_utilisation(per_gpu, flops, peak);
   const double gib = 1 << 30;
   const bench::StepSplit& t = m.split;
   const double step_ms = median(m.window_ms) / s.steps_per_window;
@@ -538,7 +529,7 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
               s.cuda_graphs ? " (inside the graph: the communication and optimizer of each "
                               "window's last replay)"
                             : "");
-  std::printf("FLOPs per image  %.3f G = %s\n", flops / 1e9, bench::kTrainingFlopsFormula);
+  std::printf("FLOPs per image  %.3f G = %s\n", flops / 1e9, kTrainingFlopsFormula);
   std::printf("achieved         %.1f TFLOP/s per GPU\n", achieved_tflops);
   std::printf("MFU              %s against %s\n", mfu_text, peak_text(d, s.precision).c_str());
   std::printf("peak memory      %.2f GiB (%.2f GiB after the timed steps): cudaMemGetInfo in use "

@@ -9,6 +9,7 @@
 
 #include "loss_scale_math.h"
 #include "resnet_ddp/batchnorm_impl.h"
+#include "resnet_ddp/gpu_peaks.h"
 #include "resnet_ddp/memory_format.h"
 #include "resnet_ddp/model_state.h"
 #include "resnet_ddp/optimizer.h"
@@ -155,6 +156,9 @@ class Engine {
 
   virtual DeviceKind device() const = 0;
   virtual std::string device_name() const = 0;
+  // The dense peak that MFU is taken against at this engine's precision (gpu_peaks.h), and its
+  // basis; tflops 0, and why, where there is none.
+  virtual DevicePeak peak() const { return {0, "not reported for this device"}; }
   virtual const ParamLayout& layout() const = 0;
 
   // The flat buffers in the engine's own memory (host or device), laid out by layout(), for

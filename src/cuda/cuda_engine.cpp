@@ -196,6 +196,14 @@ class CudaEngine final : public Engine {
 
   DeviceKind device() const override { return DeviceKind::cuda; }
   std::string device_name() const override { return device_name_; }
+  DevicePeak peak() const override {
+    int device = 0;
+    RDDP_CUDA_CHECK(cudaGetDevice(&device));
+    cudaDeviceProp properties;
+    RDDP_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
+    return device_peak(properties.name, properties.major, properties.minor,
+                       properties.multiProcessorCount, to_string(config_.precision));
+  }
   const ParamLayout& layout() const override { return layout_; }
   float* params() override {
     // The caller may write the parameters through this pointer (the reducer broadcasts rank 0's

@@ -16,6 +16,7 @@
 #include "resnet_ddp/data/malloc_tuning.h"
 #include "resnet_ddp/engine_factory.h"
 #include "resnet_ddp/error.h"
+#include "resnet_ddp/model_flops.h"
 #include "resnet_ddp/profile_range.h"
 #include "resnet_ddp/train/checkpoint.h"
 #include "resnet_ddp/train/console.h"
@@ -48,6 +49,11 @@ std::string general(double value) {
   char text[64];
   std::snprintf(text, sizeof(text), "%g", value);
   return text;
+}
+
+// `separator` and "MFU 15.2%" where the device's peak is known (`mfu` finite), else nothing.
+std::string mfu_part(const char* separator, double mfu) {
+  return std::isfinite(mfu) ? separator + std::string("MFU ") + fixed(100.0 * mfu, 1) + "%" : "";
 }
 
 std::string percent(int64_t part, int64_t whole) {
@@ -182,6 +188,10 @@ class Trainer {
   int64_t steps_per_epoch_ = 0;
   EngineConfig engine_config_;
   std::unique_ptr<Engine> engine_;
+  // What MFU is taken against: the device's peak at the run's precision, and the model's
+  // training FLOPs per image at the run's image size.
+  DevicePeak peak_;
+  double flops_per_image_ = 0;
   std::string init_note_;
   TrainPosition start_;  // where training begins (after --resume, where it left off)
   int64_t global_step_ = 0;
@@ -302,6 +312,8 @@ void Trainer::make_engine_and_state() {
   check_gpu_only_options();
   engine_config_.device_index = group_.prepare_device(device_);
   engine_ = make_engine(device_, engine_config_, options_.seed);
+  peak_ = engine_->peak();
+  flops_per_image_ = training_flops_per_image(describe(engine_config_.spec), engine_config_.height);
 
   init_note_ = "torchvision's, seed " + std::to_string(options_.seed);
   start_.world_size = group_.size();
@@ -375,6 +387,10 @@ void Trainer::show_settings() const {
       {"validation", data_.val ? data_.val->description() : "none"},
       {"model", "ResNet-18, " + spec_summary(engine_config_.spec) + ", " +
                     std::to_string(engine_->layout().parameter_count()) + " parameters"},
+      {"MFU", device_ == DeviceKind::cuda
+                  ? (peak_.tflops > 0 ? "against " : "") + peak_.basis + "; " + fixed(flops_per_image_ / 1e9, 2) +
+                        " GFLOP per training image (3 x 2 x forward multiply-adds)"
+                  : std::string("not reported on the CPU")},
       {"start", init_note_},
       {"train transform", data::to_string(data_.train_transform)},
       {"eval transform", data::to_string(data_.eval_transform)},
@@ -551,13 +567,17 @@ int Trainer::run() {
         epoch_local += recent;
         window += recent;
         const double images_per_s = window.count * group_.size() / seconds_since(window_start);
+        const double mfu = model_flop_utilisation(images_per_s / group_.size(), flops_per_image_, peak_.tflops);
         console_.progress("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(options_.epochs) + " step " +
                           std::to_string(step) + "/" + std::to_string(steps_per_epoch_) + "  loss " +
                           fixed(mean_loss(window), 4) + "  acc " + percent(window.correct, window.count) + "  lr " +
-                          general(lr) + "  " + fixed(images_per_s, 0) + " img/s");
-        metrics_log.write(Json().str("type", "step").num("epoch", epoch + 1).num("global_step", global_step_)
-                              .num("lr", lr).num("loss", mean_loss(window)).num("accuracy", accuracy(window))
-                              .num("images_per_s", images_per_s).text());
+                          general(lr) + "  " + fixed(images_per_s, 0) + " img/s" + mfu_part("  ", mfu));
+        Json step_json;
+        step_json.str("type", "step").num("epoch", epoch + 1).num("global_step", global_step_)
+            .num("lr", lr).num("loss", mean_loss(window)).num("accuracy", accuracy(window))
+            .num("images_per_s", images_per_s);
+        if (std::isfinite(mfu)) step_json.num("mfu", mfu);
+        metrics_log.write(step_json.text());
         window = Metrics{};
         window_start = Clock::now();
       }
@@ -598,12 +618,14 @@ int Trainer::run() {
     last_val = val;
     console_.end_progress();
     const double images_per_s = train.count / train_seconds;
+    const double mfu = model_flop_utilisation(images_per_s / group_.size(), flops_per_image_, peak_.tflops);
     const bool loss_scaling = options_.precision == Precision::fp16;
     console_.info("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(options_.epochs) + ": train loss " +
                   fixed(mean_loss(train), 4) + " acc " + percent(train.correct, train.count) +
                   (val_loader_ ? " | val loss " + fixed(mean_loss(val), 4) + " acc " + accuracies(val, classes)
                                : "") +
-                  " | " + fixed(train_seconds, 1) + " s, " + fixed(images_per_s, 0) + " img/s, data wait " +
+                  " | " + fixed(train_seconds, 1) + " s, " + fixed(images_per_s, 0) + " img/s" +
+                  mfu_part(", ", mfu) + ", data wait " +
                   fixed(100.0 * wait_share, 1) + "%" +
                   (group_.size() > 1 ? " (most: rank " + std::to_string(most_wait.rank) + ", " +
                                            fixed(100.0 * most_wait.value, 1) + "%)"
@@ -624,6 +646,7 @@ int Trainer::run() {
         .num("data_wait_share", wait_share)
         .num("data_wait_share_max", most_wait.value)
         .num("data_wait_share_max_rank", static_cast<double>(most_wait.rank));
+    if (std::isfinite(mfu)) epoch_json.num("mfu", mfu);
     if (loss_scaling)
       epoch_json.num("skipped_steps", static_cast<double>(train.skipped_steps))
           .num("nonfinite_losses", static_cast<double>(train.nonfinite_losses));

@@ -18,6 +18,12 @@ run=("$RDDP_EMULATED_BIN" --dataset synthetic --device cuda --batch-size 8 --lim
 
 # A GPU takes the loader's uint8 pixels and normalises them itself.
 expect 0 "normalisation +none \(on the GPU, from the batch's uint8 pixels\)" -- "${run[@]}" --max-steps 1
+# MFU only against the peak of a GPU known by name, compute capability and SM count: the
+# emulated device is none of them, so the settings say so and no line shows a figure.
+check "the settings table says why there is no MFU, and the model's FLOPs per image" \
+  grep -qE "^  MFU +unknown: emulated .* is not among the GPUs of include/resnet_ddp/gpu_peaks.h; 0.83 GFLOP per training image" \
+  "$work/out"
+check "no progress or epoch line shows an MFU figure" bash -c '! grep -q "MFU [0-9]" "$1"' _ "$work/out"
 # cuDNN's BatchNorm in its persistent mode, as PyTorch trains channels_last.
 expect 0 "batchnorm +cudnn-persistent \(cuDNN, SPATIAL_PERSISTENT mode in training\)" -- \
   "${run[@]}" --max-steps 2 --memory-format nhwc --precision bf16 --batchnorm cudnn-persistent

@@ -3,9 +3,11 @@
 // benchmarks count it, so that TFLOP/s and MFU mean the same on both sides of a comparison.
 // bench/pytorch_ddp.py counts the same from the torchvision model's own layers (forward hooks),
 // and bench/compare_throughput.py refuses to compare runs whose counts differ.
+#include <cmath>
+
 #include "resnet_ddp/model_spec.h"
 
-namespace rddp::bench {
+namespace rddp {
 
 constexpr const char* kTrainingFlopsFormula =
     "3 x 2 x forward MACs (convolutions and fc; BatchNorm, ReLU, pooling and additions not "
@@ -36,4 +38,12 @@ inline double training_flops_per_image(const NetDesc& net, int size) {
   return 3.0 * 2.0 * forward_macs(net, size);
 }
 
-}  // namespace rddp::bench
+// Model FLOP utilisation: the FLOP/s that one GPU's images/s come to over the GPU's dense peak
+// (TFLOP/s, gpu_peaks.h); NaN where the peak is unknown (0).
+inline double model_flop_utilisation(double images_per_s_per_gpu, double flops_per_image,
+                                     double peak_tflops) {
+  if (!(peak_tflops > 0)) return std::nan("");
+  return images_per_s_per_gpu * flops_per_image / (peak_tflops * 1e12);
+}
+
+}  // namespace rddp

@@ -8,9 +8,10 @@
 // "with sparsity" (2:4 structured), twice the dense rate, which ResNet training cannot use.
 // All figures hold at the SKU's boost clock, given here so a run can show when its device
 // reports a lower one (a clock-capped or power-capped part reaches less).
+#include <cstdio>
 #include <string>
 
-namespace rddp::bench {
+namespace rddp {
 
 struct PeakTflops {
   double fp32 = 0, tf32 = 0, bf16 = 0;  // 0: the GPU has no such unit (V100: no TF32, BF16)
@@ -69,4 +70,26 @@ inline double peak_for(const PeakTflops& peak, const std::string& precision) {
   return peak.fp32;
 }
 
-}  // namespace rddp::bench
+// What MFU is taken against on one device at one precision: the dense peak and where the figure
+// comes from, or (tflops 0) why there is none.
+struct DevicePeak {
+  double tflops = 0;
+  std::string basis;
+};
+
+inline DevicePeak device_peak(const std::string& name, int major, int minor, int sms,
+                              const std::string& precision) {
+  const KnownGpu* gpu = recognise_gpu(name, major, minor, sms);
+  if (gpu == nullptr)
+    return {0, "unknown: " + name + " (compute capability " + std::to_string(major) + "." +
+                   std::to_string(minor) + ", " + std::to_string(sms) +
+                   " SMs) is not among the GPUs of include/resnet_ddp/gpu_peaks.h"};
+  const double tflops = peak_for(gpu->peak, precision);
+  if (tflops == 0) return {0, "none: the " + std::string(gpu->sku) + " has no " + precision + " unit"};
+  char text[256];
+  std::snprintf(text, sizeof text, "%.1f TFLOP/s dense %s, %s at %d MHz (%s)", tflops,
+                precision.c_str(), gpu->sku, gpu->boost_mhz, gpu->source);
+  return {tflops, text};
+}
+
+}  // namespace rddp
