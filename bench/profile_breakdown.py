@@ -19,7 +19,9 @@ Each CSV is what `nsys stats --report cuda_gpu_kern_sum --format csv PROFILE.nsy
 (`gpukernsum` in nsys before 2023), or, where a machine has Nsight Compute but no Nsight Systems,
 what `ncu --import PROFILE.ncu-rep --csv --page raw --print-units base` prints for a profile of
 the metric gpu__time_duration.sum: one row per kernel launch (a "Kernel Name" column and that
-metric's, a row of units under the header), summed here by name. N is the number of training
+metric's, a row of units under the header), summed here by name; ncu's details page (its CSV
+without --page raw: a row per metric and launch, with "Metric Name", "Metric Unit" and "Metric
+Value" columns) is read too. N is the number of training
 steps the profile collected. Lines before the table's header (nsys's "Generating SQLite file",
 "Processing [...] with [...]", ncu's "==PROF==" lines) are skipped; the table ends at a blank
 line. Standard library only, Python 3.9 or newer.
@@ -248,6 +250,16 @@ def ncu_columns(fields):
     return squeezed_fields.index(NCU_DURATION), squeezed_fields.index(NCU_NAME)
 
 
+def ncu_detail_columns(fields):
+    """(name, metric name, unit, value) columns where FIELDS is the header of ncu's details page
+    (one row per metric and launch, what ncu prints without --page raw), else None."""
+    squeezed_fields = [squeezed(f) for f in fields]
+    wanted = (NCU_NAME, "metricname", "metricunit", "metricvalue")
+    if not all(column in squeezed_fields for column in wanted):
+        return None
+    return tuple(squeezed_fields.index(column) for column in wanted)
+
+
 def read_summary(path):
     """The kernels of one kernel summary in CSV: nsys's, or ncu's launches summed by name."""
     try:
@@ -263,6 +275,9 @@ def read_summary(path):
         ncu = ncu_columns(fields) if len(fields) > 1 else None
         if ncu:
             return launches_after_ncu_header(path, lines, index, fields, ncu)
+        details = ncu_detail_columns(fields) if len(fields) > 1 else None
+        if details:
+            return launches_after_ncu_details(path, lines, index, fields, details)
     raise InputError(f"{path}: no kernel summary table in it: expected {EXPECTED}"
                      f"{hint_for_unknown(lines)}")
 
@@ -337,6 +352,26 @@ def launches_after_ncu_header(path, lines, header_index, header, columns):
     if not by_name:
         raise InputError(f"{path} line {header_index + 1}: ncu's table has a header but no "
                          "launches (did the profiled range run any kernel?)")
+    return list(by_name.values())
+
+
+def launches_after_ncu_details(path, lines, header_index, header, columns):
+    """ncu's details page: the rows of gpu__time_duration.sum, one per launch, each with its
+    unit, summed by kernel name."""
+    name_at, metric_at, unit_at, value_at = columns
+    by_name = {}
+    for line_number, fields in table_rows(path, lines, header_index + 1, len(header)):
+        if fields[metric_at].strip() != NCU_DURATION:
+            continue
+        unit = fields[unit_at].strip()
+        if unit not in NCU_UNITS_NS:
+            raise InputError(f"{path} line {line_number}: unknown unit {unit!r} of "
+                             f"{NCU_DURATION}; expected nsecond, usecond, msecond or second")
+        duration = number(fields[value_at], path, line_number, NCU_DURATION) * NCU_UNITS_NS[unit]
+        add_launches(by_name, fields[name_at].strip(), duration, 1)
+    if not by_name:
+        raise InputError(f"{path} line {header_index + 1}: ncu's details page has no "
+                         f"{NCU_DURATION} rows (was the metric collected?)")
     return list(by_name.values())
 
 

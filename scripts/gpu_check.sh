@@ -680,7 +680,8 @@ part_profile() {
     # nsys: the kernel summary under its name since nsys 2023, else its older one, as text for
     # the report and as CSV for the breakdown by category, and the GPU time of each NVTX range
     # where this nsys has that report. ncu: its summary per kernel as text, and every launch's
-    # duration as CSV. A CSV the profiler failed to write is removed, not half read.
+    # duration as CSV (the raw page, else the details page, which the breakdown reads too). A
+    # CSV the profiler failed to write is removed, not half read.
     local summary_name="nsys stats, $name"
     [ "$profiler" = nsys ] || summary_name="ncu summary, $name"
     if [ "$profiler" = nsys ]; then
@@ -695,7 +696,8 @@ part_profile() {
       step "$summary_limit" "$summary_name" bash -c '
         "$1" --import "$2" --print-summary per-kernel || exit 1
         "$1" --import "$2" --csv --page raw --print-units base --print-kernel-base demangled >"$3" ||
-          { rm -f "$3"; echo "(no raw page in CSV from this ncu: no breakdown by category)"; }' \
+          "$1" --import "$2" --csv --print-units base --print-kernel-base demangled >"$3" ||
+          { rm -f "$3"; echo "(no CSV from this ncu: no breakdown by category)"; }' \
         _ "$tool" "$logs/profile-$name.ncu-rep" "$csv"
     fi
     local stats_status=$?

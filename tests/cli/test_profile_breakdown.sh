@@ -198,6 +198,22 @@ head -3 "$work/ncu.csv" >"$work/ncu-empty.csv"
 expect 1 "^profile_breakdown.py: $work/ncu-empty.csv line 2: ncu's table has a header but no launches" \
   -- "$python" "$breakdown" --steps 2 ours="$work/ncu-empty.csv"
 
+# ncu's details page (its CSV without --page raw): a row per metric and launch, each with its
+# unit; only gpu__time_duration.sum counts. The same launches as above.
+cat >"$work/ncu-details.csv" <<'CSV'
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
+"0","4242","cuda_step_bench","h","sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_kernel__5x_cudnn","1","7","(128, 1, 1)","(1024, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","msecond","1.50"
+"0","4242","cuda_step_bench","h","sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_kernel__5x_cudnn","1","7","(128, 1, 1)","(1024, 1, 1)","0","9.0","Command line profiler metrics","dram__bytes_read.sum","byte","1,048,576"
+"1","4242","cuda_step_bench","h","void rddp::cuda::(anonymous namespace)::normalize_kernel<__nv_bfloat16, true, 8>(int, const T1 *)","1","7","(256, 1, 1)","(64, 8, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","usecond","1,000.00"
+"2","4242","cuda_step_bench","h","sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_kernel__5x_cudnn","1","7","(128, 1, 1)","(1024, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","nsecond","1500000"
+"3","4242","cuda_step_bench","h","void rddp::cuda::(anonymous namespace)::normalize_kernel<__nv_bfloat16, true, 8>(int, const T1 *)","1","7","(256, 1, 1)","(64, 8, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","usecond","1,000.00"
+CSV
+expect 0 "^\| convolution forward \| 1\.500 \(60\.0 %\) \|$" -- "$python" "$breakdown" \
+  --steps 2 ours-ncu="$work/ncu-details.csv"
+has_line "ncu's details page: only the duration rows count, each in its own unit" \
+  "| BatchNorm | 1.000 (40.0 %) |" "$work/out"
+has_line "ncu's details page: one launch per duration row" "| kernel launches | 2 |" "$work/out"
+
 # Files that are no kernel summary, and bad arguments: a clear error naming the file.
 cat >"$work/columns.txt" <<'TEXT'
  ** CUDA GPU Kernel Summary (cuda_gpu_kern_sum):
