@@ -631,7 +631,8 @@ part_profile() {
       verdict_line no "RDDP_PROFILER is nsys or ncu, not '$profiler'"
       return ;;
   esac
-  local tool=${!profiler:-}
+  local tool=""
+  [ -z "$profiler" ] || tool=${!profiler:-}
   if [ -z "$profiler" ] || { [ -z "$tool" ] && [ $dry_run = 0 ]; }; then
     local missing="no nsys or ncu on this machine"
     [ -z "$profiler" ] || missing="no $profiler on this machine"

@@ -170,6 +170,12 @@ check "the same kernel time per step by category as under nsys" \
   "$work"/ncu-reports/gpu-check-Stand-in-GPU-*[0-9].md
 check "launches counted one a row: 3 a step" \
   grep -qxF "| kernel launches | 3 | 3 | 3 |" "$work"/ncu-reports/gpu-check-Stand-in-GPU-*[0-9].md
+# With neither profiler the part says so and skips, naming where it looked.
+mkdir -p "$work/plain-bin"
+cp "$work/bin/nvidia-smi" "$work/plain-bin/"
+PATH=$work/plain-bin:/usr/bin:/bin RDDP_BUILD_DIR=$work/build RDDP_REPORT_DIR=$work/plain-reports \
+  RDDP_COMMIT=test expect 0 "SKIPPED: no nsys or ncu on this machine" -- \
+  "$script" --part profile --budget 30
 PATH=$work/bin:$PATH RDDP_PROFILER=perf RDDP_BUILD_DIR=$work/build RDDP_REPORT_DIR=$work/reports \
   RDDP_COMMIT=test expect 1 "RDDP_PROFILER is nsys or ncu, not 'perf'" -- \
   "$script" --part profile --budget 60
