@@ -483,8 +483,8 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
   const double total = median(total_rates), per_gpu = total / world;
   const double flops = training_flops_per_image(net, s.size);
   const double achieved_tflops = per_gpu * flops / 1e12;
-  const double peak = device_peak(d.name, d.major, d.minor, d.sms, s.precision).tflops;
-  const double mfu = model_flop_utilisation(per_gpu, flops, peak);
+  const DevicePeak peak = device_peak(d.name, d.major, d.minor, d.sms, s.precision);
+  const double mfu = model_flop_utilisation(per_gpu, flops, peak.tflops);
   const double gib = 1 << 30;
   const bench::StepSplit& t = m.split;
   const double step_ms = median(m.window_ms) / s.steps_per_window;
@@ -531,7 +531,7 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
                             : "");
   std::printf("FLOPs per image  %.3f G = %s\n", flops / 1e9, kTrainingFlopsFormula);
   std::printf("achieved         %.1f TFLOP/s per GPU\n", achieved_tflops);
-  std::printf("MFU              %s against %s\n", mfu_text, peak_text(d, s.precision).c_str());
+  std::printf("MFU              %s against %s\n", mfu_text, peak.basis.c_str());
   std::printf("peak memory      %.2f GiB (%.2f GiB after the timed steps): cudaMemGetInfo in use "
               "beyond the fresh CUDA context, sampled every ms while the engine was built and "
               "warmed up, and after the windows\n",
@@ -578,7 +578,7 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
       .number("step_ms", step_ms)
       .object("split_ms", split)
       .number("tflops_per_gpu", achieved_tflops)
-      .number("peak_tflops", peak > 0 ? peak : NAN)
+      .number("peak_tflops", peak.tflops > 0 ? peak.tflops : NAN)
       .number("mfu", mfu)
       .number("device_mem_peak_bytes", m.peak_bytes)
       .number("device_mem_end_bytes", m.end_bytes)
