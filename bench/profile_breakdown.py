@@ -331,6 +331,15 @@ def kernels_after_header(path, lines, header_index, header, columns):
     return list(by_name.values())
 
 
+def ncu_unit_ns(text, path, line_number):
+    """Nanoseconds in one of ncu's time units, as it names them in its units row or column."""
+    unit = text.strip()
+    if unit not in NCU_UNITS_NS:
+        raise InputError(f"{path} line {line_number}: unknown unit {unit!r} of {NCU_DURATION}; "
+                         "expected nsecond (ncu --print-units base), usecond, msecond or second")
+    return NCU_UNITS_NS[unit]
+
+
 def launches_after_ncu_header(path, lines, header_index, header, columns):
     """ncu's raw page: one row per launch, summed by kernel name. The row under the header
     holds the units where ncu printed them; without it the durations are in ns, ncu's base."""
@@ -339,12 +348,7 @@ def launches_after_ncu_header(path, lines, header_index, header, columns):
     if first < len(lines):
         fields = parse_line(lines[first])
         if len(fields) == len(header) and not fields[name_at].strip():
-            unit = fields[duration_at].strip()
-            if unit not in NCU_UNITS_NS:
-                raise InputError(f"{path} line {first + 1}: unknown unit {unit!r} of "
-                                 f"{NCU_DURATION}; expected nsecond (ncu --print-units base), "
-                                 "usecond, msecond or second")
-            unit_ns, first = NCU_UNITS_NS[unit], first + 1
+            unit_ns, first = ncu_unit_ns(fields[duration_at], path, first + 1), first + 1
     by_name = {}
     for line_number, fields in table_rows(path, lines, first, len(header)):
         duration = number(fields[duration_at], path, line_number, NCU_DURATION) * unit_ns
@@ -363,11 +367,8 @@ def launches_after_ncu_details(path, lines, header_index, header, columns):
     for line_number, fields in table_rows(path, lines, header_index + 1, len(header)):
         if fields[metric_at].strip() != NCU_DURATION:
             continue
-        unit = fields[unit_at].strip()
-        if unit not in NCU_UNITS_NS:
-            raise InputError(f"{path} line {line_number}: unknown unit {unit!r} of "
-                             f"{NCU_DURATION}; expected nsecond, usecond, msecond or second")
-        duration = number(fields[value_at], path, line_number, NCU_DURATION) * NCU_UNITS_NS[unit]
+        unit_ns = ncu_unit_ns(fields[unit_at], path, line_number)
+        duration = number(fields[value_at], path, line_number, NCU_DURATION) * unit_ns
         add_launches(by_name, fields[name_at].strip(), duration, 1)
     if not by_name:
         raise InputError(f"{path} line {header_index + 1}: ncu's details page has no "
