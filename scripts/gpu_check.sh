@@ -683,9 +683,9 @@ part_profile() {
     # where this nsys has that report. ncu: its summary per kernel as text, and every launch's
     # duration as CSV (the raw page, else the details page, which the breakdown reads too). A
     # CSV the profiler failed to write is removed, not half read.
-    local summary_name="nsys stats, $name"
-    [ "$profiler" = nsys ] || summary_name="ncu summary, $name"
+    local summary_name
     if [ "$profiler" = nsys ]; then
+      summary_name="nsys stats, $name"
       step "$summary_limit" "$summary_name" bash -c '
         "$1" stats --report cuda_gpu_kern_sum "$2" || "$1" stats --report gpukernsum "$2" || exit 1
         "$1" stats --report cuda_gpu_kern_sum --format csv "$2" >"$3" ||
@@ -694,6 +694,7 @@ part_profile() {
         "$1" stats --report nvtx_gpu_proj_sum "$2" || echo "(no nvtx_gpu_proj_sum report in this nsys)"' \
         _ "$tool" "$logs/profile-$name.nsys-rep" "$csv"
     else
+      summary_name="ncu summary, $name"
       step "$summary_limit" "$summary_name" bash -c '
         "$1" --import "$2" --print-summary per-kernel || exit 1
         "$1" --import "$2" --csv --page raw --print-units base --print-kernel-base demangled >"$3" ||
