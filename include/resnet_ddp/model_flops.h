@@ -16,19 +16,10 @@ constexpr const char* kTrainingFlopsFormula =
 // Multiply-adds of one image's forward pass through every convolution and the classifier.
 inline double forward_macs(const NetDesc& net, int size) {
   double macs = 0.0;
-  auto conv = [&macs](const ConvDesc& c, int in) {
+  for_each_conv(net, size, [&macs](const ConvDesc& c, int in) {
     const int out = window_output_size(in, c.kernel, c.stride, c.pad);
     macs += static_cast<double>(out) * out * c.out_channels * c.in_channels * c.kernel * c.kernel;
-    return out;
-  };
-  int spatial = conv(net.stem_conv, size);
-  if (net.stem_maxpool) spatial = window_output_size(spatial, 3, 2, 1);
-  for (const BasicBlockDesc& block : net.blocks) {
-    const int in = spatial;
-    spatial = conv(block.conv1, in);
-    conv(block.conv2, spatial);
-    if (block.has_downsample) conv(block.downsample_conv, in);
-  }
+  });
   return macs + static_cast<double>(net.fc.in_features) * net.fc.out_features;
 }
 

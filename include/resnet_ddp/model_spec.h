@@ -63,4 +63,22 @@ inline int window_output_size(int input, int kernel, int stride, int pad) {
   return (input + 2 * pad - kernel) / stride + 1;
 }
 
+// Calls visit(conv, input_size) for every convolution of `net` in forward order (a block's
+// downsampling convolution after its conv2), for square inputs of `size`.
+template <typename Visit>
+void for_each_conv(const NetDesc& net, int size, Visit visit) {
+  const auto conv = [&visit](const ConvDesc& c, int in) {
+    visit(c, in);
+    return window_output_size(in, c.kernel, c.stride, c.pad);
+  };
+  int spatial = conv(net.stem_conv, size);
+  if (net.stem_maxpool) spatial = window_output_size(spatial, 3, 2, 1);
+  for (const BasicBlockDesc& block : net.blocks) {
+    const int in = spatial;
+    spatial = conv(block.conv1, in);
+    conv(block.conv2, spatial);
+    if (block.has_downsample) conv(block.downsample_conv, in);
+  }
+}
+
 }  // namespace rddp

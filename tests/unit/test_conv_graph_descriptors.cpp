@@ -32,22 +32,13 @@ std::vector<NetworkConv> network_convs(Stem stem, int size, int batch, int input
   spec.stem = stem;
   const NetDesc net = describe(spec);
   std::vector<NetworkConv> convs;
-  const auto add = [&](const ConvDesc& c, int in_channels, int in_size, bool input_grad) {
+  for_each_conv(net, size, [&](const ConvDesc& c, int in_size) {
+    const bool is_stem = &c == &net.stem_conv;
     convs.push_back({c.name,
-                     {batch, in_channels, in_size, in_size, c.out_channels, c.kernel, c.stride,
-                      c.pad},
-                     input_grad});
-    return window_output_size(in_size, c.kernel, c.stride, c.pad);
-  };
-  int spatial = add(net.stem_conv, input_channels, size, false);
-  if (net.stem_maxpool) spatial = window_output_size(spatial, 3, 2, 1);
-  for (const BasicBlockDesc& block : net.blocks) {
-    const int in = spatial;
-    spatial = add(block.conv1, block.conv1.in_channels, in, true);
-    add(block.conv2, block.conv2.in_channels, spatial, true);
-    if (block.has_downsample)
-      add(block.downsample_conv, block.downsample_conv.in_channels, in, true);
-  }
+                     {batch, is_stem ? input_channels : c.in_channels, in_size, in_size,
+                      c.out_channels, c.kernel, c.stride, c.pad},
+                     !is_stem});
+  });
   return convs;
 }
 
