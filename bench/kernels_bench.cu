@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "json_line.h"
 #include "resnet_ddp/cuda/batchnorm_kernels.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/conv_algorithms.h"
@@ -540,6 +541,7 @@ void bench_stem_convolution(const char* type_name) {
 // `count` is how often a step runs the shape. Some input gradients add to what is there (beta 1:
 // the downsampling 1x1's, and conv1's in a block without one): summed as overwriting, and timed
 // adding on a row of their own ("data +="), which says what adding costs.
+constexpr int kNetworkBatch = 256;
 struct NetworkConv {
   const char* name;
   int in_channels, size, out_channels, kernel, stride, pad, count;
@@ -572,7 +574,7 @@ struct TimedConv {
 // The three directions of `c` (two for the stem) through `api`, each as its timed search chose.
 template <typename T>
 std::vector<TimedConv> time_network_conv(const NetworkConv& c, bool tf32, cuda::ConvApi api) {
-  constexpr int kBatch = 256;
+  constexpr int kBatch = kNetworkBatch;
   constexpr cudnnDataType_t type = cuda::data_type_of<T>();
   constexpr size_t kWorkspaceLimit = size_t{1} << 30;
   cuda::ComputeContext context;
@@ -629,9 +631,29 @@ std::vector<TimedConv> time_network_conv(const NetworkConv& c, bool tf32, cuda::
   return times;
 }
 
+// A row of the network's convolutions as a JSON line, with its whole geometry: what
+// bench/pytorch_convs.py times PyTorch's convolutions on, beside ours.
+std::string conv_record(const char* precision, const NetworkConv& c, const TimedConv& legacy,
+                        const TimedConv& graph) {
+  bench::JsonLine line;
+  line.string("record", "conv").string("precision", precision).string("name", c.name);
+  line.integer("batch", kNetworkBatch).integer("in_channels", c.in_channels);
+  line.integer("size", c.size).integer("out_channels", c.out_channels);
+  line.integer("kernel", c.kernel).integer("stride", c.stride).integer("pad", c.pad);
+  line.integer("count", c.count).string("direction", legacy.direction);
+  line.boolean("in_step_sum", legacy.in_step_sum).string("layout", "nhwc");
+  line.number("legacy_us", legacy.us).integer("legacy_algorithm", legacy.choice);
+  line.number("graph_us", graph.us);
+  if (graph.graph)
+    line.integer("graph_engine", graph.choice);
+  else
+    line.null("graph_engine");
+  return line.text();
+}
+
 // Every convolution of the 224x224 network through both of cuDNN's APIs, side by side, and what
 // they add up to per training step: the convolutions' share of the step, and what
-// --conv-api graph changes in it.
+// --conv-api graph changes in it. Then each row again as a JSON line (conv_record).
 template <typename T>
 void bench_network_convolutions(const char* precision, bool tf32) {
   std::printf("\n%-32s %-10s %11s %11s %7s %9s %9s\n",
@@ -639,6 +661,7 @@ void bench_network_convolutions(const char* precision, bool tf32) {
               "legacy us", "graph us", "ratio", "algorithm", "engine");
   double legacy_step = 0.0, graph_step = 0.0;
   int missing = 0;
+  std::vector<std::string> records;
   for (const NetworkConv& c : kNetworkConvs) {
     // A shape one API refuses must not cost the others' rows; the sums then say they lack it.
     std::vector<TimedConv> legacy, graph;
@@ -654,6 +677,7 @@ void bench_network_convolutions(const char* precision, bool tf32) {
       std::printf("%-32s %-10s %11.1f %11.1f %7.3f %9d %9s\n", c.name, legacy[i].direction,
                   legacy[i].us, graph[i].us, graph[i].us / legacy[i].us, legacy[i].choice,
                   graph[i].graph ? std::to_string(graph[i].choice).c_str() : "legacy");
+      records.push_back(conv_record(precision, c, legacy[i], graph[i]));
       if (!legacy[i].in_step_sum) continue;
       legacy_step += c.count * legacy[i].us;
       graph_step += c.count * graph[i].us;
@@ -668,6 +692,7 @@ void bench_network_convolutions(const char* precision, bool tf32) {
   std::printf("%-32s %-10s %11.1f %11.1f %7.3f%s\n", "per training step", "all", legacy_step,
               graph_step, graph_step / legacy_step,
               missing > 0 ? "  (without the shapes not measured)" : "");
+  for (const std::string& record : records) std::printf("%s\n", record.c_str());
 }
 
 // A failure here (a shape cuDNN refuses) must not cost the rows above, printed already.

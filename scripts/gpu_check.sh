@@ -40,7 +40,9 @@
 #                 NCHW and NHWC; fp32 and bf16); then every convolution of the 224x224 network
 #                 in NHWC (bf16, tf32) through cuDNN's legacy API and its graph API
 #                 (--conv-api), and their sums per training step; the whole table in
-#                 <report>-kernels.txt
+#                 <report>-kernels.txt. Then the same convolutions as PyTorch runs them
+#                 (bench/pytorch_convs.py: cudnn.benchmark, channels_last), beside ours, in
+#                 <report>-convs.md
 #   8 sanitize    compute-sanitizer's memcheck, racecheck and synccheck over the gpu tests of our
 #                 kernels (test_kernels.cu, test_cuda_batchnorm_kernels.cpp), checking only our
 #                 kernels (namespace rddp): out-of-bounds and misaligned accesses, shared-memory
@@ -102,7 +104,7 @@ describe_part() {
     engine) echo "resume and --cuda-graphs on bit-identical to a straight eager run under --deterministic; one process and mpirun -np 1 through NCCL, also with a bfloat16 gradient allreduce; the step replayed with its NCCL allreduces as one CUDA graph; a whole fp32 training run step by step against PyTorch" ;;
     mixed) echo "300 synthetic steps in bf16 and fp16, NCHW and NHWC, cuDNN's and our fused BatchNorm (NHWC: also cuDNN's persistent, fp16 NHWC: cuDNN's fused); fp16's skipped steps" ;;
     data) echo "JPEG folder vs resnet_ddp_pack pack: data-wait share per epoch" ;;
-    kernels) echo "bench/kernels_bench: our kernels' bandwidth, our BatchNorm beside cuDNN's at ResNet-18's shapes, the 224x224 convolutions through both cuDNN APIs" ;;
+    kernels) echo "bench/kernels_bench: our kernels' bandwidth, our BatchNorm beside cuDNN's at ResNet-18's shapes, the 224x224 convolutions through both cuDNN APIs and through PyTorch" ;;
     sanitize) echo "compute-sanitizer memcheck, racecheck and synccheck on the gpu tests of our kernels" ;;
     profile) echo "nsys (10 steps) or ncu (2) at 224x224 bf16: ours (NHWC fused BatchNorm; legacy and graph API convolutions) and torch.compile's; kernel time by kernel and per step by category side by side" ;;
     throughput) echo "bench/run_throughput.sh --budget 470 against PyTorch" ;;
@@ -566,6 +568,19 @@ part_kernels() {
   # The whole table goes beside the report: the output tail the report keeps would cut it.
   step 300 "kernel benchmarks" "$build/bench/kernels_bench"
   [ $dry_run = 1 ] || cp "$logs/kernel_benchmarks.log" "${report%.md}-kernels.txt"
+  # The same convolutions as PyTorch runs them, beside ours: whether its cuDNN choices beat ours.
+  # A kernels_bench that ended before its convolutions has failed already, and left none to time.
+  if [ $dry_run = 0 ] && ! grep -q '^{"record":"conv"' "$logs/kernel_benchmarks.log"; then
+    echo "   (no convolution records from kernels_bench: PyTorch's are not timed)"
+    return
+  fi
+  local python
+  python=$("$root/scripts/find_python.sh" torch 2>/dev/null) || python=""
+  [ -n "$python" ] || [ $dry_run = 0 ] || python=python3
+  [ -n "$python" ] || { verdict_line no "no Python with torch: PyTorch's convolutions were not timed beside ours"; return; }
+  step 150 "PyTorch's convolutions beside ours" "$python" "$root/bench/pytorch_convs.py" \
+    "$logs/kernel_benchmarks.log" --json "${report%.md}-convs.jsonl"
+  [ $dry_run = 1 ] || cp "$logs/PyTorch_s_convolutions_beside_ours.log" "${report%.md}-convs.md"
 }
 
 # find_tool NAME [PATH...]: the program NAME on PATH, in the CUDA toolkit, at one of the PATHs

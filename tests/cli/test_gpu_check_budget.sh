@@ -10,9 +10,11 @@ script=$RDDP_SOURCE_DIR/scripts/gpu_check.sh
 
 expect 2 "--budget needs whole seconds" -- "$script" --dry-run --budget soon
 expect 2 "no part 'nosuch'" -- "$script" --dry-run --part nosuch
-expect 0 "1460 s of the command's 560 s budget, which cuts the last ones short" -- \
+expect 0 "1610 s of the command's 560 s budget, which cuts the last ones short" -- \
   "$script" --dry-run --part tests,kernels,engine --budget 560
-expect 0 "300 s of the command's 600 s budget$" -- "$script" --dry-run --part kernels --budget 600
+expect 0 "450 s of the command's 600 s budget$" -- "$script" --dry-run --part kernels --budget 600
+expect 0 "pytorch_convs.py .*/kernel_benchmarks.log --json .*-convs.jsonl" -- \
+  "$script" --dry-run --part kernels
 
 mkdir -p "$work/bin" "$work/build/bench" "$work/reports"
 printf '#!/bin/sh\necho "Stand-in GPU"\n' >"$work/bin/nvidia-smi"
@@ -179,6 +181,23 @@ PATH=$work/plain-bin:/usr/bin:/bin RDDP_BUILD_DIR=$work/build RDDP_REPORT_DIR=$w
 PATH=$work/bin:$PATH RDDP_PROFILER=perf RDDP_BUILD_DIR=$work/build RDDP_REPORT_DIR=$work/reports \
   RDDP_COMMIT=test expect 1 "RDDP_PROFILER is nsys or ncu, not 'perf'" -- \
   "$script" --part profile --budget 60
+
+# A kernels_bench that ends: PyTorch's convolutions are timed on its records (here, with no GPU,
+# bench/pytorch_convs.py says it skipped), and both outputs go beside the report.
+if python=$("$RDDP_SOURCE_DIR/scripts/find_python.sh" torch 2>/dev/null); then
+  cat >"$work/build/bench/kernels_bench" <<'STANDIN'
+#!/bin/sh
+echo "224x224 convolutions, bf16"
+echo '{"record":"conv","precision":"bf16","name":"layer4 3x3","batch":256,"in_channels":512,"size":7,"out_channels":512,"kernel":3,"stride":1,"pad":1,"count":3,"direction":"forward","in_step_sum":true,"layout":"nhwc","legacy_us":100,"legacy_algorithm":1,"graph_us":90,"graph_engine":3}'
+STANDIN
+  PATH=$work/bin:$PATH RDDP_BUILD_DIR=$work/build RDDP_REPORT_DIR=$work/reports RDDP_COMMIT=test \
+    expect 0 "PyTorch's convolutions beside ours" -- "$script" --part kernels --budget 200
+  check "kernels_bench's output beside the report" grep -q '"record":"conv"' "${report%.md}-kernels.txt"
+  check "pytorch_convs.py read its one record" grep -q "1 rows of .*kernel_benchmarks.log\|SKIPPED: pytorch_convs.py" \
+    "${report%.md}-convs.md"
+else
+  echo "(no Python with torch here: the kernels part's PyTorch step is not run)"
+fi
 
 # With the budget spent, a step is not started at all, and says whose budget it was.
 PATH=$work/bin:$PATH RDDP_BUILD_DIR=$work/build RDDP_REPORT_DIR=$work/reports RDDP_COMMIT=test \
