@@ -12,6 +12,9 @@
 // in NHWC (cuDNN, timed algorithm search) on its 3 input channels and on an input zero-padded to
 // 4 and 8, in TFLOP/s. Then every convolution of that network in NHWC, bf16 and tf32, through the
 // legacy API's timed choice and the graph API's (--conv-api), and their sums per training step.
+//   kernels_bench                              every table
+//   kernels_bench --only convolutions,stem     these (softmax, optimizers, weights, batchnorm,
+//                                              stem, convolutions)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -20,7 +23,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -707,7 +712,11 @@ void bench_stem_convolutions() {
   }
 }
 
-void run() {
+// The tables kernels_bench can print, in the order it prints them.
+const std::vector<std::string> kSections = {"softmax",   "optimizers", "weights",
+                                            "batchnorm", "stem",       "convolutions"};
+
+void run(const std::set<std::string>& sections) {
   int device = 0;
   RDDP_CUDA_CHECK(cudaGetDevice(&device));
   cudaDeviceProp properties;
@@ -727,25 +736,59 @@ void run() {
   cudaStream_t stream;
   RDDP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const Reporter report{peak};
-  for (const auto& [batch, classes] :
-       {std::pair{256, 1000}, std::pair{512, 1000}, std::pair{16384, 1000}, std::pair{512, 10},
-        std::pair{65536, 10}})
-    bench_softmax_xent(report, stream, batch, classes);
+  if (sections.count("softmax"))
+    for (const auto& [batch, classes] :
+         {std::pair{256, 1000}, std::pair{512, 1000}, std::pair{16384, 1000}, std::pair{512, 10},
+          std::pair{65536, 10}})
+      bench_softmax_xent(report, stream, batch, classes);
   const size_t resnet18 = ParamLayout(describe(ModelSpec{})).parameter_elements();
-  bench_optimizers<float>(report, stream, resnet18, "fp32");
-  bench_optimizers<__nv_bfloat16>(report, stream, resnet18, "bf16");
-  bench_weight_copies<float>(report, stream, "fp32");
-  bench_weight_copies<__nv_bfloat16>(report, stream, "bf16");
+  if (sections.count("optimizers")) {
+    bench_optimizers<float>(report, stream, resnet18, "fp32");
+    bench_optimizers<__nv_bfloat16>(report, stream, resnet18, "bf16");
+  }
+  if (sections.count("weights")) {
+    bench_weight_copies<float>(report, stream, "fp32");
+    bench_weight_copies<__nv_bfloat16>(report, stream, "bf16");
+  }
   RDDP_CUDA_CHECK(cudaStreamDestroy(stream));
-  bench_batchnorms(report);
-  bench_stem_convolutions();
-  bench_network_convolutions<__nv_bfloat16>("bf16", /*tf32=*/false);
-  bench_network_convolutions<float>("tf32", /*tf32=*/true);
+  if (sections.count("batchnorm")) bench_batchnorms(report);
+  if (sections.count("stem")) bench_stem_convolutions();
+  if (sections.count("convolutions")) {
+    bench_network_convolutions<__nv_bfloat16>("bf16", /*tf32=*/false);
+    bench_network_convolutions<float>("tf32", /*tf32=*/true);
+  }
+}
+
+// The sections of a comma-separated --only list; exits 2 on one it does not know.
+std::set<std::string> parse_sections(int argc, char** argv) {
+  const auto usage = [] {
+    std::string names;
+    for (const std::string& name : kSections) names += (names.empty() ? "" : ",") + name;
+    std::fprintf(stderr, "usage: kernels_bench [--only SECTION,...]   sections: %s\n",
+                 names.c_str());
+    std::exit(2);
+  };
+  if (argc == 1) return {kSections.begin(), kSections.end()};
+  if (argc != 3 || std::string(argv[1]) != "--only") usage();
+  std::set<std::string> sections;
+  const std::string list = argv[2];
+  for (size_t begin = 0; begin <= list.size();) {
+    const size_t end = std::min(list.find(',', begin), list.size());
+    const std::string name = list.substr(begin, end - begin);
+    if (std::find(kSections.begin(), kSections.end(), name) == kSections.end()) {
+      std::fprintf(stderr, "kernels_bench: --only: no section '%s'\n", name.c_str());
+      usage();
+    }
+    sections.insert(name);
+    begin = end + 1;
+  }
+  return sections;
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const std::set<std::string> sections = parse_sections(argc, argv);
   int devices = 0;
   const cudaError_t status = cudaGetDeviceCount(&devices);
   if (status != cudaSuccess || devices == 0) {
@@ -754,7 +797,7 @@ int main() {
     return 0;
   }
   try {
-    run();
+    run(sections);
   } catch (const Error& error) {
     std::fprintf(stderr, "kernels_bench: %s\n", error.what());
     return 1;

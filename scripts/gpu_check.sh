@@ -80,7 +80,9 @@
 # "--batchnorm fused --memory-format nhwc --cuda-graphs on", our fastest on an H100, unless set;
 # set and empty, the defaults), RDDP_DATA_PER_CLASS (640 training JPEGs in each of the
 # data part's 8 classes, a tenth as many for validation), RDDP_PART_BUDGET (520 seconds),
-# RDDP_PROFILER (nsys or ncu: the profile part's profiler; by default nsys where there is one).
+# RDDP_PROFILER (nsys or ncu: the profile part's profiler; by default nsys where there is one),
+# RDDP_KERNELS_ONLY (the kernels part's tables, kernels_bench --only: e.g. "convolutions" for
+# the convolution tables and PyTorch's beside them alone, in a minute or two instead of five).
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${RDDP_BUILD_DIR:-$root/build}
@@ -566,7 +568,9 @@ part_data() {
 
 part_kernels() {
   # The whole table goes beside the report: the output tail the report keeps would cut it.
-  step 300 "kernel benchmarks" "$build/bench/kernels_bench"
+  local only=()
+  [ -z "${RDDP_KERNELS_ONLY:-}" ] || only=(--only "$RDDP_KERNELS_ONLY")
+  step 300 "kernel benchmarks" "$build/bench/kernels_bench" "${only[@]}"
   [ $dry_run = 1 ] || cp "$logs/kernel_benchmarks.log" "${report%.md}-kernels.txt"
   # The same convolutions as PyTorch runs them, beside ours: whether its cuDNN choices beat ours.
   # A kernels_bench that ended before its convolutions has failed already, and left none to time.

@@ -15,6 +15,15 @@ expect 0 "1610 s of the command's 560 s budget, which cuts the last ones short" 
 expect 0 "450 s of the command's 600 s budget$" -- "$script" --dry-run --part kernels --budget 600
 expect 0 "pytorch_convs.py .*/kernel_benchmarks.log --json .*-convs.jsonl" -- \
   "$script" --dry-run --part kernels
+RDDP_KERNELS_ONLY=convolutions expect 0 "kernels_bench --only convolutions" -- \
+  "$script" --dry-run --part kernels
+# kernels_bench refuses a section it does not have before it looks for a GPU.
+kernels_bench=$(dirname "$RDDP_BIN")/bench/kernels_bench
+if [ -x "$kernels_bench" ]; then
+  expect 2 "no section 'conv'" -- "$kernels_bench" --only conv
+  expect 2 "sections: softmax,optimizers,weights,batchnorm,stem,convolutions" -- \
+    "$kernels_bench" --only
+fi
 
 mkdir -p "$work/bin" "$work/build/bench" "$work/reports"
 printf '#!/bin/sh\necho "Stand-in GPU"\n' >"$work/bin/nvidia-smi"
