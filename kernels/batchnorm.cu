@@ -26,6 +26,7 @@
 
 #include "batchnorm_math.h"
 #include "batchnorm_partition.h"
+#include "layout_math.h"
 #include "maxpool_math.h"
 #include "resnet_ddp/cuda/batchnorm_kernels.h"
 #include "resnet_ddp/cuda/check.h"
@@ -318,36 +319,35 @@ struct GradSource {
   const T* pooled_dy = nullptr;
   const uint8_t* argmax = nullptr;
   Window window{};
+  // The BatchNorm input's channels and sides as divisors (fast_divide.h): where the gather
+  // finds each element's place.
+  layout::SideDivisors sides{};
 };
 
 // The N loads' values of dy gathered from the max-pool's gradient, each as maxpool_backward
 // stores it (maxpool_math.h), sorted by slot as gather sorts them. One value a load: wider loads
 // would unroll the gather V times and spill (ptxas), and the pooled gradient is read a value at a
-// time anyway. The places are found in 32-bit arithmetic (the launcher checks that they fit),
-// which costs a fraction of 64-bit division's instructions.
+// time anyway. Each place is split into coordinates by multiplications (fast_divide.h): divided
+// as written, that index maths took these kernels several times the instructions their bytes
+// needed.
 template <bool ChannelsLast, int V, int N, typename T>
 __device__ void gather_pooled(const bn::Partition& p, const GradSource<T>& source,
                               const bn::Loads<N>& loads, SlotValues<ChannelsLast, V, N>& g) {
   static_assert(V == 1, "the pooled gradient is gathered a value a load");
   const Window& s = source.window;
-  const auto channels = static_cast<uint32_t>(p.channels);
-  const auto plane = static_cast<uint32_t>(p.plane), width = static_cast<uint32_t>(s.in_w),
-             height = static_cast<uint32_t>(s.in_h);
 #pragma unroll
   for (int u = 0; u < N; ++u) {
-    const auto offset = static_cast<uint32_t>(loads.offset[u]);
+    const auto offset = static_cast<uint64_t>(loads.offset[u]);
     float value;
     if constexpr (ChannelsLast) {
-      const uint32_t pixel = offset / channels, row = pixel / width;
-      value = stored_input_gradient_nhwc(s, p.channels, source.pooled_dy, source.argmax,
-                                         row / height, offset % channels,
-                                         static_cast<int>(row % height),
-                                         static_cast<int>(pixel % width));
+      const layout::Coord4 at = layout::nhwc_coord(offset, source.sides);
+      value = stored_input_gradient_nhwc(s, p.channels, source.pooled_dy, source.argmax, at.n,
+                                         at.c, static_cast<int>(at.h), static_cast<int>(at.w));
     } else {
-      const uint32_t in_plane = offset % plane;
-      value = stored_input_gradient_nchw(s, source.pooled_dy, source.argmax, offset / plane,
-                                         static_cast<int>(in_plane / width),
-                                         static_cast<int>(in_plane % width));
+      const layout::Coord4 at = layout::nchw_coord(offset, source.sides);
+      value = stored_input_gradient_nchw(s, source.pooled_dy, source.argmax,
+                                         at.n * p.channels + at.c, static_cast<int>(at.h),
+                                         static_cast<int>(at.w));
     }
     g[bn::slot_of<ChannelsLast, V>(0)][bn::position_of<ChannelsLast, V>(u, 0)] = value;
   }
@@ -727,6 +727,7 @@ void batchnorm_backward_through_maxpool(const BatchNormShape& shape, const T* x,
   source.pooled_dy = pooled.dy;
   source.argmax = pooled.argmax;
   source.window = pool_window(pool);
+  source.sides = layout::side_divisors(shape.channels, shape.height, shape.width);
   launch_backward<T>(shape, x, source, relu, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
                   scratch, scratch_bytes, stream, nullptr);
 }

@@ -79,17 +79,18 @@ struct PoolInput {
   }
 };
 
+// `sides` divides by the channels and the output's sides (the backward kernels': the input's).
 template <typename T, bool Normalized>
-__global__ void maxpool_forward_kernel(Window s, int channels, int64_t outputs,
+__global__ void maxpool_forward_kernel(Window s, layout::SideDivisors sides, int64_t outputs,
                                        PoolInput<T, Normalized> in, T* y, uint8_t* argmax) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t out = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; out < outputs;
        out += stride) {
-    const int ow = static_cast<int>(out % s.out_w);
-    const int oh = static_cast<int>(out / s.out_w % s.out_h);
-    const int64_t plane = out / (static_cast<int64_t>(s.out_w) * s.out_h);
+    const layout::Coord4 p = layout::nchw_coord(static_cast<uint64_t>(out), sides);
+    const int ow = static_cast<int>(p.w), oh = static_cast<int>(p.h);
+    const int64_t plane = p.n * sides.C.divisor + p.c;
     const T* x_p = in.x + plane * s.in_h * s.in_w;
-    const auto value_of = in.reader(plane % channels);
+    const auto value_of = in.reader(p.c);
     const WindowMax best =
         window_max(s, oh, ow, [&](int32_t index) { return value_of(x_p[index]); });
     y[out] = static_cast<T>(best.value);
@@ -98,15 +99,15 @@ __global__ void maxpool_forward_kernel(Window s, int channels, int64_t outputs,
 }
 
 template <typename T>
-__global__ void maxpool_backward_kernel(Window s, int64_t inputs, const T* dy,
-                                        const uint8_t* argmax, T* dx) {
+__global__ void maxpool_backward_kernel(Window s, layout::SideDivisors sides, int64_t inputs,
+                                        const T* dy, const uint8_t* argmax, T* dx) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t in = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; in < inputs;
        in += stride) {
-    const int iw = static_cast<int>(in % s.in_w);
-    const int ih = static_cast<int>(in / s.in_w % s.in_h);
-    const int64_t plane = in / (static_cast<int64_t>(s.in_w) * s.in_h);
-    dx[in] = static_cast<T>(stored_input_gradient_nchw(s, dy, argmax, plane, ih, iw));
+    const layout::Coord4 p = layout::nchw_coord(static_cast<uint64_t>(in), sides);
+    const int64_t plane = p.n * sides.C.divisor + p.c;
+    dx[in] = static_cast<T>(stored_input_gradient_nchw(s, dy, argmax, plane, static_cast<int>(p.h),
+                                                       static_cast<int>(p.w)));
   }
 }
 
@@ -114,12 +115,13 @@ __global__ void maxpool_backward_kernel(Window s, int64_t inputs, const T* dy,
 // results bit for bit; only where each element lives differs. Consecutive threads take
 // consecutive channels of one pixel, so that their loads and stores are coalesced.
 template <typename T, bool Normalized>
-__global__ void maxpool_forward_nhwc_kernel(Window s, int channels, int64_t outputs,
+__global__ void maxpool_forward_nhwc_kernel(Window s, layout::SideDivisors sides, int64_t outputs,
                                             PoolInput<T, Normalized> in, T* y, uint8_t* argmax) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t channels = sides.C.divisor;
   for (int64_t out = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; out < outputs;
        out += stride) {
-    const layout::Coord4 p = layout::nhwc_coord(out, channels, s.out_h, s.out_w);
+    const layout::Coord4 p = layout::nhwc_coord(static_cast<uint64_t>(out), sides);
     const T* x_n = in.x + p.n * s.in_h * s.in_w * channels + p.c;
     const auto value_of = in.reader(p.c);
     const WindowMax best =
@@ -132,12 +134,14 @@ __global__ void maxpool_forward_nhwc_kernel(Window s, int channels, int64_t outp
 }
 
 template <typename T>
-__global__ void maxpool_backward_nhwc_kernel(Window s, int channels, int64_t inputs, const T* dy,
-                                             const uint8_t* argmax, T* dx) {
+__global__ void maxpool_backward_nhwc_kernel(Window s, layout::SideDivisors sides,
+                                             int64_t inputs, const T* dy, const uint8_t* argmax,
+                                             T* dx) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int channels = static_cast<int>(sides.C.divisor);
   for (int64_t in = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; in < inputs;
        in += stride) {
-    const layout::Coord4 p = layout::nhwc_coord(in, channels, s.in_h, s.in_w);
+    const layout::Coord4 p = layout::nhwc_coord(static_cast<uint64_t>(in), sides);
     dx[in] = static_cast<T>(stored_input_gradient_nhwc(s, channels, dy, argmax, p.n, p.c,
                                                        static_cast<int>(p.h),
                                                        static_cast<int>(p.w)));
@@ -164,7 +168,8 @@ Window pool_window(const cpu::PoolShape& s) {
   if (s.kernel > 16)
     fail("maxpool: a ", s.kernel, "x", s.kernel, " window has more places than the GPU's one-byte ",
          "argmax holds; windows up to 16x16 are supported");
-  return {s.in_h, s.in_w, s.out_h(), s.out_w(), s.kernel, s.stride, s.pad};
+  return {s.in_h, s.in_w, s.out_h(), s.out_w(), s.kernel, s.stride, s.pad,
+          hd::make_fast_divisor(static_cast<uint32_t>(s.stride))};
 }
 
 template <typename T, bool Normalized>
@@ -173,14 +178,16 @@ void launch_forward(const cpu::PoolShape& shape, PoolInput<T, Normalized> in, T*
   const Window window = pool_window(shape);
   const int64_t outputs =
       static_cast<int64_t>(shape.batch) * shape.channels * window.out_h * window.out_w;
+  const layout::SideDivisors sides =
+      layout::side_divisors(shape.channels, window.out_h, window.out_w);
   if (format == MemoryFormat::nhwc) {
     maxpool_forward_nhwc_kernel<T, Normalized><<<blocks_for(outputs), kThreads, 0, stream>>>(
-        window, shape.channels, outputs, in, y, argmax);
+        window, sides, outputs, in, y, argmax);
     RDDP_CUDA_CHECK_LAUNCH("maxpool_forward_nhwc_kernel");
     return;
   }
   maxpool_forward_kernel<T, Normalized><<<blocks_for(outputs), kThreads, 0, stream>>>(
-      window, shape.channels, outputs, in, y, argmax);
+      window, sides, outputs, in, y, argmax);
   RDDP_CUDA_CHECK_LAUNCH("maxpool_forward_kernel");
 }
 
@@ -207,14 +214,15 @@ void maxpool_backward(const cpu::PoolShape& shape, const T* dy, const uint8_t* a
   const Window window = pool_window(shape);
   const int64_t inputs =
       static_cast<int64_t>(shape.batch) * shape.channels * shape.in_h * shape.in_w;
+  const layout::SideDivisors sides = layout::side_divisors(shape.channels, shape.in_h, shape.in_w);
   if (format == MemoryFormat::nhwc) {
     maxpool_backward_nhwc_kernel<T><<<blocks_for(inputs), kThreads, 0, stream>>>(
-        window, shape.channels, inputs, dy, argmax, dx);
+        window, sides, inputs, dy, argmax, dx);
     RDDP_CUDA_CHECK_LAUNCH("maxpool_backward_nhwc_kernel");
     return;
   }
-  maxpool_backward_kernel<T><<<blocks_for(inputs), kThreads, 0, stream>>>(window, inputs, dy,
-                                                                          argmax, dx);
+  maxpool_backward_kernel<T><<<blocks_for(inputs), kThreads, 0, stream>>>(window, sides, inputs,
+                                                                          dy, argmax, dx);
   RDDP_CUDA_CHECK_LAUNCH("maxpool_backward_kernel");
 }
 

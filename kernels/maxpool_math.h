@@ -6,14 +6,17 @@
 
 #include <cstdint>
 
+#include "fast_divide.h"
 #include "layout_math.h"
 #include "resnet_ddp/cpu/layers.h"
 
 namespace rddp::cuda {
 
-// The shape without the batch and channels, which only multiply the number of planes.
+// The shape without the batch and channels, which only multiply the number of planes; the
+// stride also as a divisor (fast_divide.h: the windows an input lies in are found per element).
 struct Window {
   int in_h, in_w, out_h, out_w, kernel, stride, pad;
+  hd::FastDivisor by_stride;
 };
 
 // Input (ih, iw)'s place in the window of output (oh, ow): row-major from the window's corner,
@@ -34,12 +37,16 @@ template <typename T, typename OutputAt>
 __device__ __forceinline__ float chosen_gradient(const Window& s, int ih, int iw, const T* dy,
                                                  const uint8_t* argmax,
                                                  const OutputAt& output_at) {
-  // The outputs whose windows hold this input: oh * stride - pad <= ih < that + kernel.
+  // The outputs whose windows hold this input: oh * stride - pad <= ih < that + kernel. Every
+  // dividend is >= 0 and below 2^31 (the plane's sides are ints).
+  const auto over_stride = [&](int n) {
+    return static_cast<int>(hd::divide(static_cast<uint32_t>(n), s.by_stride));
+  };
   const int h_low = ih + s.pad - s.kernel + 1, w_low = iw + s.pad - s.kernel + 1;
-  const int oh_begin = h_low <= 0 ? 0 : (h_low + s.stride - 1) / s.stride;
-  const int ow_begin = w_low <= 0 ? 0 : (w_low + s.stride - 1) / s.stride;
-  const int oh_end = min((ih + s.pad) / s.stride, s.out_h - 1);
-  const int ow_end = min((iw + s.pad) / s.stride, s.out_w - 1);
+  const int oh_begin = h_low <= 0 ? 0 : over_stride(h_low + s.stride - 1);
+  const int ow_begin = w_low <= 0 ? 0 : over_stride(w_low + s.stride - 1);
+  const int oh_end = min(over_stride(ih + s.pad), s.out_h - 1);
+  const int ow_end = min(over_stride(iw + s.pad), s.out_w - 1);
   float sum = 0.0f;
   for (int oh = oh_begin; oh <= oh_end; ++oh)
     for (int ow = ow_begin; ow <= ow_end; ++ow) {

@@ -1,6 +1,7 @@
 // The memory-format index maths of kernels/layout_math.h, which the NHWC kernels use on the
 // device, against plain nested loops over the logical (n, c, h, w) coordinates: every index of
-// several odd shapes, and each permutation a bijection whose inverse undoes it.
+// several odd shapes (split by division and through fast divisors alike), and each permutation
+// a bijection whose inverse undoes it.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -44,7 +45,13 @@ TEST_CASE("NCHW <-> NHWC indices match the nested loops of both layouts") {
             REQUIRE(layout::nhwc_to_nchw(nhwc, s.c, s.h, s.w) == nchw);
             const layout::Coord4 from_nchw = layout::nchw_coord(nchw, s.c, s.h, s.w);
             const layout::Coord4 from_nhwc = layout::nhwc_coord(nhwc, s.c, s.h, s.w);
-            for (const layout::Coord4& q : {from_nchw, from_nhwc}) {
+            // The kernels' splits, through divisors made once (fast_divide.h).
+            const layout::SideDivisors sides = layout::side_divisors(s.c, s.h, s.w);
+            const layout::Coord4 fast_nchw =
+                layout::nchw_coord(static_cast<uint64_t>(nchw), sides);
+            const layout::Coord4 fast_nhwc =
+                layout::nhwc_coord(static_cast<uint64_t>(nhwc), sides);
+            for (const layout::Coord4& q : {from_nchw, from_nhwc, fast_nchw, fast_nhwc}) {
               CHECK(q.n == n);
               CHECK(q.c == c);
               CHECK(q.h == h);
