@@ -37,12 +37,13 @@ unsigned blocks_for(int64_t count) { return grid_stride_blocks(count, kThreads, 
 // (The tensors here are at most a few MB; a tiled transpose would buy little.)
 // The destination has `padded` >= C channels; those past C get zeros.
 template <typename From, typename To>
-__global__ void nchw_to_nhwc_kernel(int64_t count, int C, int padded, int H, int W, const From* x,
-                                    To* y) {
+__global__ void nchw_to_nhwc_kernel(int64_t count, int C, layout::SideDivisors padded_sides,
+                                    const From* x, To* y) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t H = padded_sides.H.divisor, W = padded_sides.W.divisor;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += stride) {
-    const layout::Coord4 at = layout::nhwc_coord(i, padded, H, W);
+    const layout::Coord4 at = layout::nhwc_coord(static_cast<uint64_t>(i), padded_sides);
     y[i] = at.c < C ? static_cast<To>(static_cast<float>(x[layout::nchw_offset(at, C, H, W)]))
                     : static_cast<To>(0.0f);
   }
@@ -51,8 +52,9 @@ __global__ void nchw_to_nhwc_kernel(int64_t count, int C, int padded, int H, int
 // The same walk over the destination; a pixel's channels are adjacent in the source, whose
 // (N, H, W, C) layout is NHWC's, so under NHWC the two indices are one but for the padding
 // (`padded` >= C channels a pixel in the destination, zeros past C; NCHW is never padded).
+// `sides` divides by the destination's channels (`padded` under NHWC, C under NCHW) and sides.
 template <bool ToNhwc, typename To>
-__global__ void pixels_to_input_kernel(int64_t count, int C, int padded, int H, int W,
+__global__ void pixels_to_input_kernel(int64_t count, int C, layout::SideDivisors sides,
                                        const uint8_t* hwc, const float* mean_stddev, To* y) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
@@ -60,15 +62,17 @@ __global__ void pixels_to_input_kernel(int64_t count, int C, int padded, int H, 
     int64_t from = 0;
     int c = 0;
     if (ToNhwc) {
-      c = static_cast<int>(i % padded);
+      const auto pixel = hd::divmod(static_cast<uint64_t>(i), sides.C);
+      c = static_cast<int>(pixel.remainder);
       if (c >= C) {
         y[i] = static_cast<To>(0.0f);
         continue;
       }
-      from = i / padded * C + c;
+      from = static_cast<int64_t>(pixel.quotient) * C + c;
     } else {
-      from = layout::nchw_to_nhwc(i, C, H, W);
-      c = static_cast<int>(from % C);
+      const layout::Coord4 p = layout::nchw_coord(static_cast<uint64_t>(i), sides);
+      from = layout::nhwc_offset(p, C, sides.H.divisor, sides.W.divisor);
+      c = static_cast<int>(p.c);
     }
     y[i] = static_cast<To>(pixel::normalized(hwc[from], mean_stddev[c], mean_stddev[C + c]));
   }
@@ -179,8 +183,8 @@ void nchw_to_nhwc(int batch, int channels, int height, int width, const From* x,
          "x", width);
   const int padded = padded_or_fail("nchw_to_nhwc", channels, padded_channels);
   const int64_t count = static_cast<int64_t>(batch) * padded * height * width;
-  nchw_to_nhwc_kernel<From, To>
-      <<<blocks_for(count), kThreads, 0, stream>>>(count, channels, padded, height, width, x, y);
+  nchw_to_nhwc_kernel<From, To><<<blocks_for(count), kThreads, 0, stream>>>(
+      count, channels, layout::side_divisors(padded, height, width), x, y);
   RDDP_CUDA_CHECK_LAUNCH("nchw_to_nhwc_kernel");
 }
 
@@ -196,12 +200,13 @@ void pixels_to_input(int batch, int channels, int height, int width, const uint8
     fail("pixels_to_input: only NHWC input is padded, got ", padded, " channels for ", channels,
          " in NCHW");
   const int64_t count = static_cast<int64_t>(batch) * padded * height * width;
+  const layout::SideDivisors sides = layout::side_divisors(padded, height, width);
   if (format == MemoryFormat::nhwc)
     pixels_to_input_kernel<true, To><<<blocks_for(count), kThreads, 0, stream>>>(
-        count, channels, padded, height, width, hwc, mean_stddev, y);
+        count, channels, sides, hwc, mean_stddev, y);
   else
     pixels_to_input_kernel<false, To><<<blocks_for(count), kThreads, 0, stream>>>(
-        count, channels, padded, height, width, hwc, mean_stddev, y);
+        count, channels, sides, hwc, mean_stddev, y);
   RDDP_CUDA_CHECK_LAUNCH("pixels_to_input_kernel");
 }
 
