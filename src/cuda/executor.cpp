@@ -177,7 +177,9 @@ struct Plan {
   // The stem's BatchNorm backward gathers its gradient from the max-pool's
   // (batchnorm_backward_through_maxpool): our BatchNorm, whose kernels can, at a size they take.
   // The stem output's gradient, at 224x224 the network's largest activation, then has no buffer.
+  // Only where gather_stem_gradient (Executor's) allows it.
   bool stem_backward_through_maxpool = false;
+  bool gather_stem_gradient = true;
   cpu::PoolShape pool_shape;
   Activation<T> pooled;
   uint8_t* pool_argmax = nullptr;  // each output's place in its window
@@ -700,7 +702,7 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
   plan_conv<T>(plan, plan.stem_conv, stem_conv, nullptr, height, width, max_batch);
   const Activation<T>& stem_conv_out = plan.stem_conv.output;
   plan.stem_backward_through_maxpool =
-      net.stem_maxpool && plan.fused_bn &&
+      net.stem_maxpool && plan.fused_bn && plan.gather_stem_gradient &&
       batchnorm_through_maxpool_fits({max_batch, stem_conv_out.channels, stem_conv_out.height,
                                       stem_conv_out.width, plan.format});
   plan.stem_out.plan(plan.arena, max_batch, stem_conv_out.channels, stem_conv_out.height,
@@ -1062,10 +1064,11 @@ class TypedExecutor final : public detail::ExecutorImpl {
   TypedExecutor(const NetDesc& net, const ParamLayout& layout, const DeviceModel& model,
                 int max_batch, int height, int width, ComputeContext& context,
                 const MathPolicy& policy, BatchNormImpl batchnorm, bool pixel_input,
-                int input_channels)
+                int input_channels, bool gather_stem_gradient)
       : max_batch_(max_batch), plan_(layout, model, context, policy, batchnorm) {
     plan_.pixel_input = pixel_input;
     plan_.input_channels = input_channels;
+    plan_.gather_stem_gradient = gather_stem_gradient;
     build(plan_, net, max_batch, height, width, policy);
   }
   void check_batch(int batch, bool training) const override {
@@ -1093,26 +1096,27 @@ std::unique_ptr<detail::ExecutorImpl> make_impl(const NetDesc& net, const ParamL
                                                 int height, int width, ComputeContext& context,
                                                 const MathPolicy& policy,
                                                 BatchNormImpl batchnorm, bool pixel_input,
-                                                int input_channels) {
+                                                int input_channels, bool gather_stem_gradient) {
   switch (policy.data_type) {
     case CUDNN_DATA_FLOAT:
       return std::make_unique<TypedExecutor<float>>(net, layout, model, max_batch, height, width,
                                                     context, policy, batchnorm, pixel_input,
-                                                    input_channels);
+                                                    input_channels, gather_stem_gradient);
     case CUDNN_DATA_BFLOAT16:
       if (model.params_bf16 == nullptr)
         fail("internal error: a bfloat16 executor needs the bfloat16 copy of the parameters; ",
              "please report this");
       return std::make_unique<TypedExecutor<__nv_bfloat16>>(net, layout, model, max_batch, height,
                                                             width, context, policy, batchnorm,
-                                                            pixel_input, input_channels);
+                                                            pixel_input, input_channels,
+                                                            gather_stem_gradient);
     case CUDNN_DATA_HALF:
       if (model.params_fp16 == nullptr)
         fail("internal error: a float16 executor needs the float16 copy of the parameters; ",
              "please report this");
       return std::make_unique<TypedExecutor<__half>>(net, layout, model, max_batch, height, width,
                                                      context, policy, batchnorm, pixel_input,
-                                                     input_channels);
+                                                     input_channels, gather_stem_gradient);
     default:
       fail("the CUDA executor stores activations in float32, bfloat16 or float16, not ",
            to_string(policy.data_type));
@@ -1124,12 +1128,12 @@ std::unique_ptr<detail::ExecutorImpl> make_impl(const NetDesc& net, const ParamL
 Executor::Executor(const NetDesc& net, const ParamLayout& layout, const DeviceModel& model,
                    int max_batch, int height, int width, ComputeContext& context,
                    const MathPolicy& policy, BatchNormImpl batchnorm, bool pixel_input,
-                   int input_channels)
+                   int input_channels, bool gather_stem_gradient)
     : max_batch_(max_batch) {
   if (max_batch < 1) fail("batch size must be >= 1, got ", max_batch);
   if (height < 1 || width < 1) fail("input images must be at least 1x1, got ", height, "x", width);
   impl_ = make_impl(net, layout, model, max_batch, height, width, context, policy, batchnorm,
-                    pixel_input, input_channels);
+                    pixel_input, input_channels, gather_stem_gradient);
 }
 
 Executor::~Executor() = default;

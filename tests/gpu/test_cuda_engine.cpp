@@ -138,6 +138,28 @@ TEST_CASE("float32 NCHW fused BatchNorm on the imagenet stem: runs agree bit for
           << with_cudnn.algorithms);
 }
 
+// The stem's gradient stored by the max-pool's backward and read by our BatchNorm's, instead of
+// gathered from the pool's in both of the BatchNorm backward's passes: both compute the network,
+// in both layouts. Not bit for bit: the gathering kernels load a value at a time, the stored
+// gradient is read in vectors, and the stem BatchNorm's sums add in another order.
+TEST_CASE("the stem's gradient stored or gathered: both match the CPU executor (fused BatchNorm)") {
+  for (const cudnnTensorFormat_t format : {CUDNN_TENSOR_NCHW, CUDNN_TENSOR_NHWC}) {
+    testing::ExecutorSetting gathered{Stem::imagenet, /*bf16=*/false, format,
+                                      BatchNormImpl::fused, cuda::ConvAlgorithmSearch::heuristic};
+    testing::ExecutorSetting stored = gathered;
+    stored.gather_stem_gradient = false;
+    const testing::ExecutorRun a =
+        testing::check_executor_against_cpu(gathered, kExecutorTolerance, nullptr);
+    const testing::ExecutorRun b =
+        testing::check_executor_against_cpu(stored, kExecutorTolerance, nullptr);
+    // The same convolutions, so what differs is the stem's backward.
+    CHECK(a.algorithms == b.algorithms);
+    size_t differ = 0;
+    for (size_t i = 0; i < a.grads.size(); ++i) differ += a.grads[i] != b.grads[i];
+    MESSAGE(differ << " of " << a.grads.size() << " gradient values differ between the two");
+  }
+}
+
 // The graph API's plans compute the same network as the legacy algorithms: on the imagenet stem
 // (every stride, the max-pool, the downsample branch's accumulating backward data) in both
 // layouts, with a timed choice as training makes it. Every convolution must have found a plan.

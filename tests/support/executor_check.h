@@ -52,6 +52,7 @@ struct ExecutorSetting {
   BatchNormImpl batchnorm = BatchNormImpl::cudnn;
   cuda::ConvAlgorithmSearch search = cuda::ConvAlgorithmSearch::timed;
   cuda::ConvApi api = cuda::ConvApi::legacy;
+  bool gather_stem_gradient = true;  // Executor's: the stem's gradient gathered, or stored
 };
 
 // What one check saw, for checks that compare runs: every gradient as downloaded, and the
@@ -120,7 +121,8 @@ inline ExecutorRun check_executor_against_cpu(const ExecutorSetting& setting,
                           cuda::DeviceModel{params.get(), grads.get(), running.get(),
                                             setting.bf16 ? params_bf16.get() : nullptr},
                           batch, config.height, config.width, context, policy,
-                          setting.batchnorm);
+                          setting.batchnorm, /*pixel_input=*/false, /*input_channels=*/0,
+                          setting.gather_stem_gradient);
   cpu::Executor<double> cpu_executor(reference, batch, config.height, config.width);
 
   const cuda::DeviceBuffer<float> input = to_device(data.images, stream);

@@ -79,10 +79,16 @@ class Executor {
   // channels on the device, and the stem convolution reads them with zero weights, so that its
   // tensor-core kernels read whole vectors of channels (3 channels of 16-bit values do not fill
   // one). The parameters, gradients and results are those of the unpadded network. 0: no padding.
+  //
+  // `gather_stem_gradient` (our BatchNorm kernels, a stem with a max-pool): the stem BatchNorm's
+  // backward gathers its gradient from the max-pool's in both of its passes, and the stem's
+  // gradient is never stored; false: the max-pool's backward stores it and the BatchNorm's
+  // backward reads it, as cuDNN's BatchNorm always does. The same bits either way; which is
+  // faster depends on whether the gather's index maths or the stored gradient's bytes cost more.
   Executor(const NetDesc& net, const ParamLayout& layout, const DeviceModel& model, int max_batch,
            int height, int width, ComputeContext& context, const MathPolicy& policy,
            BatchNormImpl batchnorm = BatchNormImpl::cudnn, bool pixel_input = false,
-           int input_channels = 0);
+           int input_channels = 0, bool gather_stem_gradient = true);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
