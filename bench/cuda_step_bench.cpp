@@ -6,7 +6,7 @@
 //                   [--optimizer adamw|sgd] [--precision tf32|fp32|bf16|fp16]
 //                   [--memory-format auto|nchw|nhwc]
 //                   [--batchnorm cudnn|fused|cudnn-persistent|cudnn-fused] [--pad-input-channels N]
-//                   [--stem-gradient gathered|stored]
+//                   [--stem-gradient stored|gathered]
 //                   [--warmup 15] [--windows 5] [--steps-per-window 30]
 //                   [--conv-algorithms timed|heuristic] [--conv-api legacy|graph]
 //                   [--deterministic] [--ddp] [--bucket-mb 25]
@@ -39,10 +39,10 @@
 // (resnet_ddp-cudnnfusedbn, nhwc only) adds cuDNN's own fusion of the ReLU and the residual add.
 // `--pad-input-channels 4` (nhwc only; records named ...-pad4) zero-pads the 3 input channels to 4
 // on the GPU, so that the stem convolution's tensor-core kernels read whole vectors of channels.
-// `--stem-gradient stored` (with --batchnorm fused and the imagenet stem; records named
-// ...-storedstem) has the max-pool's backward store the stem's gradient for the BatchNorm's
-// backward to read, instead of the BatchNorm's backward gathering it from the pool's in both of
-// its passes (`gathered`, the default): the same bits, another balance of index maths and bytes.
+// `--stem-gradient gathered` (with --batchnorm fused and the imagenet stem; records named
+// ...-gatheredstem) has the stem BatchNorm's backward gather its gradient from the max-pool's in
+// both of its passes instead of reading it as the max-pool's backward stored it (`stored`, the
+// default): fewer bytes, more index maths (cuda/executor.h).
 // `--conv-api graph` (records named ...-cudnngraph) runs the convolutions through cuDNN's graph
 // API, choosing among every engine configuration its heuristics list, as PyTorch does.
 // --cuda-graphs on captures the step after the engine's own warm-up steps and replays it, with
@@ -109,7 +109,7 @@ struct Settings {
   std::string memory_format = "auto";  // resolved by parse(): nchw or nhwc
   BatchNormImpl batchnorm = BatchNormImpl::cudnn;
   int pad_input_channels = 0;  // 0: none
-  bool gather_stem_gradient = true;
+  bool gather_stem_gradient = false;
   int warmup = 15, windows = 5, steps_per_window = 30;
   bool timed_search = true, deterministic = false, ddp = false, cuda_graphs = false;
   bool conv_graph_api = false;
@@ -149,8 +149,8 @@ Settings parse(int argc, char** argv) {
       s.pad_input_channels = parse_int(flag, value().c_str(), 3, 64);
     else if (flag == "--stem-gradient") {
       const std::string how = value();
-      if (how != "gathered" && how != "stored")
-        fail("--stem-gradient must be 'gathered' or 'stored', got '", how, "'");
+      if (how != "stored" && how != "gathered")
+        fail("--stem-gradient must be 'stored' or 'gathered', got '", how, "'");
       s.gather_stem_gradient = how == "gathered";
     }
     else if (flag == "--warmup") s.warmup = parse_int(flag, value().c_str(), 1, 100000);
@@ -208,7 +208,7 @@ Settings parse(int argc, char** argv) {
          "only: add --memory-format nhwc");
   if (s.pad_input_channels > 0 && s.memory_format != "nhwc")
     fail("--pad-input-channels pads the channels of NHWC activations: add --memory-format nhwc");
-  if (!s.gather_stem_gradient && s.batchnorm != BatchNormImpl::fused)
+  if (s.gather_stem_gradient && s.batchnorm != BatchNormImpl::fused)
     fail("--stem-gradient chooses how our BatchNorm kernels take the stem's gradient: add "
          "--batchnorm fused (cuDNN's BatchNorm always reads it stored)");
   return s;
@@ -270,7 +270,7 @@ std::string impl_name(const Settings& s) {
   if (s.batchnorm == BatchNormImpl::cudnn_persistent) name += "-persistentbn";
   if (s.batchnorm == BatchNormImpl::cudnn_fused) name += "-cudnnfusedbn";
   if (s.pad_input_channels > 0) name += "-pad" + std::to_string(s.pad_input_channels);
-  if (!s.gather_stem_gradient) name += "-storedstem";
+  if (s.gather_stem_gradient) name += "-gatheredstem";
   if (s.conv_graph_api) name += "-cudnngraph";
   if (s.cuda_graphs) name += "-graphs";
   if (s.input == BatchInput::normalized_float) name += "-floatinput";

@@ -47,9 +47,9 @@
 # (nhwc only: the input's 3 channels zero-padded to 4 on the GPU for the stem convolution,
 # --pad-input-channels 4), and resnet_ddp-fusedbn-cudnngraph and resnet_ddp-fusedbn-cudnngraph-graphs
 # (nhwc only: the convolutions through cuDNN's graph API, --conv-api graph), and
-# resnet_ddp-fusedbn-storedstem-graphs (nhwc, the imagenet stem: the stem's gradient stored by
-# the max-pool's backward rather than gathered in both BatchNorm backward passes,
-# --stem-gradient stored), so that a machine
+# resnet_ddp-fusedbn-gatheredstem-graphs (nhwc, the imagenet stem: the stem's gradient gathered
+# from the max-pool's in both BatchNorm backward passes rather than stored by the max-pool's
+# backward, --stem-gradient gathered), so that a machine
 # lent for 10 minutes a command can measure them in two commands, each
 # writing its own results file; `bench/compare_throughput.py A.md B.md` merges their tables (a
 # measurement in one wins over "not run" in the other). --precisions LIST (tf32, bf16, fp32, fp16) and --sizes LIST (32,
@@ -93,7 +93,7 @@ known_impls=$all_impls,resnet_ddp-floatinput,resnet_ddp-persistentbn,resnet_ddp-
 known_impls+=,resnet_ddp-persistentbn-graphs,resnet_ddp-cudnnfusedbn-graphs
 known_impls+=,resnet_ddp-fusedbn-pad4,resnet_ddp-fusedbn-pad4-graphs
 known_impls+=,resnet_ddp-fusedbn-cudnngraph,resnet_ddp-fusedbn-cudnngraph-graphs
-known_impls+=,resnet_ddp-fusedbn-storedstem-graphs
+known_impls+=,resnet_ddp-fusedbn-gatheredstem-graphs
 all_precisions=tf32,bf16,fp32,fp16 chosen_precisions=tf32,bf16,fp32,fp16
 all_sizes=32,224 chosen_sizes=32,224
 results_dir=$here/results build=$root/build
@@ -376,9 +376,9 @@ measure() {
     resnet_ddp-fusedbn-cudnngraph-graphs)
       command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused
                --conv-api graph --cuda-graphs on) ;;
-    resnet_ddp-fusedbn-storedstem-graphs)
+    resnet_ddp-fusedbn-gatheredstem-graphs)
       command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused
-               --stem-gradient stored --cuda-graphs on) ;;
+               --stem-gradient gathered --cuda-graphs on) ;;
     pytorch-*)
       if [ -z "$python" ]; then
         status_record "$impl" "$stem" "$size" "$batch" "$classes" "$precision" "not run: no Python with torch and torchvision"
@@ -435,13 +435,13 @@ fi
 # (on 2026-11-22 every replayed step was faster than the same step eager), the variants likeliest
 # to be fastest first; then PyTorch's. The input padded to 4 channels and cuDNN's persistent
 # BatchNorm left the goals' runs after 2026-11-27 (within 0.1 % of, and 13 % behind, fused
-# BatchNorm in NHWC at 224x224 bf16); they stay in --impls. At 224x224 (the imagenet stem, whose
-# max-pool's gradient the stem BatchNorm's backward gathers) also the stem's gradient stored:
-# which of the two is faster depends on the GPU's integer issue rate against its bandwidth.
+# BatchNorm in NHWC at 224x224 bf16); they stay in --impls. At 224x224 (the imagenet stem, with
+# its max-pool) also the stem's gradient gathered in both BatchNorm backward passes instead of
+# stored: which is faster depends on the GPU's integer issue rate against its bandwidth.
 goal_runs() {
   echo "resnet_ddp-fusedbn-graphs nhwc"
   echo "resnet_ddp-fusedbn-cudnngraph-graphs nhwc"
-  [ "$1" != 224 ] || echo "resnet_ddp-fusedbn-storedstem-graphs nhwc"
+  [ "$1" != 224 ] || echo "resnet_ddp-fusedbn-gatheredstem-graphs nhwc"
   echo "resnet_ddp-fusedbn-graphs nchw"
   echo "resnet_ddp-graphs nchw"
   echo "pytorch-eager nchw"

@@ -148,6 +148,58 @@ __global__ void maxpool_backward_nhwc_kernel(Window s, layout::SideDivisors side
   }
 }
 
+// The same gradient, V adjacent channels of one input pixel a thread (V divides C; dy and dx
+// 16-byte aligned, argmax V-byte aligned): the pixel's place and its windows are found once for
+// the V channels, and each window's V choices and gradients are loaded in one 16-byte load and
+// one V-byte load. Each channel sums its windows in the same order as chosen_gradient, so the
+// bits are the scalar kernel's. `groups` divides by C / V, `sides` by the input's sides.
+template <typename T, int V>
+__global__ void maxpool_backward_nhwc_vector_kernel(Window s, hd::FastDivisor groups,
+                                                    layout::SideDivisors sides, int64_t count,
+                                                    const T* dy, const uint8_t* argmax, T* dx) {
+  struct alignas(16) Values {
+    T v[V];
+  };
+  struct alignas(V) Places {
+    uint8_t b[V];
+  };
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t channels = sides.C.divisor;
+  for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < count;
+       g += stride) {
+    const auto pixel = hd::divmod(static_cast<uint64_t>(g), groups);
+    const auto w = hd::divmod(pixel.quotient, sides.W), h = hd::divmod(w.quotient, sides.H);
+    const int64_t n = static_cast<int64_t>(h.quotient), c = static_cast<int64_t>(pixel.remainder) * V;
+    const int ih = static_cast<int>(h.remainder), iw = static_cast<int>(w.remainder);
+    float sums[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) sums[k] = 0.0f;
+    const auto over_stride = [&](int value) {
+      return static_cast<int>(hd::divide(static_cast<uint32_t>(value), s.by_stride));
+    };
+    // The windows holding (ih, iw), as chosen_gradient finds them.
+    const int h_low = ih + s.pad - s.kernel + 1, w_low = iw + s.pad - s.kernel + 1;
+    const int oh_begin = h_low <= 0 ? 0 : over_stride(h_low + s.stride - 1);
+    const int ow_begin = w_low <= 0 ? 0 : over_stride(w_low + s.stride - 1);
+    const int oh_end = min(over_stride(ih + s.pad), s.out_h - 1);
+    const int ow_end = min(over_stride(iw + s.pad), s.out_w - 1);
+    for (int oh = oh_begin; oh <= oh_end; ++oh)
+      for (int ow = ow_begin; ow <= ow_end; ++ow) {
+        const int64_t out = layout::nhwc_offset({n, c, oh, ow}, channels, s.out_h, s.out_w);
+        const uint8_t place = window_place(s, oh, ow, ih, iw);
+        const Places chosen = *reinterpret_cast<const Places*>(argmax + out);
+        const Values gradients = *reinterpret_cast<const Values*>(dy + out);
+#pragma unroll
+        for (int k = 0; k < V; ++k)
+          if (chosen.b[k] == place) sums[k] += static_cast<float>(gradients.v[k]);
+      }
+    Values result;
+#pragma unroll
+    for (int k = 0; k < V; ++k) result.v[k] = static_cast<T>(sums[k]);
+    *reinterpret_cast<Values*>(dx + static_cast<int64_t>(pixel.quotient) * channels + c) = result;
+  }
+}
+
 }  // namespace
 
 // The CPU twin's conditions, so that both refuse the same shapes, and the one-byte place's.
@@ -216,6 +268,18 @@ void maxpool_backward(const cpu::PoolShape& shape, const T* dy, const uint8_t* a
       static_cast<int64_t>(shape.batch) * shape.channels * shape.in_h * shape.in_w;
   const layout::SideDivisors sides = layout::side_divisors(shape.channels, shape.in_h, shape.in_w);
   if (format == MemoryFormat::nhwc) {
+    constexpr int V = 16 / static_cast<int>(sizeof(T));
+    const auto aligned = [](const void* p, size_t bytes) {
+      return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+    };
+    if (shape.channels % V == 0 && aligned(dy, 16) && aligned(dx, 16) && aligned(argmax, V)) {
+      const int64_t groups = inputs / V;
+      maxpool_backward_nhwc_vector_kernel<T, V><<<blocks_for(groups), kThreads, 0, stream>>>(
+          window, hd::make_fast_divisor(static_cast<uint32_t>(shape.channels / V)), sides, groups,
+          dy, argmax, dx);
+      RDDP_CUDA_CHECK_LAUNCH("maxpool_backward_nhwc_vector_kernel");
+      return;
+    }
     maxpool_backward_nhwc_kernel<T><<<blocks_for(inputs), kThreads, 0, stream>>>(
         window, sides, inputs, dy, argmax, dx);
     RDDP_CUDA_CHECK_LAUNCH("maxpool_backward_nhwc_kernel");

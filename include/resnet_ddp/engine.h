@@ -133,8 +133,8 @@ struct EngineConfig {
   // the unpadded network (cuda/executor.h). 0: no padding.
   int pad_input_channels = 0;
   // CUDA, our BatchNorm kernels: the stem BatchNorm's backward gathers its gradient from the
-  // max-pool's rather than reading it stored (cuda/executor.h); the same bits either way.
-  bool gather_stem_gradient = true;
+  // max-pool's rather than reading it stored (cuda/executor.h).
+  bool gather_stem_gradient = false;
   // fp16 only: GradScaler's settings (its defaults unless a test wants a short growth interval).
   loss_scale::Config loss_scale;
   int device_index = 0;  // CUDA device of this rank

@@ -177,9 +177,9 @@ struct Plan {
   // The stem's BatchNorm backward gathers its gradient from the max-pool's
   // (batchnorm_backward_through_maxpool): our BatchNorm, whose kernels can, at a size they take.
   // The stem output's gradient, at 224x224 the network's largest activation, then has no buffer.
-  // Only where gather_stem_gradient (Executor's) allows it.
+  // Only where gather_stem_gradient (Executor's) asks for it.
   bool stem_backward_through_maxpool = false;
-  bool gather_stem_gradient = true;
+  bool gather_stem_gradient = false;
   cpu::PoolShape pool_shape;
   Activation<T> pooled;
   uint8_t* pool_argmax = nullptr;  // each output's place in its window

@@ -46,8 +46,8 @@ expected_order=$(for config in "224x224, batch 256, bf16" "32x32, batch 128, bf1
                                 "224x224, batch 256, tf32" "32x32, batch 128, tf32"; do
   echo "resnet_ddp-fusedbn-graphs, $config, nhwc"
   echo "resnet_ddp-fusedbn-cudnngraph-graphs, $config, nhwc"
-  # The stem's gradient stored: only where there is a max-pool to take it from.
-  [[ $config != 224x224* ]] || echo "resnet_ddp-fusedbn-storedstem-graphs, $config, nhwc"
+  # The stem's gradient gathered: only where there is a max-pool to take it from.
+  [[ $config != 224x224* ]] || echo "resnet_ddp-fusedbn-gatheredstem-graphs, $config, nhwc"
   echo "resnet_ddp-fusedbn-graphs, $config, nchw"
   echo "resnet_ddp-graphs, $config, nchw"
   echo "pytorch-eager, $config, nchw"
@@ -55,8 +55,8 @@ expected_order=$(for config in "224x224, batch 256, bf16" "32x32, batch 128, bf1
   echo "pytorch-compile, $config, nchw"
 done)
 check "--goals runs each configuration whole, bf16 and 224x224 first" [ "$goal_order" = "$expected_order" ]
-check "the stored stem gradient runs with its flags" \
-  grep -qE "cuda_step_bench .*--size 224 .*--memory-format nhwc --batchnorm fused --stem-gradient stored --cuda-graphs on" "$work/out"
+check "the gathered stem gradient runs with its flags" \
+  grep -qE "cuda_step_bench .*--size 224 .*--memory-format nhwc --batchnorm fused --stem-gradient gathered --cuda-graphs on" "$work/out"
 check "--goals replays our steps from a graph, with the variant's flags" \
   grep -qE "cuda_step_bench --stem cifar --size 32 .*--precision tf32 .*--memory-format nhwc --batchnorm fused --conv-api graph --cuda-graphs on" "$work/out"
 expect 0 "pytorch-compile, 32x32, batch 128, bf16" -- \

@@ -122,10 +122,15 @@ void check_avgpool(int batch, int channels, int spatial, MemoryFormat format) {
 template <typename T>
 void check_pooling_type() {
   // Odd planes, clipped windows, stride 1 and 3, kernel 2 without padding, a 1x1 input, and
-  // 2 x 8 x 23 x 23 (8464 inputs: many blocks, a partial last one).
+  // 2 x 8 x 23 x 23 (8464 inputs: many blocks, a partial last one). Channels that 4 and 8
+  // divide take the NHWC backward's vector kernel (16 bytes of gradient a load: 4 floats, 8
+  // 16-bit values), on planes that are not square, with stride 1 and 3 too; the others the
+  // scalar one.
   const cpu::PoolShape shapes[] = {
-      {2, 3, 9, 9, 3, 2, 1}, {1, 2, 8, 7, 3, 2, 1}, {1, 1, 1, 1, 3, 2, 1}, {3, 5, 6, 6, 2, 2, 0},
-      {2, 2, 7, 5, 3, 1, 1}, {1, 3, 10, 10, 5, 3, 2}, {2, 8, 23, 23, 3, 2, 1},
+      {2, 3, 9, 9, 3, 2, 1},    {1, 2, 8, 7, 3, 2, 1},  {1, 1, 1, 1, 3, 2, 1},
+      {3, 5, 6, 6, 2, 2, 0},    {2, 2, 7, 5, 3, 1, 1},  {1, 3, 10, 10, 5, 3, 2},
+      {2, 8, 23, 23, 3, 2, 1},  {3, 16, 9, 11, 3, 2, 1}, {2, 4, 7, 9, 3, 2, 1},
+      {1, 24, 10, 7, 5, 3, 2},  {2, 8, 6, 5, 3, 1, 1},
   };
   for (MemoryFormat format : {MemoryFormat::nchw, MemoryFormat::nhwc}) {
     const std::string format_name = to_string(format);

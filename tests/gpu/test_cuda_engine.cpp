@@ -144,10 +144,10 @@ TEST_CASE("float32 NCHW fused BatchNorm on the imagenet stem: runs agree bit for
 // gradient is read in vectors, and the stem BatchNorm's sums add in another order.
 TEST_CASE("the stem's gradient stored or gathered: both match the CPU executor (fused BatchNorm)") {
   for (const cudnnTensorFormat_t format : {CUDNN_TENSOR_NCHW, CUDNN_TENSOR_NHWC}) {
-    testing::ExecutorSetting gathered{Stem::imagenet, /*bf16=*/false, format,
-                                      BatchNormImpl::fused, cuda::ConvAlgorithmSearch::heuristic};
-    testing::ExecutorSetting stored = gathered;
-    stored.gather_stem_gradient = false;
+    testing::ExecutorSetting stored{Stem::imagenet, /*bf16=*/false, format,
+                                    BatchNormImpl::fused, cuda::ConvAlgorithmSearch::heuristic};
+    testing::ExecutorSetting gathered = stored;
+    gathered.gather_stem_gradient = true;
     const testing::ExecutorRun a =
         testing::check_executor_against_cpu(gathered, kExecutorTolerance, nullptr);
     const testing::ExecutorRun b =

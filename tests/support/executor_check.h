@@ -52,7 +52,7 @@ struct ExecutorSetting {
   BatchNormImpl batchnorm = BatchNormImpl::cudnn;
   cuda::ConvAlgorithmSearch search = cuda::ConvAlgorithmSearch::timed;
   cuda::ConvApi api = cuda::ConvApi::legacy;
-  bool gather_stem_gradient = true;  // Executor's: the stem's gradient gathered, or stored
+  bool gather_stem_gradient = false;  // Executor's: the stem's gradient gathered, or stored
 };
 
 // What one check saw, for checks that compare runs: every gradient as downloaded, and the

@@ -82,13 +82,15 @@ class Executor {
   //
   // `gather_stem_gradient` (our BatchNorm kernels, a stem with a max-pool): the stem BatchNorm's
   // backward gathers its gradient from the max-pool's in both of its passes, and the stem's
-  // gradient is never stored; false: the max-pool's backward stores it and the BatchNorm's
-  // backward reads it, as cuDNN's BatchNorm always does. The same bits either way; which is
-  // faster depends on whether the gather's index maths or the stored gradient's bytes cost more.
+  // gradient is never stored. By default (false) the max-pool's backward stores it, a vector of
+  // channels a thread, and the BatchNorm's backward reads it in 16-byte loads, as with cuDNN's
+  // BatchNorm: 0.8 GB more traffic a step at 224x224 bf16, against a gather that searches every
+  // element's windows, one value a load, in each of two passes (bench/results/predictions-H100-
+  // 2026-11-27.md, section 10). Both match the CPU twin; their sums add in other orders.
   Executor(const NetDesc& net, const ParamLayout& layout, const DeviceModel& model, int max_batch,
            int height, int width, ComputeContext& context, const MathPolicy& policy,
            BatchNormImpl batchnorm = BatchNormImpl::cudnn, bool pixel_input = false,
-           int input_channels = 0, bool gather_stem_gradient = true);
+           int input_channels = 0, bool gather_stem_gradient = false);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
