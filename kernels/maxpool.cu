@@ -33,6 +33,9 @@ constexpr int64_t kMaxBlocks = 8192;
 
 unsigned blocks_for(int64_t count) { return grid_stride_blocks(count, kThreads, kMaxBlocks); }
 
+// Whether the vector kernels may load `bytes` at a time from p.
+bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
 // The largest value in the window of output (oh, ow) and its place. The window is clipped to the
 // input (padding never wins) and scanned row-major; a strictly larger value or any NaN takes
 // over, as in PyTorch. value_at(ih * in_w + iw) reads the input at (ih, iw) as a float: exact
@@ -64,18 +67,25 @@ struct PoolInput {
   const T* x;
   BatchNormOnTheFly stats;  // read only when Normalized
 
-  // The float that channel c's stored value v stands for.
-  __device__ auto reader(int64_t c) const {
+  // Channel c's BatchNorm coefficients (Normalized), for value().
+  __device__ bn::Normalize<float> coefficients(int64_t c) const {
     bn::Normalize<float> n{};
     if constexpr (Normalized)
       n = bn::make_normalize(stats.save_mean[c], stats.save_invstd[c], stats.gamma[c],
                              stats.beta[c]);
-    return [n](T v) {
-      if constexpr (Normalized)
-        return bn::stored_relu_output<T>(n, static_cast<float>(v));
-      else
-        return static_cast<float>(v);
-    };
+    return n;
+  }
+  // The float that a stored value v of the channel of `n` stands for.
+  __device__ static float value(const bn::Normalize<float>& n, T v) {
+    if constexpr (Normalized)
+      return bn::stored_relu_output<T>(n, static_cast<float>(v));
+    else
+      return static_cast<float>(v);
+  }
+  // value() for channel c's values.
+  __device__ auto reader(int64_t c) const {
+    const bn::Normalize<float> n = coefficients(c);
+    return [n](T v) { return value(n, v); };
   }
 };
 
@@ -130,6 +140,68 @@ __global__ void maxpool_forward_nhwc_kernel(Window s, layout::SideDivisors sides
         });
     y[out] = static_cast<T>(best.value);
     argmax[out] = best.place;
+  }
+}
+
+// The NHWC forward, V adjacent channels of one output pixel a thread (V divides C; x and y
+// 16-byte aligned, argmax V-byte aligned): the window is found once for the V channels and each
+// of its inputs read in one 16-byte load; each channel keeps its own maximum, scanned in
+// window_max's order, so the bits are the scalar kernel's. `groups` divides by C / V, `sides` by
+// the output's sides.
+template <typename T, int V, bool Normalized>
+__global__ void maxpool_forward_nhwc_vector_kernel(Window s, hd::FastDivisor groups,
+                                                   layout::SideDivisors sides, int64_t count,
+                                                   PoolInput<T, Normalized> in, T* y,
+                                                   uint8_t* argmax) {
+  struct alignas(16) Values {
+    T v[V];
+  };
+  struct alignas(V) Places {
+    uint8_t b[V];
+  };
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t channels = sides.C.divisor;
+  for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < count;
+       g += stride) {
+    const auto pixel = hd::divmod(static_cast<uint64_t>(g), groups);
+    const auto w = hd::divmod(pixel.quotient, sides.W), h = hd::divmod(w.quotient, sides.H);
+    const int64_t n = static_cast<int64_t>(h.quotient), c = static_cast<int64_t>(pixel.remainder) * V;
+    const int oh = static_cast<int>(h.remainder), ow = static_cast<int>(w.remainder);
+    const T* x_n = in.x + n * s.in_h * s.in_w * channels + c;
+    // The V channels' BatchNorm coefficients (Normalized; unused otherwise).
+    bn::Normalize<float> coefficients[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) coefficients[k] = in.coefficients(c + k);
+    const int h0 = oh * s.stride - s.pad, w0 = ow * s.stride - s.pad;
+    const int h_begin = max(h0, 0), h_end = min(h0 + s.kernel, s.in_h);
+    const int w_begin = max(w0, 0), w_end = min(w0 + s.kernel, s.in_w);
+    float best[V];
+    Places places;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      best[k] = -INFINITY;
+      places.b[k] = window_place(s, oh, ow, h_begin, w_begin);
+    }
+    for (int ih = h_begin; ih < h_end; ++ih)
+      for (int iw = w_begin; iw < w_end; ++iw) {
+        const Values loaded = *reinterpret_cast<const Values*>(
+            x_n + (static_cast<int64_t>(ih) * s.in_w + iw) * channels);
+        const uint8_t place = window_place(s, oh, ow, ih, iw);
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          const float value = PoolInput<T, Normalized>::value(coefficients[k], loaded.v[k]);
+          if (value > best[k] || isnan(value)) {
+            best[k] = value;
+            places.b[k] = place;
+          }
+        }
+      }
+    Values pooled;
+#pragma unroll
+    for (int k = 0; k < V; ++k) pooled.v[k] = static_cast<T>(best[k]);
+    const int64_t out = static_cast<int64_t>(pixel.quotient) * channels + c;
+    *reinterpret_cast<Values*>(y + out) = pooled;
+    *reinterpret_cast<Places*>(argmax + out) = places;
   }
 }
 
@@ -233,6 +305,16 @@ void launch_forward(const cpu::PoolShape& shape, PoolInput<T, Normalized> in, T*
   const layout::SideDivisors sides =
       layout::side_divisors(shape.channels, window.out_h, window.out_w);
   if (format == MemoryFormat::nhwc) {
+    constexpr int V = 16 / static_cast<int>(sizeof(T));
+    if (shape.channels % V == 0 && aligned(in.x, 16) && aligned(y, 16) && aligned(argmax, V)) {
+      const int64_t groups = outputs / V;
+      maxpool_forward_nhwc_vector_kernel<T, V, Normalized>
+          <<<blocks_for(groups), kThreads, 0, stream>>>(
+              window, hd::make_fast_divisor(static_cast<uint32_t>(shape.channels / V)), sides,
+              groups, in, y, argmax);
+      RDDP_CUDA_CHECK_LAUNCH("maxpool_forward_nhwc_vector_kernel");
+      return;
+    }
     maxpool_forward_nhwc_kernel<T, Normalized><<<blocks_for(outputs), kThreads, 0, stream>>>(
         window, sides, outputs, in, y, argmax);
     RDDP_CUDA_CHECK_LAUNCH("maxpool_forward_nhwc_kernel");
@@ -269,9 +351,6 @@ void maxpool_backward(const cpu::PoolShape& shape, const T* dy, const uint8_t* a
   const layout::SideDivisors sides = layout::side_divisors(shape.channels, shape.in_h, shape.in_w);
   if (format == MemoryFormat::nhwc) {
     constexpr int V = 16 / static_cast<int>(sizeof(T));
-    const auto aligned = [](const void* p, size_t bytes) {
-      return reinterpret_cast<uintptr_t>(p) % bytes == 0;
-    };
     if (shape.channels % V == 0 && aligned(dy, 16) && aligned(dx, 16) && aligned(argmax, V)) {
       const int64_t groups = inputs / V;
       maxpool_backward_nhwc_vector_kernel<T, V><<<blocks_for(groups), kThreads, 0, stream>>>(
