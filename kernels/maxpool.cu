@@ -143,6 +143,33 @@ __global__ void maxpool_forward_nhwc_kernel(Window s, layout::SideDivisors sides
   }
 }
 
+// What the vector kernels load and store at once: V values of a pixel's adjacent channels (16
+// bytes) and their V one-byte places.
+template <typename T, int V>
+struct alignas(16) ChannelValues {
+  T v[V];
+};
+template <int V>
+struct alignas(V) ChannelPlaces {
+  uint8_t b[V];
+};
+
+// Group g of an NHWC tensor's groups of V adjacent channels: its pixel's flat index, image,
+// first channel and place in the plane. `groups` divides by C / V, `sides` by the plane's sides.
+struct ChannelGroup {
+  int64_t pixel, n, c;
+  int h, w;
+};
+template <int V>
+__device__ __forceinline__ ChannelGroup channel_group(int64_t g, const hd::FastDivisor& groups,
+                                                      const layout::SideDivisors& sides) {
+  const auto pixel = hd::divmod(static_cast<uint64_t>(g), groups);
+  const auto w = hd::divmod(pixel.quotient, sides.W), h = hd::divmod(w.quotient, sides.H);
+  return {static_cast<int64_t>(pixel.quotient), static_cast<int64_t>(h.quotient),
+          static_cast<int64_t>(pixel.remainder) * V, static_cast<int>(h.remainder),
+          static_cast<int>(w.remainder)};
+}
+
 // The NHWC forward, V adjacent channels of one output pixel a thread (V divides C; x and y
 // 16-byte aligned, argmax V-byte aligned): the window is found once for the V channels and each
 // of its inputs read in one 16-byte load; each channel keeps its own maximum, scanned in
@@ -153,20 +180,15 @@ __global__ void maxpool_forward_nhwc_vector_kernel(Window s, hd::FastDivisor gro
                                                    layout::SideDivisors sides, int64_t count,
                                                    PoolInput<T, Normalized> in, T* y,
                                                    uint8_t* argmax) {
-  struct alignas(16) Values {
-    T v[V];
-  };
-  struct alignas(V) Places {
-    uint8_t b[V];
-  };
+  using Values = ChannelValues<T, V>;
+  using Places = ChannelPlaces<V>;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t channels = sides.C.divisor;
   for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < count;
        g += stride) {
-    const auto pixel = hd::divmod(static_cast<uint64_t>(g), groups);
-    const auto w = hd::divmod(pixel.quotient, sides.W), h = hd::divmod(w.quotient, sides.H);
-    const int64_t n = static_cast<int64_t>(h.quotient), c = static_cast<int64_t>(pixel.remainder) * V;
-    const int oh = static_cast<int>(h.remainder), ow = static_cast<int>(w.remainder);
+    const ChannelGroup at = channel_group<V>(g, groups, sides);
+    const int64_t n = at.n, c = at.c;
+    const int oh = at.h, ow = at.w;
     const T* x_n = in.x + n * s.in_h * s.in_w * channels + c;
     // The V channels' BatchNorm coefficients (Normalized; unused otherwise).
     bn::Normalize<float> coefficients[V];
@@ -199,7 +221,7 @@ __global__ void maxpool_forward_nhwc_vector_kernel(Window s, hd::FastDivisor gro
     Values pooled;
 #pragma unroll
     for (int k = 0; k < V; ++k) pooled.v[k] = static_cast<T>(best[k]);
-    const int64_t out = static_cast<int64_t>(pixel.quotient) * channels + c;
+    const int64_t out = at.pixel * channels + c;
     *reinterpret_cast<Values*>(y + out) = pooled;
     *reinterpret_cast<Places*>(argmax + out) = places;
   }
@@ -229,34 +251,21 @@ template <typename T, int V>
 __global__ void maxpool_backward_nhwc_vector_kernel(Window s, hd::FastDivisor groups,
                                                     layout::SideDivisors sides, int64_t count,
                                                     const T* dy, const uint8_t* argmax, T* dx) {
-  struct alignas(16) Values {
-    T v[V];
-  };
-  struct alignas(V) Places {
-    uint8_t b[V];
-  };
+  using Values = ChannelValues<T, V>;
+  using Places = ChannelPlaces<V>;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t channels = sides.C.divisor;
   for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < count;
        g += stride) {
-    const auto pixel = hd::divmod(static_cast<uint64_t>(g), groups);
-    const auto w = hd::divmod(pixel.quotient, sides.W), h = hd::divmod(w.quotient, sides.H);
-    const int64_t n = static_cast<int64_t>(h.quotient), c = static_cast<int64_t>(pixel.remainder) * V;
-    const int ih = static_cast<int>(h.remainder), iw = static_cast<int>(w.remainder);
+    const ChannelGroup at = channel_group<V>(g, groups, sides);
+    const int64_t n = at.n, c = at.c;
+    const int ih = at.h, iw = at.w;
     float sums[V];
 #pragma unroll
     for (int k = 0; k < V; ++k) sums[k] = 0.0f;
-    const auto over_stride = [&](int value) {
-      return static_cast<int>(hd::divide(static_cast<uint32_t>(value), s.by_stride));
-    };
-    // The windows holding (ih, iw), as chosen_gradient finds them.
-    const int h_low = ih + s.pad - s.kernel + 1, w_low = iw + s.pad - s.kernel + 1;
-    const int oh_begin = h_low <= 0 ? 0 : over_stride(h_low + s.stride - 1);
-    const int ow_begin = w_low <= 0 ? 0 : over_stride(w_low + s.stride - 1);
-    const int oh_end = min(over_stride(ih + s.pad), s.out_h - 1);
-    const int ow_end = min(over_stride(iw + s.pad), s.out_w - 1);
-    for (int oh = oh_begin; oh <= oh_end; ++oh)
-      for (int ow = ow_begin; ow <= ow_end; ++ow) {
+    const HoldingWindows held = windows_holding(s, ih, iw);
+    for (int oh = held.oh_begin; oh <= held.oh_end; ++oh)
+      for (int ow = held.ow_begin; ow <= held.ow_end; ++ow) {
         const int64_t out = layout::nhwc_offset({n, c, oh, ow}, channels, s.out_h, s.out_w);
         const uint8_t place = window_place(s, oh, ow, ih, iw);
         const Places chosen = *reinterpret_cast<const Places*>(argmax + out);
@@ -268,7 +277,7 @@ __global__ void maxpool_backward_nhwc_vector_kernel(Window s, hd::FastDivisor gr
     Values result;
 #pragma unroll
     for (int k = 0; k < V; ++k) result.v[k] = static_cast<T>(sums[k]);
-    *reinterpret_cast<Values*>(dx + static_cast<int64_t>(pixel.quotient) * channels + c) = result;
+    *reinterpret_cast<Values*>(dx + at.pixel * channels + c) = result;
   }
 }
 

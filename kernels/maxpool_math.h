@@ -33,23 +33,31 @@ Window pool_window(const cpu::PoolShape& shape);
 // The gradient of input (ih, iw): the sum, in output order, of dy over the outputs whose windows
 // hold it and chose it. output_at(oh, ow) is the output's offset in dy and argmax. Summed in
 // float (for 16-bit types: rounded once, by the caller).
-template <typename T, typename OutputAt>
-__device__ __forceinline__ float chosen_gradient(const Window& s, int ih, int iw, const T* dy,
-                                                 const uint8_t* argmax,
-                                                 const OutputAt& output_at) {
-  // The outputs whose windows hold this input: oh * stride - pad <= ih < that + kernel. Every
-  // dividend is >= 0 and below 2^31 (the plane's sides are ints).
+// The outputs whose windows hold input (ih, iw): oh * stride - pad <= ih < that + kernel, rows
+// oh_begin..oh_end and columns ow_begin..ow_end (inclusive; none where a begin passes its end).
+struct HoldingWindows {
+  int oh_begin, oh_end, ow_begin, ow_end;
+};
+__device__ __forceinline__ HoldingWindows windows_holding(const Window& s, int ih, int iw) {
+  // Every dividend is >= 0 and below 2^31 (the plane's sides are ints).
   const auto over_stride = [&](int n) {
     return static_cast<int>(hd::divide(static_cast<uint32_t>(n), s.by_stride));
   };
   const int h_low = ih + s.pad - s.kernel + 1, w_low = iw + s.pad - s.kernel + 1;
-  const int oh_begin = h_low <= 0 ? 0 : over_stride(h_low + s.stride - 1);
-  const int ow_begin = w_low <= 0 ? 0 : over_stride(w_low + s.stride - 1);
-  const int oh_end = min(over_stride(ih + s.pad), s.out_h - 1);
-  const int ow_end = min(over_stride(iw + s.pad), s.out_w - 1);
+  return {h_low <= 0 ? 0 : over_stride(h_low + s.stride - 1),
+          min(over_stride(ih + s.pad), s.out_h - 1),
+          w_low <= 0 ? 0 : over_stride(w_low + s.stride - 1),
+          min(over_stride(iw + s.pad), s.out_w - 1)};
+}
+
+template <typename T, typename OutputAt>
+__device__ __forceinline__ float chosen_gradient(const Window& s, int ih, int iw, const T* dy,
+                                                 const uint8_t* argmax,
+                                                 const OutputAt& output_at) {
+  const HoldingWindows held = windows_holding(s, ih, iw);
   float sum = 0.0f;
-  for (int oh = oh_begin; oh <= oh_end; ++oh)
-    for (int ow = ow_begin; ow <= ow_end; ++ow) {
+  for (int oh = held.oh_begin; oh <= held.oh_end; ++oh)
+    for (int ow = held.ow_begin; ow <= held.ow_end; ++ow) {
       const int64_t out = output_at(oh, ow);
       if (argmax[out] == window_place(s, oh, ow, ih, iw)) sum += static_cast<float>(dy[out]);
     }
