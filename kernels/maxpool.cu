@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 
 #include "batchnorm_math.h"
 #include "grid_stride.h"
@@ -33,13 +34,39 @@ constexpr int64_t kMaxBlocks = 8192;
 
 unsigned blocks_for(int64_t count) { return grid_stride_blocks(count, kThreads, kMaxBlocks); }
 
-// Whether the vector kernels may load `bytes` at a time from p.
-bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+// The channels the NHWC vector kernels take a thread: 16 bytes of values.
+template <typename T>
+constexpr int kChannelVector = 16 / static_cast<int>(sizeof(T));
+
+// The divisor of an NHWC tensor's flat index into its groups of kChannelVector<T> channels,
+// where the vector kernels can take the shape and the pointers (the values read and written
+// 16-byte aligned, the argmax places a vector's width), else nothing: the scalar kernels run.
+template <typename T>
+std::optional<hd::FastDivisor> channel_groups(int channels, const void* read, const void* written,
+                                              const uint8_t* argmax) {
+  constexpr int V = kChannelVector<T>;
+  const auto aligned = [](const void* p, size_t bytes) {
+    return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+  };
+  if (channels % V != 0 || !aligned(read, 16) || !aligned(written, 16) || !aligned(argmax, V))
+    return std::nullopt;
+  return hd::make_fast_divisor(static_cast<uint32_t>(channels / V));
+}
+
+// The inputs of output (oh, ow)'s window, clipped to the input (padding never wins): rows
+// h_begin..h_end - 1, columns w_begin..w_end - 1.
+struct ClippedWindow {
+  int h_begin, h_end, w_begin, w_end;
+};
+__device__ __forceinline__ ClippedWindow clipped_window(const Window& s, int oh, int ow) {
+  const int h0 = oh * s.stride - s.pad, w0 = ow * s.stride - s.pad;
+  return {max(h0, 0), min(h0 + s.kernel, s.in_h), max(w0, 0), min(w0 + s.kernel, s.in_w)};
+}
 
 // The largest value in the window of output (oh, ow) and its place. The window is clipped to the
-// input (padding never wins) and scanned row-major; a strictly larger value or any NaN takes
-// over, as in PyTorch. value_at(ih * in_w + iw) reads the input at (ih, iw) as a float: exact
-// for float and 16-bit values alike.
+// input and scanned row-major; a strictly larger value or any NaN takes over, as in PyTorch.
+// value_at(ih * in_w + iw) reads the input at (ih, iw) as a float: exact for float and 16-bit
+// values alike.
 struct WindowMax {
   float value;
   uint8_t place;
@@ -47,12 +74,10 @@ struct WindowMax {
 template <typename ValueAt>
 __device__ __forceinline__ WindowMax window_max(const Window& s, int oh, int ow,
                                                 const ValueAt& value_at) {
-  const int h0 = oh * s.stride - s.pad, w0 = ow * s.stride - s.pad;
-  const int h_begin = max(h0, 0), h_end = min(h0 + s.kernel, s.in_h);
-  const int w_begin = max(w0, 0), w_end = min(w0 + s.kernel, s.in_w);
-  WindowMax best{-INFINITY, window_place(s, oh, ow, h_begin, w_begin)};
-  for (int ih = h_begin; ih < h_end; ++ih) {
-    for (int iw = w_begin; iw < w_end; ++iw) {
+  const ClippedWindow in = clipped_window(s, oh, ow);
+  WindowMax best{-INFINITY, window_place(s, oh, ow, in.h_begin, in.w_begin)};
+  for (int ih = in.h_begin; ih < in.h_end; ++ih) {
+    for (int iw = in.w_begin; iw < in.w_end; ++iw) {
       const float value = value_at(ih * s.in_w + iw);
       if (value > best.value || isnan(value)) best = {value, window_place(s, oh, ow, ih, iw)};
     }
@@ -194,18 +219,16 @@ __global__ void maxpool_forward_nhwc_vector_kernel(Window s, hd::FastDivisor gro
     bn::Normalize<float> coefficients[V];
 #pragma unroll
     for (int k = 0; k < V; ++k) coefficients[k] = in.coefficients(c + k);
-    const int h0 = oh * s.stride - s.pad, w0 = ow * s.stride - s.pad;
-    const int h_begin = max(h0, 0), h_end = min(h0 + s.kernel, s.in_h);
-    const int w_begin = max(w0, 0), w_end = min(w0 + s.kernel, s.in_w);
+    const ClippedWindow window = clipped_window(s, oh, ow);
     float best[V];
     Places places;
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       best[k] = -INFINITY;
-      places.b[k] = window_place(s, oh, ow, h_begin, w_begin);
+      places.b[k] = window_place(s, oh, ow, window.h_begin, window.w_begin);
     }
-    for (int ih = h_begin; ih < h_end; ++ih)
-      for (int iw = w_begin; iw < w_end; ++iw) {
+    for (int ih = window.h_begin; ih < window.h_end; ++ih)
+      for (int iw = window.w_begin; iw < window.w_end; ++iw) {
         const Values loaded = *reinterpret_cast<const Values*>(
             x_n + (static_cast<int64_t>(ih) * s.in_w + iw) * channels);
         const uint8_t place = window_place(s, oh, ow, ih, iw);
@@ -314,13 +337,11 @@ void launch_forward(const cpu::PoolShape& shape, PoolInput<T, Normalized> in, T*
   const layout::SideDivisors sides =
       layout::side_divisors(shape.channels, window.out_h, window.out_w);
   if (format == MemoryFormat::nhwc) {
-    constexpr int V = 16 / static_cast<int>(sizeof(T));
-    if (shape.channels % V == 0 && aligned(in.x, 16) && aligned(y, 16) && aligned(argmax, V)) {
-      const int64_t groups = outputs / V;
+    constexpr int V = kChannelVector<T>;
+    if (const auto groups = channel_groups<T>(shape.channels, in.x, y, argmax)) {
       maxpool_forward_nhwc_vector_kernel<T, V, Normalized>
-          <<<blocks_for(groups), kThreads, 0, stream>>>(
-              window, hd::make_fast_divisor(static_cast<uint32_t>(shape.channels / V)), sides,
-              groups, in, y, argmax);
+          <<<blocks_for(outputs / V), kThreads, 0, stream>>>(window, *groups, sides, outputs / V,
+                                                             in, y, argmax);
       RDDP_CUDA_CHECK_LAUNCH("maxpool_forward_nhwc_vector_kernel");
       return;
     }
@@ -359,12 +380,10 @@ void maxpool_backward(const cpu::PoolShape& shape, const T* dy, const uint8_t* a
       static_cast<int64_t>(shape.batch) * shape.channels * shape.in_h * shape.in_w;
   const layout::SideDivisors sides = layout::side_divisors(shape.channels, shape.in_h, shape.in_w);
   if (format == MemoryFormat::nhwc) {
-    constexpr int V = 16 / static_cast<int>(sizeof(T));
-    if (shape.channels % V == 0 && aligned(dy, 16) && aligned(dx, 16) && aligned(argmax, V)) {
-      const int64_t groups = inputs / V;
-      maxpool_backward_nhwc_vector_kernel<T, V><<<blocks_for(groups), kThreads, 0, stream>>>(
-          window, hd::make_fast_divisor(static_cast<uint32_t>(shape.channels / V)), sides, groups,
-          dy, argmax, dx);
+    constexpr int V = kChannelVector<T>;
+    if (const auto groups = channel_groups<T>(shape.channels, dy, dx, argmax)) {
+      maxpool_backward_nhwc_vector_kernel<T, V><<<blocks_for(inputs / V), kThreads, 0, stream>>>(
+          window, *groups, sides, inputs / V, dy, argmax, dx);
       RDDP_CUDA_CHECK_LAUNCH("maxpool_backward_nhwc_vector_kernel");
       return;
     }

@@ -30,9 +30,6 @@ __device__ __forceinline__ uint8_t window_place(const Window& s, int oh, int ow,
 // throws Error naming what does not fit (maxpool.cu).
 Window pool_window(const cpu::PoolShape& shape);
 
-// The gradient of input (ih, iw): the sum, in output order, of dy over the outputs whose windows
-// hold it and chose it. output_at(oh, ow) is the output's offset in dy and argmax. Summed in
-// float (for 16-bit types: rounded once, by the caller).
 // The outputs whose windows hold input (ih, iw): oh * stride - pad <= ih < that + kernel, rows
 // oh_begin..oh_end and columns ow_begin..ow_end (inclusive; none where a begin passes its end).
 struct HoldingWindows {
@@ -50,6 +47,9 @@ __device__ __forceinline__ HoldingWindows windows_holding(const Window& s, int i
           min(over_stride(iw + s.pad), s.out_w - 1)};
 }
 
+// The gradient of input (ih, iw): the sum, in output order, of dy over the outputs whose windows
+// hold it and chose it. output_at(oh, ow) is the output's offset in dy and argmax. Summed in
+// float (for 16-bit types: rounded once, by the caller).
 template <typename T, typename OutputAt>
 __device__ __forceinline__ float chosen_gradient(const Window& s, int ih, int iw, const T* dy,
                                                  const uint8_t* argmax,
