@@ -59,7 +59,8 @@ def parse_args(argv):
 
 
 def read_records(path):
-    """kernels_bench's convolution records, in its order; exits 2 naming the file on a bad one."""
+    """kernels_bench's convolution records, in its order; exits, naming the file and line, on a
+    bad one."""
     try:
         with open(path, encoding="utf-8", errors="replace") as text:
             lines = text.readlines()
@@ -72,8 +73,10 @@ def read_records(path):
         try:
             record = json.loads(line)
             for key in GEOMETRY + ("count",):
-                if not isinstance(record[key], int) or record[key] < (0 if key == "pad" else 1):
-                    raise ValueError(f"{key} must be a whole number >= 1, got {record[key]!r}")
+                least = 0 if key == "pad" else 1
+                if not isinstance(record[key], int) or record[key] < least:
+                    raise ValueError(f"{key} must be a whole number >= {least}, "
+                                     f"got {record[key]!r}")
             if record["precision"] not in DTYPES:
                 raise ValueError(f"precision must be one of {sorted(DTYPES)}, "
                                  f"got {record['precision']!r}")
@@ -150,6 +153,10 @@ def direction_calls(geometry, precision, device):
     }
 
 
+def geometry_of(record, args):
+    return tuple(args.batch if key == "batch" and args.batch else record[key] for key in GEOMETRY)
+
+
 def time_pytorch(records, args, device):
     """PyTorch's median microseconds by (precision, geometry, direction), or the reason a shape
     could not run."""
@@ -157,14 +164,19 @@ def time_pytorch(records, args, device):
     times = {}
     for precision in dict.fromkeys(r["precision"] for r in records):
         torch.backends.cudnn.allow_tf32 = precision == "tf32"
+        # A shape's directions are adjacent rows: its operands are drawn once for them, and only
+        # one shape's are held at a time.
+        shape, calls = None, None
         for record in records:
             if record["precision"] != precision or record["direction"] == "data +=":
                 continue
-            geometry = tuple(args.batch if key == "batch" and args.batch else record[key]
-                             for key in GEOMETRY)
+            geometry = geometry_of(record, args)
             key = (precision, geometry, record["direction"])
             try:
-                call = direction_calls(geometry, precision, device)[record["direction"]]
+                if geometry != shape:
+                    calls = direction_calls(geometry, precision, device)
+                    shape = geometry
+                call = calls[record["direction"]]
                 for _ in range(args.warmup):
                     call()
                 times[key] = timer.median_microseconds(call, args.runs)
@@ -179,10 +191,6 @@ def ratio(ours, theirs):
 
 def cell(value):
     return f"{value:.1f}" if value is not None else "not measured"
-
-
-def geometry_of(record, args):
-    return tuple(args.batch if key == "batch" and args.batch else record[key] for key in GEOMETRY)
 
 
 def report(records, times, args):
