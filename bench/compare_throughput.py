@@ -255,8 +255,11 @@ def tables(records):
                              [f"{split[p]:.2f}" if split.get(p) is not None else "not measured"
                               for p in parts])
     # A convolution cuDNN's graph API has no plan for runs on the legacy API's algorithm, so a
-    # graph-API run's figure means what it says only with how many convolutions were on plans.
+    # graph-API run's figure means what it says only with how many convolutions were on plans,
+    # and, where engines that sum in less than float were admitted, how many chose one.
     graph_api = [describe_config(k) + [c, str(r["conv_graph_plans"]),
+                                       str(r.get("conv_reduced_precision_plans", "not recorded"))
+                                       if r.get("conv_reduction") == "any" else "not admitted",
                                        str(r["conv_legacy_algorithms"]),
                                        f"{r['setup_s']:.1f}" if r.get("setup_s") is not None
                                        else "not measured",
@@ -267,6 +270,7 @@ def tables(records):
     graph_section = [
         "### Convolutions on cuDNN's graph API (--conv-api graph)", "",
         markdown_table(config_header + ["implementation", "on graph-API plans",
+                                        "of them summing in less than float",
                                         "on legacy algorithms", "set-up, s",
                                         "why the first fell back"], graph_api), "",
     ] if graph_api else []

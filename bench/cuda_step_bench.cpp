@@ -9,6 +9,7 @@
 //                   [--stem-gradient stored|gathered]
 //                   [--warmup 15] [--windows 5] [--steps-per-window 30]
 //                   [--conv-algorithms timed|heuristic] [--conv-api legacy|graph]
+//                   [--conv-reduction float|any]
 //                   [--deterministic] [--ddp] [--bucket-mb 25]
 //                   [--grad-allreduce fp32|bf16] [--cuda-graphs on|off] [--input pixels|float]
 //                   [--profile]
@@ -45,6 +46,9 @@
 // default): fewer bytes, more index maths (cuda/executor.h).
 // `--conv-api graph` (records named ...-cudnngraph) runs the convolutions through cuDNN's graph
 // API, choosing among every engine configuration its heuristics list, as PyTorch does.
+// `--conv-reduction any` (with --conv-api graph; records named ...-anyreduction) also admits the
+// engines cuDNN notes as reducing in less than float, which PyTorch's filter admits and ours
+// refuses by default; the report counts the convolutions that chose one.
 // --cuda-graphs on captures the step after the engine's own warm-up steps and replays it, with
 // the reducer's allreduces under --ddp or several ranks, and the split's events (events recorded
 // inside the graph: bench/step_events.h says how a replayed step is split); the report says how
@@ -113,6 +117,7 @@ struct Settings {
   int warmup = 15, windows = 5, steps_per_window = 30;
   bool timed_search = true, deterministic = false, ddp = false, cuda_graphs = false;
   bool conv_graph_api = false;
+  bool conv_any_reduction = false;  // --conv-reduction any
   bool profile = false;  // profiler collects the timed windows only (cudaProfilerStart/Stop)
   double bucket_mb = 25.0;
   dist::GradAllreduce grad_allreduce = dist::GradAllreduce::fp32;
@@ -168,6 +173,12 @@ Settings parse(int argc, char** argv) {
       if (api != "legacy" && api != "graph")
         fail("--conv-api must be 'legacy' or 'graph', got '", api, "'");
       s.conv_graph_api = api == "graph";
+    } else if (flag == "--conv-reduction") {
+      const std::string how = value();
+      if (how != "float" && how != "any")
+        fail("--conv-reduction must be 'float' (engines that sum in float or wider) or 'any' "
+             "(also those that sum in less, as PyTorch admits), got '", how, "'");
+      s.conv_any_reduction = how == "any";
     } else if (flag == "--deterministic") s.deterministic = true;
     else if (flag == "--ddp") s.ddp = true;
     else if (flag == "--profile") s.profile = true;
@@ -211,6 +222,9 @@ Settings parse(int argc, char** argv) {
   if (s.gather_stem_gradient && s.batchnorm != BatchNormImpl::fused)
     fail("--stem-gradient chooses how our BatchNorm kernels take the stem's gradient: add "
          "--batchnorm fused (cuDNN's BatchNorm always reads it stored)");
+  if (s.conv_any_reduction && !s.conv_graph_api)
+    fail("--conv-reduction any chooses among the graph API's engines: add --conv-api graph (the "
+         "legacy API's algorithms do not say how they sum)");
   return s;
 }
 
@@ -243,6 +257,7 @@ EngineConfig engine_config(const Settings& s) {
   config.deterministic = s.deterministic;
   config.conv_timed_search = s.timed_search;
   config.conv_graph_api = s.conv_graph_api;
+  config.conv_reduced_precision_reduction = s.conv_any_reduction;
   config.cuda_graphs = s.cuda_graphs;
   config.input = s.input;
   // torchvision's ImageNet normalisation (any would do: the values do not change the speed).
@@ -272,6 +287,7 @@ std::string impl_name(const Settings& s) {
   if (s.pad_input_channels > 0) name += "-pad" + std::to_string(s.pad_input_channels);
   if (s.gather_stem_gradient) name += "-gatheredstem";
   if (s.conv_graph_api) name += "-cudnngraph";
+  if (s.conv_any_reduction) name += "-anyreduction";
   if (s.cuda_graphs) name += "-graphs";
   if (s.input == BatchInput::normalized_float) name += "-floatinput";
   return name;
@@ -531,12 +547,17 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
               s.warmup, m.warmup_s, s.windows, s.steps_per_window);
   std::printf("engine built in  %.1f s (with the convolution algorithm search)\n", m.build_s);
   const cuda::ConvAlgorithmCache::ApiUse api_use = cuda_conv_api_use(engine);
-  if (s.conv_graph_api)
+  if (s.conv_graph_api) {
+    const std::string reduced =
+        s.conv_any_reduction ? ", " + std::to_string(api_use.reduced_precision_plans) +
+                                   " of the plans reducing in less than float"
+                             : "";
     std::printf("convolutions     %zu on plans of cuDNN's graph API, %zu on legacy "
-                "algorithms%s%s%s\n",
-                api_use.graph_plans, api_use.legacy_algorithms,
+                "algorithms%s%s%s%s\n",
+                api_use.graph_plans, api_use.legacy_algorithms, reduced.c_str(),
                 api_use.first_fallback.empty() ? "" : " (the first: ",
                 api_use.first_fallback.c_str(), api_use.first_fallback.empty() ? "" : ")");
+  }
   std::printf("images/s per GPU %.0f (median window; windows %.0f..%.0f)\n", per_gpu,
               *std::min_element(total_rates.begin(), total_rates.end()) / world,
               *std::max_element(total_rates.begin(), total_rates.end()) / world);
@@ -587,6 +608,9 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
       .integer("conv_graph_plans", static_cast<long long>(api_use.graph_plans))
       .integer("conv_legacy_algorithms", static_cast<long long>(api_use.legacy_algorithms))
       .string("conv_graph_fallback", api_use.first_fallback)
+      .string("conv_reduction", s.conv_any_reduction ? "any" : "float")
+      .integer("conv_reduced_precision_plans",
+               static_cast<long long>(api_use.reduced_precision_plans))
       .integer("warmup_steps", s.warmup)
       .integer("windows", s.windows)
       .integer("steps_per_window", s.steps_per_window)

@@ -576,9 +576,11 @@ struct TimedConv {
   std::string why_legacy;  // under the graph API, why a direction of the shape fell back
 };
 
-// The three directions of `c` (two for the stem) through `api`, each as its timed search chose.
+// The three directions of `c` (two for the stem) through `api`, each as its timed search chose;
+// `any_reduction` admits the graph API's engines that sum in less than float.
 template <typename T>
-std::vector<TimedConv> time_network_conv(const NetworkConv& c, bool tf32, cuda::ConvApi api) {
+std::vector<TimedConv> time_network_conv(const NetworkConv& c, bool tf32, cuda::ConvApi api,
+                                         bool any_reduction = false) {
   constexpr int kBatch = kNetworkBatch;
   constexpr cudnnDataType_t type = cuda::data_type_of<T>();
   constexpr size_t kWorkspaceLimit = size_t{1} << 30;
@@ -589,6 +591,7 @@ std::vector<TimedConv> time_network_conv(const NetworkConv& c, bool tf32, cuda::
   policy.format = CUDNN_TENSOR_NHWC;
   policy.search = cuda::ConvAlgorithmSearch::timed;
   policy.api = api;
+  policy.admit_reduced_precision_reduction = any_reduction;
   cuda::ConvAlgorithmCache algorithms(policy);
   cuda::TensorDescriptorCache descriptors(type, CUDNN_TENSOR_NHWC);
   const cuda::ConvShape geometry{kBatch, c.in_channels, c.size, c.size, c.out_channels,
@@ -639,7 +642,7 @@ std::vector<TimedConv> time_network_conv(const NetworkConv& c, bool tf32, cuda::
 // A row of the network's convolutions as a JSON line, with its whole geometry: what
 // bench/pytorch_convs.py times PyTorch's convolutions on, beside ours.
 std::string conv_record(const char* precision, const NetworkConv& c, const TimedConv& legacy,
-                        const TimedConv& graph) {
+                        const TimedConv& graph, const TimedConv* any) {
   bench::JsonLine line;
   line.string("record", "conv").string("precision", precision).string("name", c.name);
   line.integer("batch", kNetworkBatch).integer("in_channels", c.in_channels);
@@ -653,39 +656,58 @@ std::string conv_record(const char* precision, const NetworkConv& c, const Timed
     line.integer("graph_engine", graph.choice);
   else
     line.null("graph_engine");
+  if (any != nullptr) {
+    line.number("graph_any_reduction_us", any->us);
+    if (any->graph)
+      line.integer("graph_any_reduction_engine", any->choice);
+    else
+      line.null("graph_any_reduction_engine");
+  }
   return line.text();
 }
 
 // Every convolution of the 224x224 network through both of cuDNN's APIs, side by side, and what
 // they add up to per training step: the convolutions' share of the step, and what
-// --conv-api graph changes in it. Then each row again as a JSON line (conv_record).
+// --conv-api graph changes in it. In 16 bits also the graph API with the engines that sum in
+// less than float admitted (PyTorch's filter admits them; `any us`, `engine`): the configuration
+// the goals are nearest in. Then each row again as a JSON line (conv_record).
 template <typename T>
 void bench_network_convolutions(const char* precision, bool tf32) {
-  std::printf("\n%-32s %-10s %11s %11s %7s %9s %9s\n",
+  constexpr bool kAnyReduction = sizeof(T) == 2;
+  std::printf("\n%-32s %-10s %11s %11s %7s %9s %9s",
               (std::string("224x224 convolutions, ") + precision).c_str(), "direction",
               "legacy us", "graph us", "ratio", "algorithm", "engine");
-  double legacy_step = 0.0, graph_step = 0.0;
+  if (kAnyReduction) std::printf(" %11s %9s", "any us", "engine");
+  std::printf("\n");
+  double legacy_step = 0.0, graph_step = 0.0, any_step = 0.0;
   int missing = 0;
   std::vector<std::string> records;
   for (const NetworkConv& c : kNetworkConvs) {
     // A shape one API refuses must not cost the others' rows; the sums then say they lack it.
-    std::vector<TimedConv> legacy, graph;
+    std::vector<TimedConv> legacy, graph, any;
     try {
       legacy = time_network_conv<T>(c, tf32, cuda::ConvApi::legacy);
       graph = time_network_conv<T>(c, tf32, cuda::ConvApi::graph);
+      if (kAnyReduction) any = time_network_conv<T>(c, tf32, cuda::ConvApi::graph, true);
     } catch (const Error& error) {
       std::printf("%-32s not measured: %s\n", c.name, error.what());
       ++missing;
       continue;
     }
     for (size_t i = 0; i < legacy.size(); ++i) {
-      std::printf("%-32s %-10s %11.1f %11.1f %7.3f %9d %9s\n", c.name, legacy[i].direction,
+      std::printf("%-32s %-10s %11.1f %11.1f %7.3f %9d %9s", c.name, legacy[i].direction,
                   legacy[i].us, graph[i].us, graph[i].us / legacy[i].us, legacy[i].choice,
                   graph[i].graph ? std::to_string(graph[i].choice).c_str() : "legacy");
-      records.push_back(conv_record(precision, c, legacy[i], graph[i]));
+      if (kAnyReduction)
+        std::printf(" %11.1f %9s", any[i].us,
+                    any[i].graph ? std::to_string(any[i].choice).c_str() : "legacy");
+      std::printf("\n");
+      records.push_back(
+          conv_record(precision, c, legacy[i], graph[i], kAnyReduction ? &any[i] : nullptr));
       if (!legacy[i].in_step_sum) continue;
       legacy_step += c.count * legacy[i].us;
       graph_step += c.count * graph[i].us;
+      if (kAnyReduction) any_step += c.count * any[i].us;
     }
     for (const TimedConv& row : graph)
       if (!row.graph) {
@@ -694,9 +716,10 @@ void bench_network_convolutions(const char* precision, bool tf32) {
         break;
       }
   }
-  std::printf("%-32s %-10s %11.1f %11.1f %7.3f%s\n", "per training step", "all", legacy_step,
-              graph_step, graph_step / legacy_step,
-              missing > 0 ? "  (without the shapes not measured)" : "");
+  std::printf("%-32s %-10s %11.1f %11.1f %7.3f", "per training step", "all", legacy_step,
+              graph_step, graph_step / legacy_step);
+  if (kAnyReduction) std::printf(" %9s %9s %11.1f", "", "", any_step);
+  std::printf("%s\n", missing > 0 ? "  (without the shapes not measured)" : "");
   for (const std::string& record : records) std::printf("%s\n", record.c_str());
 }
 

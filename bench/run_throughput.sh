@@ -49,7 +49,9 @@
 # (nhwc only: the convolutions through cuDNN's graph API, --conv-api graph), and
 # resnet_ddp-fusedbn-gatheredstem-graphs (nhwc, the imagenet stem: the stem's gradient gathered
 # from the max-pool's in both BatchNorm backward passes rather than stored by the max-pool's
-# backward, --stem-gradient gathered), so that a machine
+# backward, --stem-gradient gathered), and resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs
+# (nhwc: the graph API's convolutions with the engines that sum in less than float admitted too,
+# as PyTorch's filter admits them, --conv-reduction any), so that a machine
 # lent for 10 minutes a command can measure them in two commands, each
 # writing its own results file; `bench/compare_throughput.py A.md B.md` merges their tables (a
 # measurement in one wins over "not run" in the other). --precisions LIST (tf32, bf16, fp32, fp16) and --sizes LIST (32,
@@ -93,7 +95,7 @@ known_impls=$all_impls,resnet_ddp-floatinput,resnet_ddp-persistentbn,resnet_ddp-
 known_impls+=,resnet_ddp-persistentbn-graphs,resnet_ddp-cudnnfusedbn-graphs
 known_impls+=,resnet_ddp-fusedbn-pad4,resnet_ddp-fusedbn-pad4-graphs
 known_impls+=,resnet_ddp-fusedbn-cudnngraph,resnet_ddp-fusedbn-cudnngraph-graphs
-known_impls+=,resnet_ddp-fusedbn-gatheredstem-graphs
+known_impls+=,resnet_ddp-fusedbn-gatheredstem-graphs,resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs
 all_precisions=tf32,bf16,fp32,fp16 chosen_precisions=tf32,bf16,fp32,fp16
 all_sizes=32,224 chosen_sizes=32,224
 results_dir=$here/results build=$root/build
@@ -379,6 +381,9 @@ measure() {
     resnet_ddp-fusedbn-gatheredstem-graphs)
       command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused
                --stem-gradient gathered --cuda-graphs on) ;;
+    resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs)
+      command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused
+               --conv-api graph --conv-reduction any --cuda-graphs on) ;;
     pytorch-*)
       if [ -z "$python" ]; then
         status_record "$impl" "$stem" "$size" "$batch" "$classes" "$precision" "not run: no Python with torch and torchvision"
@@ -437,10 +442,13 @@ fi
 # BatchNorm left the goals' runs after 2026-11-27 (within 0.1 % of, and 13 % behind, fused
 # BatchNorm in NHWC at 224x224 bf16); they stay in --impls. At 224x224 (the imagenet stem, with
 # its max-pool) also the stem's gradient gathered in both BatchNorm backward passes instead of
-# stored: which is faster depends on the GPU's integer issue rate against its bandwidth.
+# stored: which is faster depends on the GPU's integer issue rate against its bandwidth. In
+# bf16 also the graph API with the engines that sum in 16 bits, which PyTorch admits: whether
+# they are where its convolutions gain (size and precision are $1 and $2).
 goal_runs() {
   echo "resnet_ddp-fusedbn-graphs nhwc"
   echo "resnet_ddp-fusedbn-cudnngraph-graphs nhwc"
+  [ "$2" != bf16 ] || echo "resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs nhwc"
   [ "$1" != 224 ] || echo "resnet_ddp-fusedbn-gatheredstem-graphs nhwc"
   echo "resnet_ddp-fusedbn-graphs nchw"
   echo "resnet_ddp-graphs nchw"
@@ -461,7 +469,7 @@ if [ $goals = 1 ]; then
     for config in "${configs[@]}"; do
       read -r stem size batch classes warmup windows steps <<<"$config"
       # Into an array first: a program measured inside the loop must not read its list.
-      mapfile -t runs < <(goal_runs "$size")
+      mapfile -t runs < <(goal_runs "$size" "$precision")
       for run in "${runs[@]}"; do
         read -r impl format <<<"$run"
         measure "$impl" "$(limit_of "$impl")" "$stem" "$size" "$batch" "$classes" "$precision" \
@@ -484,7 +492,8 @@ for impls in "resnet_ddp pytorch-eager" "pytorch-compile"; do
             variants+=(resnet_ddp-graphs resnet_ddp-fusedbn-graphs resnet_ddp-persistentbn-graphs)
             [ "$format" != nhwc ] ||
               variants+=(resnet_ddp-cudnnfusedbn-graphs resnet_ddp-fusedbn-pad4 resnet_ddp-fusedbn-pad4-graphs
-                         resnet_ddp-fusedbn-cudnngraph resnet_ddp-fusedbn-cudnngraph-graphs)
+                         resnet_ddp-fusedbn-cudnngraph resnet_ddp-fusedbn-cudnngraph-graphs
+                         resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs)
             for variant in "${variants[@]}"; do
               wanted "$variant" || continue
               measure "$variant" "$limit" "$stem" "$size" "$batch" "$classes" "$precision" \

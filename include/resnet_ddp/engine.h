@@ -147,6 +147,9 @@ struct EngineConfig {
   // CUDA: run convolutions through cuDNN's graph API, choosing among every engine configuration
   // its heuristics list (as PyTorch does), rather than among the legacy API's algorithms.
   bool conv_graph_api = false;
+  // CUDA, with conv_graph_api: also the engines that reduce in less than float, which PyTorch's
+  // filter admits (cuda::MathPolicy::admit_reduced_precision_reduction).
+  bool conv_reduced_precision_reduction = false;
   // CUDA: capture the training step once (after a few eager warm-up steps) and replay it as a
   // CUDA graph; steps with StepHooks that are not capturable and batches smaller than max_batch
   // stay eager (cuda/graph_step_policy.h).

@@ -390,7 +390,8 @@ std::string ConvAlgorithmCache::summary() const {
         << (accumulates ? ", accumulating" : "") << ": ";
     if (choice.graph)
       out << "graph engine " << choice.algorithm
-          << (choice.graph->tensor_core ? ", tensor cores" : "");
+          << (choice.graph->tensor_core ? ", tensor cores" : "")
+          << (choice.graph->reduced_precision_reduction ? ", reduced-precision reduction" : "");
     else
       out << "algorithm " << choice.algorithm << ", math " << static_cast<int>(choice.math);
     out << ", workspace " << choice.workspace_bytes << " bytes"
@@ -404,8 +405,10 @@ std::string ConvAlgorithmCache::summary() const {
 
 ConvAlgorithmCache::ApiUse ConvAlgorithmCache::api_use() const {
   ApiUse use;
-  for (const auto& [key, choice] : choices_)
+  for (const auto& [key, choice] : choices_) {
     ++(choice.graph ? use.graph_plans : use.legacy_algorithms);
+    if (choice.graph && choice.graph->reduced_precision_reduction) ++use.reduced_precision_plans;
+  }
   // The map's order is the key's, not the order of choosing: the first by direction and shape.
   if (!graph_fallbacks_.empty()) use.first_fallback = graph_fallbacks_.begin()->second;
   return use;

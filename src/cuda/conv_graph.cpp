@@ -282,15 +282,17 @@ struct Refusals {
   }
 };
 
-// Refused whatever the policy: engines that convert the inputs to a narrower type, or that
-// reduce in less than float (the legacy selection likewise refuses
-// CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION). Strict float32 admits no tensor-core engine (they are
-// TF32 for float data), as PyTorch filters its own when allow_tf32 is off.
+// Refused whatever the policy: engines that convert the inputs to a narrower type (the legacy
+// selection likewise refuses CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION). Those that reduce in less
+// than float only where the policy admits them, and never in strict float32, which admits no
+// tensor-core engine either (they are TF32 for float data), as PyTorch filters its own when
+// allow_tf32 is off.
 bool refused_for_precision(const EngineFacts& facts, const MathPolicy& policy) {
-  if (facts.has(CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS) ||
-      facts.has(CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION))
-    return true;
+  if (facts.has(CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS)) return true;
   const bool strict_float = policy.data_type == CUDNN_DATA_FLOAT && !policy.allow_tf32;
+  if (facts.has(CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION) &&
+      (strict_float || !policy.admit_reduced_precision_reduction))
+    return true;
   return strict_float && facts.has(CUDNN_NUMERICAL_NOTE_TENSOR_CORE);
 }
 
@@ -432,6 +434,8 @@ ConvGraphCandidates conv_graph_candidates(cudnnHandle_t handle, const ConvShape&
       candidate->workspace_bytes = workspace;
       candidate->deterministic = deterministic;
       candidate->tensor_core = facts->has(CUDNN_NUMERICAL_NOTE_TENSOR_CORE);
+      candidate->reduced_precision_reduction =
+          facts->has(CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION);
       result.plans.push_back(std::move(candidate));
     }
   }

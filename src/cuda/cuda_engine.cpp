@@ -93,6 +93,7 @@ cuda::MathPolicy math_policy(Precision precision, MemoryFormat memory_format,
   policy.deterministic = options.deterministic;
   policy.search = options.conv_search;
   policy.api = options.conv_api;
+  policy.admit_reduced_precision_reduction = options.admit_reduced_precision_reduction;
   policy.data_type = precision == Precision::bf16   ? CUDNN_DATA_BFLOAT16
                      : precision == Precision::fp16 ? CUDNN_DATA_HALF
                                                     : CUDNN_DATA_FLOAT;
@@ -680,6 +681,7 @@ std::unique_ptr<Engine> make_cuda_engine(const EngineConfig& config, uint64_t in
   options.conv_search = config.conv_timed_search ? cuda::ConvAlgorithmSearch::timed
                                                  : cuda::ConvAlgorithmSearch::heuristic;
   options.conv_api = config.conv_graph_api ? cuda::ConvApi::graph : cuda::ConvApi::legacy;
+  options.admit_reduced_precision_reduction = config.conv_reduced_precision_reduction;
   return make_cuda_engine(config, init_seed, options);
 }
 

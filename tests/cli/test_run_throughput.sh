@@ -46,6 +46,8 @@ expected_order=$(for config in "224x224, batch 256, bf16" "32x32, batch 128, bf1
                                 "224x224, batch 256, tf32" "32x32, batch 128, tf32"; do
   echo "resnet_ddp-fusedbn-graphs, $config, nhwc"
   echo "resnet_ddp-fusedbn-cudnngraph-graphs, $config, nhwc"
+  # The engines that sum in 16 bits: only where the data is 16-bit.
+  [[ $config != *bf16 ]] || echo "resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs, $config, nhwc"
   # The stem's gradient gathered: only where there is a max-pool to take it from.
   [[ $config != 224x224* ]] || echo "resnet_ddp-fusedbn-gatheredstem-graphs, $config, nhwc"
   echo "resnet_ddp-fusedbn-graphs, $config, nchw"
@@ -57,12 +59,14 @@ done)
 check "--goals runs each configuration whole, bf16 and 224x224 first" [ "$goal_order" = "$expected_order" ]
 check "the gathered stem gradient runs with its flags" \
   grep -qE "cuda_step_bench .*--size 224 .*--memory-format nhwc --batchnorm fused --stem-gradient gathered --cuda-graphs on" "$work/out"
+check "the engines that sum in 16 bits are admitted with their flags" \
+  grep -qE "cuda_step_bench .*--precision bf16 .*--memory-format nhwc --batchnorm fused --conv-api graph --conv-reduction any --cuda-graphs on" "$work/out"
 check "--goals replays our steps from a graph, with the variant's flags" \
   grep -qE "cuda_step_bench --stem cifar --size 32 .*--precision tf32 .*--memory-format nhwc --batchnorm fused --conv-api graph --cuda-graphs on" "$work/out"
 expect 0 "pytorch-compile, 32x32, batch 128, bf16" -- \
   "$script" --dry-run --prebuilt --build-dir "$work/real" --goals --sizes 32 --precisions bf16
-check "--sizes and --precisions narrow --goals to one configuration, all 7 of its runs" \
-  [ "$(grep -c '^== .*, 32x32, batch 128, bf16, ' "$work/out")/$(grep -c '^== [a-z0-9_-]*, ' "$work/out")" = 7/7 ]
+check "--sizes and --precisions narrow --goals to one configuration, all 8 of its runs" \
+  [ "$(grep -c '^== .*, 32x32, batch 128, bf16, ' "$work/out")/$(grep -c '^== [a-z0-9_-]*, ' "$work/out")" = 8/8 ]
 if "$RDDP_SOURCE_DIR/scripts/find_python.sh" torch torchvision >/dev/null 2>&1; then
   check "the dry run compared both sides' models (no mismatch reported)" \
     bash -c '! grep -q "count different models" <<<"$1" && ! grep -q "model check left out" <<<"$1"' _ "$dry"
@@ -116,22 +120,27 @@ check "the tables are marked as counting toward no goal" \
 check "the run was measured all the same" grep -qE '"impl":"resnet_ddp",.*"status":"ok"' "$anyway"
 mv "$work/build/tests/gpu_tests-passing" "$work/build/tests/gpu_tests"
 
-# The measurement: our padded-input NHWC variant and the one with cuDNN's graph API, replayed
-# from a graph, and eager PyTorch in both layouts, which has no GPU here.
+# The measurement: our padded-input NHWC variant and the two with cuDNN's graph API (with and
+# without the engines that sum in less than float), replayed from a graph, and eager PyTorch in
+# both layouts, which has no GPU here.
 expect 0 "results: .*/throughput-Stand-in-GPU-[0-9-]+\.md" -- \
   run --results-dir "$work/results" --with-nhwc --sizes 32 --precisions bf16 --budget 400 \
-  --impls resnet_ddp-fusedbn-pad4-graphs,resnet_ddp-fusedbn-cudnngraph-graphs,pytorch-eager
+  --impls resnet_ddp-fusedbn-pad4-graphs,resnet_ddp-fusedbn-cudnngraph-graphs,resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs,pytorch-eager
 results=$(ls "$work"/results/throughput-Stand-in-GPU-*.md)
 log=${results%.md}.log
 check "the results name the GPU, its driver, the commit and the passed GPU tests" \
   grep -qzE "GPU: Stand-in GPU, driver 999.99, compute capability 9.0.*commit test-commit.*GPU tests: passed" "$results"
 check "the device's own view is kept" grep -q '"record":"device","gpu":"emulated CUDA device (CPU)"' "$results"
-check "two runs of ours, measured" \
-  bash -c '[ "$(grep "\"impl\":\"resnet_ddp" "$1" | grep -c "\"status\":\"ok\"")" = 2 ]' _ "$results"
+check "three runs of ours, measured" \
+  bash -c '[ "$(grep "\"impl\":\"resnet_ddp" "$1" | grep -c "\"status\":\"ok\"")" = 3 ]' _ "$results"
 check "the graph-API run says so and replayed its graph" \
   grep -qE '"impl":"resnet_ddp-fusedbn-cudnngraph-graphs".*"conv_api":"graph","conv_graph_plans":[1-9][0-9]*,"conv_legacy_algorithms":0,.*"graph_replays":[1-9]' "$results"
+check "the run admitting every reduction says so and counts the plans that sum in less than float" \
+  grep -qE '"impl":"resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs".*"conv_legacy_algorithms":0,"conv_graph_fallback":"","conv_reduction":"any","conv_reduced_precision_plans":[0-9]+,' "$results"
+check "the run without says so" \
+  grep -qE '"impl":"resnet_ddp-fusedbn-cudnngraph-graphs".*"conv_reduction":"float","conv_reduced_precision_plans":0,' "$results"
 check "the table counts its convolutions on graph-API plans" \
-  grep -qE "\| resnet_ddp-fusedbn-cudnngraph-graphs \(nhwc\) \| [1-9][0-9]* \| 0 \| [0-9.]+ \| none fell back \|" "$results"
+  grep -qE "\| resnet_ddp-fusedbn-cudnngraph-graphs \(nhwc\) \| [1-9][0-9]* \| not admitted \| 0 \| [0-9.]+ \| none fell back \|" "$results"
 padded=$(grep '"impl":"resnet_ddp-fusedbn-pad4-graphs"' "$results")
 check "the padded run padded its input and replayed its graph" \
   grep -qE '"memory_format":"nhwc".*"pad_input_channels":4.*"graph_replays":[1-9]' <<<"$padded"
@@ -145,7 +154,7 @@ check "the graph run's step is split too, by the events recorded inside its grap
 torch_runs=0
 ! "$RDDP_SOURCE_DIR/scripts/find_python.sh" torch torchvision >/dev/null 2>&1 || torch_runs=2
 check "the log holds every run's command and output" \
-  bash -c '[ "$(grep -c "^### .*cuda_step_bench" "$1")" = 2 ] && [ "$(grep -c "^### .*pytorch_ddp.py" "$1")" = "$2" ] &&
+  bash -c '[ "$(grep -c "^### .*cuda_step_bench" "$1")" = 3 ] && [ "$(grep -c "^### .*pytorch_ddp.py" "$1")" = "$2" ] &&
            grep -q "^images/s per GPU" "$1"' _ "$log" "$torch_runs"
 
 # A budget too short for any run: every cell says so, and the command still writes its table.

@@ -53,6 +53,8 @@ struct ExecutorSetting {
   cuda::ConvAlgorithmSearch search = cuda::ConvAlgorithmSearch::timed;
   cuda::ConvApi api = cuda::ConvApi::legacy;
   bool gather_stem_gradient = false;  // Executor's: the stem's gradient gathered, or stored
+  // MathPolicy's: the graph API's engines that sum in less than float admitted too.
+  bool any_reduction = false;
 };
 
 // What one check saw, for checks that compare runs: every gradient as downloaded, and the
@@ -117,6 +119,7 @@ inline ExecutorRun check_executor_against_cpu(const ExecutorSetting& setting,
   policy.format = setting.format;
   policy.search = setting.search;
   policy.api = setting.api;
+  policy.admit_reduced_precision_reduction = setting.any_reduction;
   cuda::Executor executor(model.net, model.layout,
                           cuda::DeviceModel{params.get(), grads.get(), running.get(),
                                             setting.bf16 ? params_bf16.get() : nullptr},

@@ -51,6 +51,11 @@ struct MathPolicy {
   // The graph API's candidates are chosen the same way (timed or by cuDNN's ranking, with the
   // same refusals); a convolution it offers none for uses the legacy API's choice.
   ConvApi api = ConvApi::legacy;
+  // Graph API only: also admit engines whose notes say they reduce in less than float (partial
+  // sums in the data's own 16-bit type, or TF32's), as PyTorch's filter does; never in strict
+  // float32. Refused by default, because a weight gradient sums up to batch x height x width
+  // products; admitted, a benchmark can say whether they are what makes PyTorch's faster.
+  bool admit_reduced_precision_reduction = false;
 };
 
 struct ConvGraphPlan;
@@ -126,6 +131,9 @@ class ConvAlgorithmCache {
   struct ApiUse {
     size_t graph_plans = 0;
     size_t legacy_algorithms = 0;
+    // Of graph_plans, those whose engine reduces in less than float
+    // (MathPolicy::admit_reduced_precision_reduction).
+    size_t reduced_precision_plans = 0;
     std::string first_fallback;
   };
   ApiUse api_use() const;

@@ -42,6 +42,7 @@ struct ConvGraphPlan {
   size_t workspace_bytes = 0;
   bool deterministic = true;
   bool tensor_core = false;
+  bool reduced_precision_reduction = false;
   // Variant packs by their pointers (x, w, y, workspace), finalized once: a layer runs on the
   // same buffers every step, and building a pack per call would cost an eager step host time
   // for every convolution. Bounded (conv_graph.cpp); one thread runs a plan.
