@@ -6,7 +6,7 @@
 //                   [--optimizer adamw|sgd] [--precision tf32|fp32|bf16|fp16]
 //                   [--memory-format auto|nchw|nhwc]
 //                   [--batchnorm cudnn|fused|cudnn-persistent|cudnn-fused] [--pad-input-channels N]
-//                   [--stem-gradient stored|gathered]
+//                   [--stem-gradient stored|gathered] [--wgrad-stream on|off]
 //                   [--warmup 15] [--windows 5] [--steps-per-window 30]
 //                   [--conv-algorithms timed|heuristic] [--conv-api legacy|graph]
 //                   [--conv-reduction float|any]
@@ -44,6 +44,10 @@
 // ...-gatheredstem) has the stem BatchNorm's backward gather its gradient from the max-pool's in
 // both of its passes instead of reading it as the max-pool's backward stored it (`stored`, the
 // default): fewer bytes, more index maths (cuda/executor.h).
+// `--wgrad-stream on` (records named ...-wgradstream) computes each convolution's weight
+// gradient in backward on the compute stream beside the chain of data gradients and BatchNorm
+// passes on a stream of its own (cuda/executor.h, weight_gradient_stream): arithmetic-bound
+// weight gradients alongside memory-bound BatchNorm.
 // `--conv-api graph` (records named ...-cudnngraph) runs the convolutions through cuDNN's graph
 // API, choosing among every engine configuration its heuristics list, as PyTorch does.
 // `--conv-reduction any` (with --conv-api graph; records named ...-anyreduction) also admits the
@@ -114,6 +118,7 @@ struct Settings {
   BatchNormImpl batchnorm = BatchNormImpl::cudnn;
   int pad_input_channels = 0;  // 0: none
   bool gather_stem_gradient = false;
+  bool weight_gradient_stream = false;
   int warmup = 15, windows = 5, steps_per_window = 30;
   bool timed_search = true, deterministic = false, ddp = false, cuda_graphs = false;
   bool conv_graph_api = false;
@@ -157,6 +162,11 @@ Settings parse(int argc, char** argv) {
       if (how != "stored" && how != "gathered")
         fail("--stem-gradient must be 'stored' or 'gathered', got '", how, "'");
       s.gather_stem_gradient = how == "gathered";
+    } else if (flag == "--wgrad-stream") {
+      const std::string how = value();
+      if (how != "on" && how != "off")
+        fail("--wgrad-stream must be 'on' or 'off', got '", how, "'");
+      s.weight_gradient_stream = how == "on";
     }
     else if (flag == "--warmup") s.warmup = parse_int(flag, value().c_str(), 1, 100000);
     else if (flag == "--windows") s.windows = parse_int(flag, value().c_str(), 1, 1000);
@@ -254,6 +264,7 @@ EngineConfig engine_config(const Settings& s) {
   config.batchnorm = s.batchnorm;
   config.pad_input_channels = s.pad_input_channels;
   config.gather_stem_gradient = s.gather_stem_gradient;
+  config.weight_gradient_stream = s.weight_gradient_stream;
   config.deterministic = s.deterministic;
   config.conv_timed_search = s.timed_search;
   config.conv_graph_api = s.conv_graph_api;
@@ -286,6 +297,7 @@ std::string impl_name(const Settings& s) {
   if (s.batchnorm == BatchNormImpl::cudnn_fused) name += "-cudnnfusedbn";
   if (s.pad_input_channels > 0) name += "-pad" + std::to_string(s.pad_input_channels);
   if (s.gather_stem_gradient) name += "-gatheredstem";
+  if (s.weight_gradient_stream) name += "-wgradstream";
   if (s.conv_graph_api) name += "-cudnngraph";
   if (s.conv_any_reduction) name += "-anyreduction";
   if (s.cuda_graphs) name += "-graphs";
@@ -311,6 +323,7 @@ JsonLine config_json(const char* record, const Settings& s, const EngineConfig& 
       .string("batchnorm", to_string(s.batchnorm))
       .integer("pad_input_channels", s.pad_input_channels)
       .string("stem_gradient", s.gather_stem_gradient ? "gathered" : "stored")
+      .boolean("wgrad_stream", s.weight_gradient_stream)
       .string("input", s.input == BatchInput::pixels ? "uint8 pixels" : "float")
       .integer("params", static_cast<long long>(layout.parameter_count()))
       .number("flops_per_image", training_flops_per_image(describe(config.spec), s.size))

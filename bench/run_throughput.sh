@@ -51,7 +51,9 @@
 # from the max-pool's in both BatchNorm backward passes rather than stored by the max-pool's
 # backward, --stem-gradient gathered), and resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs
 # (nhwc: the graph API's convolutions with the engines that sum in less than float admitted too,
-# as PyTorch's filter admits them, --conv-reduction any), so that a machine
+# as PyTorch's filter admits them, --conv-reduction any), and resnet_ddp-fusedbn-wgradstream-graphs
+# (nhwc: backward's weight gradients on the compute stream beside the chain of data gradients and
+# BatchNorm passes on a stream of its own, --wgrad-stream on), so that a machine
 # lent for 10 minutes a command can measure them in two commands, each
 # writing its own results file; `bench/compare_throughput.py A.md B.md` merges their tables (a
 # measurement in one wins over "not run" in the other). --precisions LIST (tf32, bf16, fp32, fp16) and --sizes LIST (32,
@@ -96,6 +98,7 @@ known_impls+=,resnet_ddp-persistentbn-graphs,resnet_ddp-cudnnfusedbn-graphs
 known_impls+=,resnet_ddp-fusedbn-pad4,resnet_ddp-fusedbn-pad4-graphs
 known_impls+=,resnet_ddp-fusedbn-cudnngraph,resnet_ddp-fusedbn-cudnngraph-graphs
 known_impls+=,resnet_ddp-fusedbn-gatheredstem-graphs,resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs
+known_impls+=,resnet_ddp-fusedbn-wgradstream-graphs
 all_precisions=tf32,bf16,fp32,fp16 chosen_precisions=tf32,bf16,fp32,fp16
 all_sizes=32,224 chosen_sizes=32,224
 results_dir=$here/results build=$root/build
@@ -381,6 +384,9 @@ measure() {
     resnet_ddp-fusedbn-gatheredstem-graphs)
       command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused
                --stem-gradient gathered --cuda-graphs on) ;;
+    resnet_ddp-fusedbn-wgradstream-graphs)
+      command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused
+               --wgrad-stream on --cuda-graphs on) ;;
     resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs)
       command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused
                --conv-api graph --conv-reduction any --cuda-graphs on) ;;
@@ -444,9 +450,12 @@ fi
 # its max-pool) also the stem's gradient gathered in both BatchNorm backward passes instead of
 # stored: which is faster depends on the GPU's integer issue rate against its bandwidth. In
 # bf16 also the graph API with the engines that sum in 16 bits, which PyTorch admits: whether
-# they are where its convolutions gain (size and precision are $1 and $2).
+# they are where its convolutions gain (size and precision are $1 and $2). And everywhere the
+# weight gradients beside the chain of data gradients, on two streams: whether a weight
+# gradient's arithmetic hides BatchNorm's memory traffic.
 goal_runs() {
   echo "resnet_ddp-fusedbn-graphs nhwc"
+  echo "resnet_ddp-fusedbn-wgradstream-graphs nhwc"
   echo "resnet_ddp-fusedbn-cudnngraph-graphs nhwc"
   [ "$2" != bf16 ] || echo "resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs nhwc"
   [ "$1" != 224 ] || echo "resnet_ddp-fusedbn-gatheredstem-graphs nhwc"
@@ -493,7 +502,8 @@ for impls in "resnet_ddp pytorch-eager" "pytorch-compile"; do
             [ "$format" != nhwc ] ||
               variants+=(resnet_ddp-cudnnfusedbn-graphs resnet_ddp-fusedbn-pad4 resnet_ddp-fusedbn-pad4-graphs
                          resnet_ddp-fusedbn-cudnngraph resnet_ddp-fusedbn-cudnngraph-graphs
-                         resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs)
+                         resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs
+                         resnet_ddp-fusedbn-wgradstream-graphs)
             for variant in "${variants[@]}"; do
               wanted "$variant" || continue
               measure "$variant" "$limit" "$stem" "$size" "$batch" "$classes" "$precision" \

@@ -135,6 +135,9 @@ struct EngineConfig {
   // CUDA, our BatchNorm kernels: the stem BatchNorm's backward gathers its gradient from the
   // max-pool's rather than reading it stored (cuda/executor.h).
   bool gather_stem_gradient = false;
+  // CUDA: backward computes each convolution's weight gradient on a stream beside the chain of
+  // data gradients and BatchNorm backward passes (cuda/executor.h, weight_gradient_stream).
+  bool weight_gradient_stream = false;
   // fp16 only: GradScaler's settings (its defaults unless a test wants a short growth interval).
   loss_scale::Config loss_scale;
   int device_index = 0;  // CUDA device of this rank

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
+#include <memory>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -62,9 +64,11 @@ struct Conv {
   Activation<T> output;
   std::unique_ptr<ConvLayer> layer;
   // Its own workspaces, one for the forward call and one for the two backward calls: slices of
-  // the arena, free for other buffers at every other time. Both workspace_bytes long.
+  // the arena, free for other buffers at every other time. Both workspace_bytes long. With
+  // Plan::split_backward the weight gradient, which runs beside the data gradient, has a third.
   std::byte* forward_workspace = nullptr;
   std::byte* backward_workspace = nullptr;
+  std::byte* weight_grad_workspace = nullptr;
   size_t workspace_bytes = 0;
 };
 
@@ -205,6 +209,15 @@ struct Plan {
   int batch = 0;
   bool has_training_forward = false;
 
+  // Executor's weight_gradient_stream: backward's chain (BatchNorm, data gradients, max-pool)
+  // runs on `chain`, the weight gradients on the context's stream (BackwardConvolutions).
+  // `active` is the stream the layers' calls enqueue on now (null: the context's); the cuDNN
+  // handle is bound to it likewise.
+  bool split_backward = false;
+  std::unique_ptr<Stream> chain;
+  std::unique_ptr<Event> chain_start, output_grad_ready, weight_grad_done;
+  cudaStream_t active = nullptr;
+
   // Every convolution and BatchNorm, listed once the plan is complete (set-up and checks walk
   // them; a step does not rebuild the lists).
   std::vector<Conv<T>*> convs;
@@ -222,7 +235,7 @@ struct Plan {
     }
   }
 
-  cudaStream_t stream() const { return context.stream(); }
+  cudaStream_t stream() const { return active != nullptr ? active : context.stream(); }
   CudnnCall forward_call(const Conv<T>& conv) const {
     return {context.cudnn(), conv.forward_workspace, conv.workspace_bytes};
   }
@@ -395,12 +408,11 @@ void conv_forward(const Plan<T>& plan, const Conv<T>& conv, int batch) {
                       plan.conv_weight(conv), conv.output.value);
 }
 
-// The weight's gradient, reported, then (unless `input_grad` is null) the input's gradient,
-// accumulated onto what is there when `accumulate`.
+// The weight's gradient, with `workspace` (workspace_bytes long), reported.
 template <typename T>
-void conv_backward(const Plan<T>& plan, const Conv<T>& conv, int batch, T* input_grad,
-                   bool accumulate, const GradReadyFn& ready) {
-  const CudnnCall call = plan.backward_call(conv);
+void conv_weight_backward(const Plan<T>& plan, const Conv<T>& conv, int batch,
+                          std::byte* workspace, const GradReadyFn& ready) {
+  const CudnnCall call{plan.context.cudnn(), workspace, conv.workspace_bytes};
   if (plan.nhwc) {
     // cuDNN writes dw as the NHWC filter is laid out, OHWI, in the filter's type; the pass that
     // widens it under NCHW (below) also permutes it here, into the OIHW float gradient.
@@ -422,10 +434,139 @@ void conv_backward(const Plan<T>& plan, const Conv<T>& conv, int batch, T* input
                                 plan.grad(conv.weight));
   }
   if (ready) ready(*conv.weight);
-  if (input_grad != nullptr)
-    conv.layer->backward_data(call, batch, conv.output.grad, plan.conv_weight(conv), input_grad,
-                              accumulate ? 1.0f : 0.0f);
 }
+
+// The input's gradient, accumulated onto what is there when `accumulate`.
+template <typename T>
+void conv_data_backward(const Plan<T>& plan, const Conv<T>& conv, int batch, T* input_grad,
+                        bool accumulate) {
+  conv.layer->backward_data(plan.backward_call(conv), batch, conv.output.grad,
+                            plan.conv_weight(conv), input_grad, accumulate ? 1.0f : 0.0f);
+}
+
+// The weight's gradient, reported, then (unless `input_grad` is null) the input's gradient.
+template <typename T>
+void conv_backward(const Plan<T>& plan, const Conv<T>& conv, int batch, T* input_grad,
+                   bool accumulate, const GradReadyFn& ready) {
+  conv_weight_backward(plan, conv, batch, conv.backward_workspace, ready);
+  if (input_grad != nullptr) conv_data_backward(plan, conv, batch, input_grad, accumulate);
+}
+
+// Enqueues the layers' calls on `stream` from now on: the plan's own launches and the cuDNN
+// handle's.
+template <typename T>
+void enqueue_on(Plan<T>& plan, cudaStream_t stream) {
+  plan.active = stream == plan.context.stream() ? nullptr : stream;
+  RDDP_CUDNN_CHECK(cudnnSetStream(plan.context.cudnn(), stream));
+}
+
+// Backward's convolutions under Plan::split_backward (Executor's weight_gradient_stream), else
+// conv_backward as it is. Split, the chain runs on plan.chain. At each convolution the chain
+// records that the output's gradient is there and goes on with the input's gradient and the
+// next BatchNorm; the context's stream waits for that record, reports the BatchNorm gradients
+// the chain made before it (held back till then: a reducer watches the context's stream) and
+// computes the weight's gradient with the convolution's third workspace. Before its next
+// convolution the chain waits for that weight gradient: record_uses keeps what the gradient
+// reads (the input, the output's gradient, its workspace) alive until then.
+//
+// The weight gradient's calls are enqueued only when the chain reaches that next convolution,
+// after the operations in between: a GPU runs them as their events allow whatever the order of
+// enqueueing (and a CUDA graph keeps no order but its edges), but the CUDA emulator runs work
+// as it is enqueued, so there the gradient reads its buffers after the chain's operations in
+// between have run, and a lifetime that record_uses failed to extend shows as a wrong gradient.
+//
+// The context's stream ends waiting for the chain's last work (after the stem's BatchNorm), so
+// it holds the whole backward again, and a CUDA graph capture joins the chain back.
+template <typename T>
+class BackwardConvolutions {
+ public:
+  BackwardConvolutions(Plan<T>& plan, const GradReadyFn& ready) : plan_(plan), ready_(ready) {
+    if (!plan.split_backward) return;
+    held_ready_ = [this](const TensorInfo& info) { held_.push_back(&info); };
+    RDDP_CUDA_CHECK(cudaEventRecord(plan.chain_start->get(), plan.context.stream()));
+    RDDP_CUDA_CHECK(cudaStreamWaitEvent(plan.chain->get(), plan.chain_start->get(), 0));
+    enqueue_on(plan, plan.chain->get());
+  }
+  ~BackwardConvolutions() {
+    // On an error mid-way: the context's stream again, whatever the status.
+    if (plan_.split_backward && plan_.active != nullptr) {
+      plan_.active = nullptr;
+      cudnnSetStream(plan_.context.cudnn(), plan_.context.stream());
+    }
+  }
+  BackwardConvolutions(const BackwardConvolutions&) = delete;
+  BackwardConvolutions& operator=(const BackwardConvolutions&) = delete;
+
+  // Where BatchNorm's backward reports its gradients.
+  const GradReadyFn& batchnorm_ready() const { return plan_.split_backward ? held_ready_ : ready_; }
+
+  void backward(const Conv<T>& conv, int batch, T* input_grad, bool accumulate) {
+    if (!plan_.split_backward) {
+      conv_backward(plan_, conv, batch, input_grad, accumulate, ready_);
+      return;
+    }
+    enqueue_pending_weight_grad();
+    const cudaStream_t chain = plan_.chain->get();
+    if (weight_grad_enqueued_)
+      RDDP_CUDA_CHECK(cudaStreamWaitEvent(chain, plan_.weight_grad_done->get(), 0));
+    RDDP_CUDA_CHECK(cudaEventRecord(plan_.output_grad_ready->get(), chain));
+    pending_ = Pending{&conv, batch, std::move(held_)};
+    held_.clear();
+    // The stem's: no input gradient, so nothing of the chain follows to enqueue before it.
+    if (input_grad == nullptr)
+      enqueue_pending_weight_grad();
+    else
+      conv_data_backward(plan_, conv, batch, input_grad, accumulate);
+  }
+
+  // After the last convolution: the context's stream holds everything the chain did.
+  void finish() {
+    if (!plan_.split_backward) return;
+    enqueue_pending_weight_grad();
+    if (plan_.active != nullptr) {
+      RDDP_CUDA_CHECK(cudaEventRecord(plan_.output_grad_ready->get(), plan_.chain->get()));
+      enqueue_on(plan_, plan_.context.stream());
+      RDDP_CUDA_CHECK(
+          cudaStreamWaitEvent(plan_.context.stream(), plan_.output_grad_ready->get(), 0));
+    }
+    for (const TensorInfo* info : held_)
+      if (ready_) ready_(*info);
+    held_.clear();
+  }
+
+ private:
+  // A convolution whose weight gradient is still to be enqueued, and the BatchNorm gradients
+  // the chain made before its output's gradient.
+  struct Pending {
+    const Conv<T>* conv = nullptr;
+    int batch = 0;
+    std::vector<const TensorInfo*> batchnorm_grads;
+  };
+
+  // On the context's stream, after the chain's record for the pending convolution (the event
+  // is recorded again only by the next convolution, after this); the chain's stream again after.
+  void enqueue_pending_weight_grad() {
+    if (pending_.conv == nullptr) return;
+    const cudaStream_t compute = plan_.context.stream();
+    enqueue_on(plan_, compute);
+    RDDP_CUDA_CHECK(cudaStreamWaitEvent(compute, plan_.output_grad_ready->get(), 0));
+    for (const TensorInfo* info : pending_.batchnorm_grads)
+      if (ready_) ready_(*info);
+    conv_weight_backward(plan_, *pending_.conv, pending_.batch,
+                         pending_.conv->weight_grad_workspace, ready_);
+    RDDP_CUDA_CHECK(cudaEventRecord(plan_.weight_grad_done->get(), compute));
+    weight_grad_enqueued_ = true;
+    pending_ = Pending{};
+    enqueue_on(plan_, plan_.chain->get());
+  }
+
+  Plan<T>& plan_;
+  const GradReadyFn& ready_;
+  GradReadyFn held_ready_;
+  std::vector<const TensorInfo*> held_;
+  Pending pending_;
+  bool weight_grad_enqueued_ = false;
+};
 
 template <typename T>
 BatchNormShape batchnorm_shape(const Plan<T>& plan, const BatchNorm<T>& bn, int batch) {
@@ -557,16 +698,27 @@ void record_uses(Plan<T>& plan) {
   LifetimeArena& arena = plan.arena;
   arena.clear_uses();
   int op = 0;
+  // Under split_backward, what the weight gradient of the last convolution reads while the
+  // chain goes on (BackwardConvolutions): in use at every operation until the chain's next
+  // convolution, before which the chain waits for it.
+  std::function<void(int)> weight_grad_reads;
+  const auto next_op = [&] {
+    ++op;
+    if (weight_grad_reads) weight_grad_reads(op);
+  };
   // Forward reads the input and writes the output; backward reads the input and the output's
   // gradient and writes the weight's gradient (through the scratch copy) and the input's.
   const auto conv_op = [&](Conv<T>& conv, bool forward) {
     ++op;
-    if (conv.input != nullptr) {
-      arena.use(&conv.input->value, op);
-      if (!forward) arena.use(&conv.input->grad, op);
-    } else {
-      arena.use(&plan.input_copy, op);
-    }
+    weight_grad_reads = nullptr;
+    const auto input_value = [&](int at) {
+      if (conv.input != nullptr)
+        arena.use(&conv.input->value, at);
+      else
+        arena.use(&plan.input_copy, at);
+    };
+    input_value(op);
+    if (conv.input != nullptr && !forward) arena.use(&conv.input->grad, op);
     if (forward) {
       arena.use(&conv.output.value, op);
       arena.use(&conv.forward_workspace, op);
@@ -574,6 +726,14 @@ void record_uses(Plan<T>& plan) {
       arena.use(&conv.output.grad, op);
       arena.use(&plan.weight_grad_copy, op);
       arena.use(&conv.backward_workspace, op);
+      if (plan.split_backward) {
+        weight_grad_reads = [&arena, &conv, input_value](int at) {
+          input_value(at);
+          arena.use(&conv.output.grad, at);
+          arena.use(&conv.weight_grad_workspace, at);
+        };
+        weight_grad_reads(op);
+      }
     }
   };
   // A BatchNorm with its ReLU and residual add folded in (whoever's kernels run them). Backward
@@ -582,7 +742,7 @@ void record_uses(Plan<T>& plan) {
   // output's own, or for the downsample branch the block output's.
   const auto batchnorm_op = [&](BatchNorm<T>& bn, bool forward, bool relu,
                                 Activation<T>* residual, T* const* output_grad) {
-    ++op;
+    next_op();
     arena.use(&bn.input->value, op);
     arena.use(&bn.save_mean, op);
     arena.use(&bn.save_invstd, op);
@@ -660,7 +820,7 @@ void record_uses(Plan<T>& plan) {
     arena.use(&plan.pool_argmax, op);
   } else {
     if (plan.stem_maxpool) {
-      ++op;
+      next_op();
       arena.use(&plan.pooled.grad, op);
       arena.use(&plan.pool_argmax, op);
       arena.use(&plan.stem_out.grad, op);
@@ -858,6 +1018,14 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
   for (Conv<T>* conv : plan.convs) {
     plan.arena.request(&conv->forward_workspace, conv->workspace_bytes);
     plan.arena.request(&conv->backward_workspace, conv->workspace_bytes);
+    if (plan.split_backward)
+      plan.arena.request(&conv->weight_grad_workspace, conv->workspace_bytes);
+  }
+  if (plan.split_backward) {
+    plan.chain = std::make_unique<Stream>();
+    plan.chain_start = std::make_unique<Event>();
+    plan.output_grad_ready = std::make_unique<Event>();
+    plan.weight_grad_done = std::make_unique<Event>();
   }
   record_uses(plan);
   plan.arena.allocate(context.stream());
@@ -995,27 +1163,28 @@ void backward_of(Plan<T>& plan, const float* dlogits, const GradReadyFn& ready) 
   global_avgpool_backward(batch, last.channels, last.height * last.width, plan.features.grad,
                           last.grad, stream, plan.format);
 
+  BackwardConvolutions<T> convs(plan, ready);
+  const GradReadyFn& bn_ready = convs.batchnorm_ready();
   for (auto it = plan.blocks.rbegin(); it != plan.blocks.rend(); ++it) {
     Block<T>& block = *it;
     // d(loss)/d(bn2 + identity): the block output's gradient through its ReLU, masked in place,
     // for both branches receive it.
     T* sum_grad = block.output.grad;
     batchnorm_backward(plan, block.bn2, batch, sum_grad, /*relu=*/true, /*keep_masked=*/true,
-                       ready);
-    conv_backward(plan, block.conv2, batch, block.hidden.grad, false, ready);
+                       bn_ready);
+    convs.backward(block.conv2, batch, block.hidden.grad, false);
     batchnorm_backward(plan, block.bn1, batch, block.hidden.grad, /*relu=*/true,
-                       /*keep_masked=*/false, ready);
+                       /*keep_masked=*/false, bn_ready);
     // With a downsample branch conv1 writes the block input's gradient and the branch adds its
     // share on top. Without, the input's gradient is sum_grad's buffer (see build), which
     // holds the identity branch's share already: conv1 adds its own.
     T* input_grad = block.input->grad;
     RDDP_ASSERT(block.has_downsample || input_grad == sum_grad);
-    conv_backward(plan, block.conv1, batch, input_grad, /*accumulate=*/!block.has_downsample,
-                  ready);
+    convs.backward(block.conv1, batch, input_grad, /*accumulate=*/!block.has_downsample);
     if (block.has_downsample) {
       batchnorm_backward(plan, block.downsample_bn, batch, sum_grad, /*relu=*/false,
-                         /*keep_masked=*/false, ready);
-      conv_backward(plan, block.downsample_conv, batch, input_grad, true, ready);
+                         /*keep_masked=*/false, bn_ready);
+      convs.backward(block.downsample_conv, batch, input_grad, true);
     }
   }
 
@@ -1026,15 +1195,16 @@ void backward_of(Plan<T>& plan, const float* dlogits, const GradReadyFn& ready) 
     // The max-pool's backward folded into the BatchNorm's: no stem output gradient is stored.
     const PooledGradient<T> pooled{pool_shape, plan.pooled.grad, plan.pool_argmax};
     batchnorm_backward<T>(plan, plan.stem_bn, batch, nullptr, /*relu=*/true, /*keep_masked=*/false,
-                          ready, &pooled);
+                          bn_ready, &pooled);
   } else {
     if (plan.stem_maxpool)
-      maxpool_backward(pool_shape, plan.pooled.grad, plan.pool_argmax, stem_out.grad, stream,
-                       plan.format);
+      maxpool_backward(pool_shape, plan.pooled.grad, plan.pool_argmax, stem_out.grad,
+                       plan.stream(), plan.format);
     batchnorm_backward(plan, plan.stem_bn, batch, stem_out.grad, /*relu=*/true,
-                       /*keep_masked=*/false, ready);
+                       /*keep_masked=*/false, bn_ready);
   }
-  conv_backward<T>(plan, plan.stem_conv, batch, nullptr, false, ready);
+  convs.backward(plan.stem_conv, batch, nullptr, false);
+  convs.finish();
 }
 
 }  // namespace
@@ -1064,11 +1234,12 @@ class TypedExecutor final : public detail::ExecutorImpl {
   TypedExecutor(const NetDesc& net, const ParamLayout& layout, const DeviceModel& model,
                 int max_batch, int height, int width, ComputeContext& context,
                 const MathPolicy& policy, BatchNormImpl batchnorm, bool pixel_input,
-                int input_channels, bool gather_stem_gradient)
+                int input_channels, bool gather_stem_gradient, bool weight_gradient_stream)
       : max_batch_(max_batch), plan_(layout, model, context, policy, batchnorm) {
     plan_.pixel_input = pixel_input;
     plan_.input_channels = input_channels;
     plan_.gather_stem_gradient = gather_stem_gradient;
+    plan_.split_backward = weight_gradient_stream;
     build(plan_, net, max_batch, height, width, policy);
   }
   void check_batch(int batch, bool training) const override {
@@ -1096,12 +1267,14 @@ std::unique_ptr<detail::ExecutorImpl> make_impl(const NetDesc& net, const ParamL
                                                 int height, int width, ComputeContext& context,
                                                 const MathPolicy& policy,
                                                 BatchNormImpl batchnorm, bool pixel_input,
-                                                int input_channels, bool gather_stem_gradient) {
+                                                int input_channels, bool gather_stem_gradient,
+                                                bool weight_gradient_stream) {
   switch (policy.data_type) {
     case CUDNN_DATA_FLOAT:
       return std::make_unique<TypedExecutor<float>>(net, layout, model, max_batch, height, width,
                                                     context, policy, batchnorm, pixel_input,
-                                                    input_channels, gather_stem_gradient);
+                                                    input_channels, gather_stem_gradient,
+                                                    weight_gradient_stream);
     case CUDNN_DATA_BFLOAT16:
       if (model.params_bf16 == nullptr)
         fail("internal error: a bfloat16 executor needs the bfloat16 copy of the parameters; ",
@@ -1109,14 +1282,16 @@ std::unique_ptr<detail::ExecutorImpl> make_impl(const NetDesc& net, const ParamL
       return std::make_unique<TypedExecutor<__nv_bfloat16>>(net, layout, model, max_batch, height,
                                                             width, context, policy, batchnorm,
                                                             pixel_input, input_channels,
-                                                            gather_stem_gradient);
+                                                            gather_stem_gradient,
+                                                            weight_gradient_stream);
     case CUDNN_DATA_HALF:
       if (model.params_fp16 == nullptr)
         fail("internal error: a float16 executor needs the float16 copy of the parameters; ",
              "please report this");
       return std::make_unique<TypedExecutor<__half>>(net, layout, model, max_batch, height, width,
                                                      context, policy, batchnorm, pixel_input,
-                                                     input_channels, gather_stem_gradient);
+                                                     input_channels, gather_stem_gradient,
+                                                     weight_gradient_stream);
     default:
       fail("the CUDA executor stores activations in float32, bfloat16 or float16, not ",
            to_string(policy.data_type));
@@ -1128,12 +1303,12 @@ std::unique_ptr<detail::ExecutorImpl> make_impl(const NetDesc& net, const ParamL
 Executor::Executor(const NetDesc& net, const ParamLayout& layout, const DeviceModel& model,
                    int max_batch, int height, int width, ComputeContext& context,
                    const MathPolicy& policy, BatchNormImpl batchnorm, bool pixel_input,
-                   int input_channels, bool gather_stem_gradient)
+                   int input_channels, bool gather_stem_gradient, bool weight_gradient_stream)
     : max_batch_(max_batch) {
   if (max_batch < 1) fail("batch size must be >= 1, got ", max_batch);
   if (height < 1 || width < 1) fail("input images must be at least 1x1, got ", height, "x", width);
   impl_ = make_impl(net, layout, model, max_batch, height, width, context, policy, batchnorm,
-                    pixel_input, input_channels, gather_stem_gradient);
+                    pixel_input, input_channels, gather_stem_gradient, weight_gradient_stream);
 }
 
 Executor::~Executor() = default;

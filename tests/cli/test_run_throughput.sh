@@ -45,6 +45,7 @@ goal_order=$(grep -oE '^== [a-z0-9_-]+, [0-9x]+, batch [0-9]+, [a-z0-9]+, [a-z_]
 expected_order=$(for config in "224x224, batch 256, bf16" "32x32, batch 128, bf16" \
                                 "224x224, batch 256, tf32" "32x32, batch 128, tf32"; do
   echo "resnet_ddp-fusedbn-graphs, $config, nhwc"
+  echo "resnet_ddp-fusedbn-wgradstream-graphs, $config, nhwc"
   echo "resnet_ddp-fusedbn-cudnngraph-graphs, $config, nhwc"
   # The engines that sum in 16 bits: only where the data is 16-bit.
   [[ $config != *bf16 ]] || echo "resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs, $config, nhwc"
@@ -59,14 +60,16 @@ done)
 check "--goals runs each configuration whole, bf16 and 224x224 first" [ "$goal_order" = "$expected_order" ]
 check "the gathered stem gradient runs with its flags" \
   grep -qE "cuda_step_bench .*--size 224 .*--memory-format nhwc --batchnorm fused --stem-gradient gathered --cuda-graphs on" "$work/out"
+check "the weight gradients on a stream of their own run with their flags" \
+  grep -qE "cuda_step_bench .*--memory-format nhwc --batchnorm fused --wgrad-stream on --cuda-graphs on" "$work/out"
 check "the engines that sum in 16 bits are admitted with their flags" \
   grep -qE "cuda_step_bench .*--precision bf16 .*--memory-format nhwc --batchnorm fused --conv-api graph --conv-reduction any --cuda-graphs on" "$work/out"
 check "--goals replays our steps from a graph, with the variant's flags" \
   grep -qE "cuda_step_bench --stem cifar --size 32 .*--precision tf32 .*--memory-format nhwc --batchnorm fused --conv-api graph --cuda-graphs on" "$work/out"
 expect 0 "pytorch-compile, 32x32, batch 128, bf16" -- \
   "$script" --dry-run --prebuilt --build-dir "$work/real" --goals --sizes 32 --precisions bf16
-check "--sizes and --precisions narrow --goals to one configuration, all 8 of its runs" \
-  [ "$(grep -c '^== .*, 32x32, batch 128, bf16, ' "$work/out")/$(grep -c '^== [a-z0-9_-]*, ' "$work/out")" = 8/8 ]
+check "--sizes and --precisions narrow --goals to one configuration, all 9 of its runs" \
+  [ "$(grep -c '^== .*, 32x32, batch 128, bf16, ' "$work/out")/$(grep -c '^== [a-z0-9_-]*, ' "$work/out")" = 9/9 ]
 if "$RDDP_SOURCE_DIR/scripts/find_python.sh" torch torchvision >/dev/null 2>&1; then
   check "the dry run compared both sides' models (no mismatch reported)" \
     bash -c '! grep -q "count different models" <<<"$1" && ! grep -q "model check left out" <<<"$1"' _ "$dry"

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <limits>
 #include <string>
 #include <vector>
@@ -138,6 +139,21 @@ TEST_CASE("float32 NCHW fused BatchNorm on the imagenet stem: runs agree bit for
           << with_cudnn.algorithms);
 }
 
+namespace {
+
+// Two settings of one network, each checked against the CPU executor. They must choose the same
+// convolution algorithms, so that what differs between their gradients is the setting.
+std::pair<testing::ExecutorRun, testing::ExecutorRun> check_both_against_cpu(
+    const testing::ExecutorSetting& first, const testing::ExecutorSetting& second) {
+  std::pair<testing::ExecutorRun, testing::ExecutorRun> runs{
+      testing::check_executor_against_cpu(first, kExecutorTolerance, nullptr),
+      testing::check_executor_against_cpu(second, kExecutorTolerance, nullptr)};
+  CHECK(runs.first.algorithms == runs.second.algorithms);
+  return runs;
+}
+
+}  // namespace
+
 // The stem's gradient stored by the max-pool's backward and read by our BatchNorm's, instead of
 // gathered from the pool's in both of the BatchNorm backward's passes: both compute the network,
 // in both layouts. Not bit for bit: the gathering kernels load a value at a time, the stored
@@ -148,15 +164,35 @@ TEST_CASE("the stem's gradient stored or gathered: both match the CPU executor (
                                     BatchNormImpl::fused, cuda::ConvAlgorithmSearch::heuristic};
     testing::ExecutorSetting gathered = stored;
     gathered.gather_stem_gradient = true;
-    const testing::ExecutorRun a =
-        testing::check_executor_against_cpu(gathered, kExecutorTolerance, nullptr);
-    const testing::ExecutorRun b =
-        testing::check_executor_against_cpu(stored, kExecutorTolerance, nullptr);
-    // The same convolutions, so what differs is the stem's backward.
-    CHECK(a.algorithms == b.algorithms);
+    const auto [a, b] = check_both_against_cpu(gathered, stored);
     size_t differ = 0;
     for (size_t i = 0; i < a.grads.size(); ++i) differ += a.grads[i] != b.grads[i];
     MESSAGE(differ << " of " << a.grads.size() << " gradient values differ between the two");
+  }
+}
+
+// Backward on two streams (Executor's weight_gradient_stream): with the same algorithms, the
+// same bits as on one, in both layouts and with both BatchNorms (ours gathers the stem's
+// gradient from the max-pool's in one of them), and so the CPU executor's results. On a GPU
+// the streams run side by side, and a wait missing between them shows as other bits.
+TEST_CASE("weight gradients on a stream of their own: the bits of one stream, and the CPU "
+          "executor's results") {
+  struct Case {
+    cudnnTensorFormat_t format;
+    BatchNormImpl batchnorm;
+    bool gather_stem_gradient;
+  };
+  for (const Case c : {Case{CUDNN_TENSOR_NCHW, BatchNormImpl::cudnn, false},
+                       Case{CUDNN_TENSOR_NHWC, BatchNormImpl::fused, false},
+                       Case{CUDNN_TENSOR_NHWC, BatchNormImpl::fused, true}}) {
+    testing::ExecutorSetting one{Stem::imagenet, /*bf16=*/false, c.format, c.batchnorm,
+                                 cuda::ConvAlgorithmSearch::heuristic};
+    one.gather_stem_gradient = c.gather_stem_gradient;
+    testing::ExecutorSetting two = one;
+    two.weight_gradient_stream = true;
+    const auto [a, b] = check_both_against_cpu(one, two);
+    REQUIRE(a.grads.size() == b.grads.size());
+    CHECK(std::memcmp(a.grads.data(), b.grads.data(), a.grads.size() * sizeof(float)) == 0);
   }
 }
 
@@ -182,10 +218,14 @@ TEST_CASE("the CUDA executor with cuDNN's SPATIAL_PERSISTENT BatchNorm matches t
   check_executor_against_cpu(BatchNormImpl::cudnn_persistent, CUDNN_TENSOR_NHWC);
 }
 
-TEST_CASE("the CUDA executor reports every gradient after the work that finalises it") {
-  // Each report copies the gradient on the compute stream at that moment; every copy must
-  // equal the final gradient, so nothing still to be enqueued may change a reported tensor.
-  const EngineConfig config = small_image_config(Stem::imagenet, 2);
+namespace {
+
+// Each report copies the gradient on the compute stream at that moment; every copy must equal
+// the final gradient, so nothing still to be enqueued may change a reported tensor.
+void check_reports_follow_their_work(bool weight_gradient_stream) {
+  CAPTURE(weight_gradient_stream);
+  EngineConfig config = small_image_config(Stem::imagenet, 2);
+  config.weight_gradient_stream = weight_gradient_stream;
   auto engine = make_cuda_engine(config, 3, exact_options());
   const ParamLayout& layout = engine->layout();
   auto stream = static_cast<cudaStream_t>(engine->compute_stream());
@@ -230,6 +270,15 @@ TEST_CASE("the CUDA executor reports every gradient after the work that finalise
   engine->save_state(model, optimizer);
   const auto copies = cuda::download(snapshot.get(), snapshot.size(), stream);
   CHECK(bitwise_equal(copies, model.grads));
+}
+
+}  // namespace
+
+TEST_CASE("the CUDA executor reports every gradient after the work that finalises it") {
+  check_reports_follow_their_work(false);
+  // With the weight gradients on a stream of their own, BatchNorm's gradients are made on the
+  // other and reported once the compute stream has waited for them.
+  check_reports_follow_their_work(true);
 }
 
 TEST_CASE("one training step of the CUDA engine matches the CPU engine") {

@@ -55,6 +55,8 @@ struct ExecutorSetting {
   bool gather_stem_gradient = false;  // Executor's: the stem's gradient gathered, or stored
   // MathPolicy's: the graph API's engines that sum in less than float admitted too.
   bool any_reduction = false;
+  // Executor's: backward's weight gradients on a stream of their own.
+  bool weight_gradient_stream = false;
 };
 
 // What one check saw, for checks that compare runs: every gradient as downloaded, and the
@@ -125,7 +127,7 @@ inline ExecutorRun check_executor_against_cpu(const ExecutorSetting& setting,
                                             setting.bf16 ? params_bf16.get() : nullptr},
                           batch, config.height, config.width, context, policy,
                           setting.batchnorm, /*pixel_input=*/false, /*input_channels=*/0,
-                          setting.gather_stem_gradient);
+                          setting.gather_stem_gradient, setting.weight_gradient_stream);
   cpu::Executor<double> cpu_executor(reference, batch, config.height, config.width);
 
   const cuda::DeviceBuffer<float> input = to_device(data.images, stream);
