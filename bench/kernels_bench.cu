@@ -11,7 +11,8 @@
 // pool normalising on the fly. Last, a table of its own: the 224x224 network's stem convolution
 // in NHWC (cuDNN, timed algorithm search) on its 3 input channels and on an input zero-padded to
 // 4 and 8, in TFLOP/s. Then every convolution of that network in NHWC, bf16 and tf32, through the
-// legacy API's timed choice and the graph API's (--conv-api), and their sums per training step.
+// legacy API's timed choice and the graph API's (--conv-api), and their sums per training step;
+// in bf16 also the graph API's with the engines that sum in less than float admitted.
 //   kernels_bench                              every table
 //   kernels_bench --only convolutions,stem     these (softmax, optimizers, weights, batchnorm,
 //                                              stem, convolutions)
