@@ -16,6 +16,11 @@ expect 2 "--budget needs whole seconds, got 'soon'" -- "$script" --dry-run --bud
 expect 2 "--sizes: '64' is not one of 32,224" -- "$script" --dry-run --sizes 64
 expect 2 "--grad-allreduce must be fp32 or bf16, got 'fp8'" -- "$script" --dry-run --grad-allreduce fp8
 expect 2 "--compile-limit needs whole seconds, got '0'" -- "$script" --dry-run --compile-limit 0
+# And the benchmark's own variants' flags, before it builds anything.
+expect 2 "--wgrad-stream must be 'on' or 'off', got 'maybe'" -- "$RDDP_EMULATED_STEP_BENCH" --wgrad-stream maybe
+expect 2 "--conv-reduction any chooses among the graph API's engines: add --conv-api graph" -- \
+  "$RDDP_EMULATED_STEP_BENCH" --conv-reduction any
+expect 2 "--conv-reduction must be 'float' .* or 'any'" -- "$RDDP_EMULATED_STEP_BENCH" --conv-api graph --conv-reduction half
 
 # Without a GPU the real command skips, visibly; the dry run prints what it would run.
 mkdir -p "$work/empty-path"
