@@ -512,26 +512,27 @@ class BackwardConvolutions {
     RDDP_CUDA_CHECK(cudaEventRecord(plan_.output_grad_ready->get(), chain));
     pending_ = Pending{&conv, batch, std::move(held_)};
     held_.clear();
-    // The stem's: no input gradient, so nothing of the chain follows to enqueue before it.
-    if (input_grad == nullptr)
+    // The stem's: no input gradient, so nothing of the chain follows to enqueue before it, and
+    // the context's stream, waiting for this record, holds all the chain did.
+    if (input_grad == nullptr) {
       enqueue_pending_weight_grad();
-    else
-      conv_data_backward(plan_, conv, batch, input_grad, accumulate);
+      return;
+    }
+    enqueue_on(plan_, chain);
+    conv_data_backward(plan_, conv, batch, input_grad, accumulate);
   }
 
   // After the last convolution: the context's stream holds everything the chain did.
   void finish() {
     if (!plan_.split_backward) return;
     enqueue_pending_weight_grad();
-    if (plan_.active != nullptr) {
+    if (plan_.active != nullptr) {  // the chain did more after the last record
       RDDP_CUDA_CHECK(cudaEventRecord(plan_.output_grad_ready->get(), plan_.chain->get()));
       enqueue_on(plan_, plan_.context.stream());
       RDDP_CUDA_CHECK(
           cudaStreamWaitEvent(plan_.context.stream(), plan_.output_grad_ready->get(), 0));
     }
-    for (const TensorInfo* info : held_)
-      if (ready_) ready_(*info);
-    held_.clear();
+    report(held_);
   }
 
  private:
@@ -544,20 +545,26 @@ class BackwardConvolutions {
   };
 
   // On the context's stream, after the chain's record for the pending convolution (the event
-  // is recorded again only by the next convolution, after this); the chain's stream again after.
+  // is recorded again only by the next convolution, after this). Leaves the layers' calls on the
+  // context's stream.
   void enqueue_pending_weight_grad() {
     if (pending_.conv == nullptr) return;
     const cudaStream_t compute = plan_.context.stream();
     enqueue_on(plan_, compute);
     RDDP_CUDA_CHECK(cudaStreamWaitEvent(compute, plan_.output_grad_ready->get(), 0));
-    for (const TensorInfo* info : pending_.batchnorm_grads)
-      if (ready_) ready_(*info);
+    report(pending_.batchnorm_grads);
     conv_weight_backward(plan_, *pending_.conv, pending_.batch,
                          pending_.conv->weight_grad_workspace, ready_);
     RDDP_CUDA_CHECK(cudaEventRecord(plan_.weight_grad_done->get(), compute));
     weight_grad_enqueued_ = true;
     pending_ = Pending{};
-    enqueue_on(plan_, plan_.chain->get());
+  }
+
+  // Reports gradients held back, once the context's stream holds them, and forgets them.
+  void report(std::vector<const TensorInfo*>& grads) {
+    if (ready_)
+      for (const TensorInfo* info : grads) ready_(*info);
+    grads.clear();
   }
 
   Plan<T>& plan_;
