@@ -137,6 +137,21 @@ int parse_int(const std::string& flag, const char* text, int low, int high) {
   return static_cast<int>(value);
 }
 
+// One of a flag's two values, and what the refusal says of it beside its name.
+struct Choice {
+  const char* name;
+  const char* note = "";
+};
+
+// `text`, the value of `flag`, refused unless it names `first` or `second`.
+std::string one_of(const std::string& flag, const std::string& text, Choice first,
+                   Choice second) {
+  if (text != first.name && text != second.name)
+    fail(flag, " must be '", first.name, "'", first.note, " or '", second.name, "'", second.note,
+         ", got '", text, "'");
+  return text;
+}
+
 Settings parse(int argc, char** argv) {
   Settings s;
   for (int i = 1; i < argc; ++i) {
@@ -157,46 +172,28 @@ Settings parse(int argc, char** argv) {
     else if (flag == "--batchnorm") s.batchnorm = parse_batchnorm_impl(flag, value());
     else if (flag == "--pad-input-channels")
       s.pad_input_channels = parse_int(flag, value().c_str(), 3, 64);
-    else if (flag == "--stem-gradient") {
-      const std::string how = value();
-      if (how != "stored" && how != "gathered")
-        fail("--stem-gradient must be 'stored' or 'gathered', got '", how, "'");
-      s.gather_stem_gradient = how == "gathered";
-    } else if (flag == "--wgrad-stream") {
-      const std::string how = value();
-      if (how != "on" && how != "off")
-        fail("--wgrad-stream must be 'on' or 'off', got '", how, "'");
-      s.weight_gradient_stream = how == "on";
-    }
+    else if (flag == "--stem-gradient")
+      s.gather_stem_gradient = one_of(flag, value(), {"stored"}, {"gathered"}) == "gathered";
+    else if (flag == "--wgrad-stream")
+      s.weight_gradient_stream = one_of(flag, value(), {"on"}, {"off"}) == "on";
     else if (flag == "--warmup") s.warmup = parse_int(flag, value().c_str(), 1, 100000);
     else if (flag == "--windows") s.windows = parse_int(flag, value().c_str(), 1, 1000);
     else if (flag == "--steps-per-window")
       s.steps_per_window = parse_int(flag, value().c_str(), 1, 100000);
-    else if (flag == "--conv-algorithms") {
-      const std::string how = value();
-      if (how != "timed" && how != "heuristic")
-        fail("--conv-algorithms must be 'timed' (as cudnn.benchmark) or 'heuristic', got '", how,
-             "'");
-      s.timed_search = how == "timed";
-    } else if (flag == "--conv-api") {
-      const std::string api = value();
-      if (api != "legacy" && api != "graph")
-        fail("--conv-api must be 'legacy' or 'graph', got '", api, "'");
-      s.conv_graph_api = api == "graph";
-    } else if (flag == "--conv-reduction") {
-      const std::string how = value();
-      if (how != "float" && how != "any")
-        fail("--conv-reduction must be 'float' (engines that sum in float or wider) or 'any' "
-             "(also those that sum in less, as PyTorch admits), got '", how, "'");
-      s.conv_any_reduction = how == "any";
-    } else if (flag == "--deterministic") s.deterministic = true;
+    else if (flag == "--conv-algorithms")
+      s.timed_search =
+          one_of(flag, value(), {"timed", " (as cudnn.benchmark)"}, {"heuristic"}) == "timed";
+    else if (flag == "--conv-api")
+      s.conv_graph_api = one_of(flag, value(), {"legacy"}, {"graph"}) == "graph";
+    else if (flag == "--conv-reduction")
+      s.conv_any_reduction =
+          one_of(flag, value(), {"float", " (engines that sum in float or wider)"},
+                 {"any", " (also those that sum in less, as PyTorch admits)"}) == "any";
+    else if (flag == "--deterministic") s.deterministic = true;
     else if (flag == "--ddp") s.ddp = true;
     else if (flag == "--profile") s.profile = true;
-    else if (flag == "--cuda-graphs") {
-      const std::string how = value();
-      if (how != "on" && how != "off") fail("--cuda-graphs must be 'on' or 'off', got '", how, "'");
-      s.cuda_graphs = how == "on";
-    }
+    else if (flag == "--cuda-graphs")
+      s.cuda_graphs = one_of(flag, value(), {"on"}, {"off"}) == "on";
     else if (flag == "--bucket-mb") {
       const std::string text = value();
       char* end = nullptr;
@@ -206,10 +203,9 @@ Settings parse(int argc, char** argv) {
     } else if (flag == "--grad-allreduce") {
       s.grad_allreduce = dist::parse_grad_allreduce(flag, value());
     } else if (flag == "--input") {
-      const std::string how = value();
-      if (how != "pixels" && how != "float")
-        fail("--input must be 'pixels' (uint8, normalised on the GPU, as resnet_ddp trains) or ",
-             "'float' (normalised float images), got '", how, "'");
+      const std::string how =
+          one_of(flag, value(), {"pixels", " (uint8, normalised on the GPU, as resnet_ddp trains)"},
+                 {"float", " (normalised float images)"});
       s.input = how == "pixels" ? BatchInput::pixels : BatchInput::normalized_float;
     } else {
       fail("unknown flag '", flag, "'; the flags are listed at the top of bench/", kProgram,
