@@ -640,6 +640,17 @@ std::vector<TimedConv> time_network_conv(const NetworkConv& c, bool tf32, cuda::
   return times;
 }
 
+// What a timed row chose under the graph API: its plan's engine, or the legacy API it fell back to.
+std::string engine_text(const TimedConv& row) {
+  return row.graph ? std::to_string(row.choice) : "legacy";
+}
+void engine_field(bench::JsonLine& line, const char* key, const TimedConv& row) {
+  if (row.graph)
+    line.integer(key, row.choice);
+  else
+    line.null(key);
+}
+
 // A row of the network's convolutions as a JSON line, with its whole geometry: what
 // bench/pytorch_convs.py times PyTorch's convolutions on, beside ours.
 std::string conv_record(const char* precision, const NetworkConv& c, const TimedConv& legacy,
@@ -653,16 +664,10 @@ std::string conv_record(const char* precision, const NetworkConv& c, const Timed
   line.boolean("in_step_sum", legacy.in_step_sum).string("layout", "nhwc");
   line.number("legacy_us", legacy.us).integer("legacy_algorithm", legacy.choice);
   line.number("graph_us", graph.us);
-  if (graph.graph)
-    line.integer("graph_engine", graph.choice);
-  else
-    line.null("graph_engine");
+  engine_field(line, "graph_engine", graph);
   if (any != nullptr) {
     line.number("graph_any_reduction_us", any->us);
-    if (any->graph)
-      line.integer("graph_any_reduction_engine", any->choice);
-    else
-      line.null("graph_any_reduction_engine");
+    engine_field(line, "graph_any_reduction_engine", *any);
   }
   return line.text();
 }
@@ -698,10 +703,8 @@ void bench_network_convolutions(const char* precision, bool tf32) {
     for (size_t i = 0; i < legacy.size(); ++i) {
       std::printf("%-32s %-10s %11.1f %11.1f %7.3f %9d %9s", c.name, legacy[i].direction,
                   legacy[i].us, graph[i].us, graph[i].us / legacy[i].us, legacy[i].choice,
-                  graph[i].graph ? std::to_string(graph[i].choice).c_str() : "legacy");
-      if (kAnyReduction)
-        std::printf(" %11.1f %9s", any[i].us,
-                    any[i].graph ? std::to_string(any[i].choice).c_str() : "legacy");
+                  engine_text(graph[i]).c_str());
+      if (kAnyReduction) std::printf(" %11.1f %9s", any[i].us, engine_text(any[i]).c_str());
       std::printf("\n");
       records.push_back(
           conv_record(precision, c, legacy[i], graph[i], kAnyReduction ? &any[i] : nullptr));
