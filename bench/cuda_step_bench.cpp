@@ -7,6 +7,7 @@
 //                   [--memory-format auto|nchw|nhwc]
 //                   [--batchnorm cudnn|fused|cudnn-persistent|cudnn-fused] [--pad-input-channels N]
 //                   [--stem-gradient stored|gathered] [--wgrad-stream on|off]
+//                   [--wgrad-sm-reserve N]
 //                   [--warmup 15] [--windows 5] [--steps-per-window 30]
 //                   [--conv-algorithms timed|heuristic] [--conv-api legacy|graph]
 //                   [--conv-reduction float|any]
@@ -48,6 +49,10 @@
 // gradient in backward on the compute stream beside the chain of data gradients and BatchNorm
 // passes on a stream of its own (cuda/executor.h, weight_gradient_stream): arithmetic-bound
 // weight gradients alongside memory-bound BatchNorm.
+// `--wgrad-sm-reserve N` (with --wgrad-stream on and --conv-api graph; records named
+// ...-wgradstream-smreserveN) asks cuDNN's heuristics for weight-gradient engines fitted to the
+// GPU's SMs less N (cuDNN's SM carveout, Hopper), so that the chain beside them keeps N SMs; the
+// report counts the plans cuDNN says it fitted.
 // `--conv-api graph` (records named ...-cudnngraph) runs the convolutions through cuDNN's graph
 // API, choosing among every engine configuration its heuristics list, as PyTorch does.
 // `--conv-reduction any` (with --conv-api graph; records named ...-anyreduction) also admits the
@@ -119,6 +124,7 @@ struct Settings {
   int pad_input_channels = 0;  // 0: none
   bool gather_stem_gradient = false;
   bool weight_gradient_stream = false;
+  int weight_gradient_sm_reserve = 0;
   int warmup = 15, windows = 5, steps_per_window = 30;
   bool timed_search = true, deterministic = false, ddp = false, cuda_graphs = false;
   bool conv_graph_api = false;
@@ -176,6 +182,8 @@ Settings parse(int argc, char** argv) {
       s.gather_stem_gradient = one_of(flag, value(), {"stored"}, {"gathered"}) == "gathered";
     else if (flag == "--wgrad-stream")
       s.weight_gradient_stream = one_of(flag, value(), {"on"}, {"off"}) == "on";
+    else if (flag == "--wgrad-sm-reserve")
+      s.weight_gradient_sm_reserve = parse_int(flag, value().c_str(), 0, 1024);
     else if (flag == "--warmup") s.warmup = parse_int(flag, value().c_str(), 1, 100000);
     else if (flag == "--windows") s.windows = parse_int(flag, value().c_str(), 1, 1000);
     else if (flag == "--steps-per-window")
@@ -231,6 +239,10 @@ Settings parse(int argc, char** argv) {
   if (s.conv_any_reduction && !s.conv_graph_api)
     fail("--conv-reduction any chooses among the graph API's engines: add --conv-api graph (the "
          "legacy API's algorithms do not say how they sum)");
+  if (s.weight_gradient_sm_reserve > 0 && !(s.weight_gradient_stream && s.conv_graph_api))
+    fail("--wgrad-sm-reserve keeps SMs from the weight gradients' cuDNN engines for the chain of "
+         "data gradients beside them: add --wgrad-stream on and --conv-api graph (the legacy "
+         "API's algorithms take no SM count)");
   return s;
 }
 
@@ -261,6 +273,7 @@ EngineConfig engine_config(const Settings& s) {
   config.pad_input_channels = s.pad_input_channels;
   config.gather_stem_gradient = s.gather_stem_gradient;
   config.weight_gradient_stream = s.weight_gradient_stream;
+  config.weight_gradient_sm_reserve = s.weight_gradient_sm_reserve;
   config.deterministic = s.deterministic;
   config.conv_timed_search = s.timed_search;
   config.conv_graph_api = s.conv_graph_api;
@@ -294,6 +307,8 @@ std::string impl_name(const Settings& s) {
   if (s.pad_input_channels > 0) name += "-pad" + std::to_string(s.pad_input_channels);
   if (s.gather_stem_gradient) name += "-gatheredstem";
   if (s.weight_gradient_stream) name += "-wgradstream";
+  if (s.weight_gradient_sm_reserve > 0)
+    name += "-smreserve" + std::to_string(s.weight_gradient_sm_reserve);
   if (s.conv_graph_api) name += "-cudnngraph";
   if (s.conv_any_reduction) name += "-anyreduction";
   if (s.cuda_graphs) name += "-graphs";
@@ -320,6 +335,7 @@ JsonLine config_json(const char* record, const Settings& s, const EngineConfig& 
       .integer("pad_input_channels", s.pad_input_channels)
       .string("stem_gradient", s.gather_stem_gradient ? "gathered" : "stored")
       .boolean("wgrad_stream", s.weight_gradient_stream)
+      .integer("wgrad_sm_reserve", s.weight_gradient_sm_reserve)
       .string("input", s.input == BatchInput::pixels ? "uint8 pixels" : "float")
       .integer("params", static_cast<long long>(layout.parameter_count()))
       .number("flops_per_image", training_flops_per_image(describe(config.spec), s.size))
@@ -561,9 +577,15 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
         s.conv_any_reduction ? ", " + std::to_string(api_use.reduced_precision_plans) +
                                    " of the plans reducing in less than float"
                              : "";
+    const std::string fitted =
+        s.weight_gradient_sm_reserve > 0
+            ? ", " + std::to_string(api_use.sm_limited_plans) + " of the plans fitted to " +
+                  (api_use.sm_limited_plans > 0 ? std::to_string(api_use.fewest_sms) + " SMs"
+                                                : "fewer SMs")
+            : "";
     std::printf("convolutions     %zu on plans of cuDNN's graph API, %zu on legacy "
-                "algorithms%s%s%s%s\n",
-                api_use.graph_plans, api_use.legacy_algorithms, reduced.c_str(),
+                "algorithms%s%s%s%s%s\n",
+                api_use.graph_plans, api_use.legacy_algorithms, reduced.c_str(), fitted.c_str(),
                 api_use.first_fallback.empty() ? "" : " (the first: ",
                 api_use.first_fallback.c_str(), api_use.first_fallback.empty() ? "" : ")");
   }
@@ -620,6 +642,8 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
       .string("conv_reduction", s.conv_any_reduction ? "any" : "float")
       .integer("conv_reduced_precision_plans",
                static_cast<long long>(api_use.reduced_precision_plans))
+      .integer("conv_sm_limited_plans", static_cast<long long>(api_use.sm_limited_plans))
+      .integer("conv_fewest_sms", api_use.fewest_sms)
       .integer("warmup_steps", s.warmup)
       .integer("windows", s.windows)
       .integer("steps_per_window", s.steps_per_window)

@@ -53,7 +53,11 @@
 # (nhwc: the graph API's convolutions with the engines that sum in less than float admitted too,
 # as PyTorch's filter admits them, --conv-reduction any), and resnet_ddp-fusedbn-wgradstream-graphs
 # (nhwc: backward's weight gradients on the compute stream beside the chain of data gradients and
-# BatchNorm passes on a stream of its own, --wgrad-stream on), so that a machine
+# BatchNorm passes on a stream of its own, --wgrad-stream on), and
+# resnet_ddp-fusedbn-wgradstream-cudnngraph-graphs (nhwc: the same with the graph API's
+# convolutions) and resnet_ddp-fusedbn-wgradstream-smreserve16-cudnngraph-graphs (nhwc: that with
+# the weight gradients' engines fitted to 16 SMs fewer than the GPU has, cuDNN's SM carveout,
+# leaving them to the chain beside them, --wgrad-sm-reserve 16), so that a machine
 # lent for 10 minutes a command can measure them in two commands, each
 # writing its own results file; `bench/compare_throughput.py A.md B.md` merges their tables (a
 # measurement in one wins over "not run" in the other). --precisions LIST (tf32, bf16, fp32, fp16) and --sizes LIST (32,
@@ -99,6 +103,8 @@ known_impls+=,resnet_ddp-fusedbn-pad4,resnet_ddp-fusedbn-pad4-graphs
 known_impls+=,resnet_ddp-fusedbn-cudnngraph,resnet_ddp-fusedbn-cudnngraph-graphs
 known_impls+=,resnet_ddp-fusedbn-gatheredstem-graphs,resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs
 known_impls+=,resnet_ddp-fusedbn-wgradstream-graphs
+known_impls+=,resnet_ddp-fusedbn-wgradstream-cudnngraph-graphs
+known_impls+=,resnet_ddp-fusedbn-wgradstream-smreserve16-cudnngraph-graphs
 all_precisions=tf32,bf16,fp32,fp16 chosen_precisions=tf32,bf16,fp32,fp16
 all_sizes=32,224 chosen_sizes=32,224
 results_dir=$here/results build=$root/build
@@ -387,6 +393,12 @@ measure() {
     resnet_ddp-fusedbn-wgradstream-graphs)
       command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused
                --wgrad-stream on --cuda-graphs on) ;;
+    resnet_ddp-fusedbn-wgradstream-cudnngraph-graphs)
+      command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused
+               --wgrad-stream on --conv-api graph --cuda-graphs on) ;;
+    resnet_ddp-fusedbn-wgradstream-smreserve16-cudnngraph-graphs)
+      command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused
+               --wgrad-stream on --wgrad-sm-reserve 16 --conv-api graph --cuda-graphs on) ;;
     resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs)
       command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused
                --conv-api graph --conv-reduction any --cuda-graphs on) ;;
@@ -452,13 +464,17 @@ fi
 # bf16 also the graph API with the engines that sum in 16 bits, which PyTorch admits: whether
 # they are where its convolutions gain (size and precision are $1 and $2). And everywhere the
 # weight gradients beside the chain of data gradients, on two streams: whether a weight
-# gradient's arithmetic hides BatchNorm's memory traffic.
+# gradient's arithmetic hides BatchNorm's memory traffic; at 224x224 that through the graph API,
+# without and with 16 SMs kept from the weight gradients for the chain (cuDNN's SM carveout):
+# whether the chain waits for SMs a weight gradient holds.
 goal_runs() {
   echo "resnet_ddp-fusedbn-graphs nhwc"
   echo "resnet_ddp-fusedbn-wgradstream-graphs nhwc"
   echo "resnet_ddp-fusedbn-cudnngraph-graphs nhwc"
   [ "$2" != bf16 ] || echo "resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs nhwc"
   [ "$1" != 224 ] || echo "resnet_ddp-fusedbn-gatheredstem-graphs nhwc"
+  [ "$1" != 224 ] || echo "resnet_ddp-fusedbn-wgradstream-cudnngraph-graphs nhwc"
+  [ "$1" != 224 ] || echo "resnet_ddp-fusedbn-wgradstream-smreserve16-cudnngraph-graphs nhwc"
   echo "resnet_ddp-fusedbn-graphs nchw"
   echo "resnet_ddp-graphs nchw"
   echo "pytorch-eager nchw"
@@ -503,7 +519,9 @@ for impls in "resnet_ddp pytorch-eager" "pytorch-compile"; do
               variants+=(resnet_ddp-cudnnfusedbn-graphs resnet_ddp-fusedbn-pad4 resnet_ddp-fusedbn-pad4-graphs
                          resnet_ddp-fusedbn-cudnngraph resnet_ddp-fusedbn-cudnngraph-graphs
                          resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs
-                         resnet_ddp-fusedbn-wgradstream-graphs)
+                         resnet_ddp-fusedbn-wgradstream-graphs
+                         resnet_ddp-fusedbn-wgradstream-cudnngraph-graphs
+                         resnet_ddp-fusedbn-wgradstream-smreserve16-cudnngraph-graphs)
             for variant in "${variants[@]}"; do
               wanted "$variant" || continue
               measure "$variant" "$limit" "$stem" "$size" "$batch" "$classes" "$precision" \

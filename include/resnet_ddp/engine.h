@@ -138,6 +138,10 @@ struct EngineConfig {
   // CUDA: backward computes each convolution's weight gradient on a stream beside the chain of
   // data gradients and BatchNorm backward passes (cuda/executor.h, weight_gradient_stream).
   bool weight_gradient_stream = false;
+  // CUDA, with weight_gradient_stream and conv_graph_api: SMs kept from the weight gradients'
+  // engines (cuDNN's SM carveout, cuda::MathPolicy::weight_gradient_sm_count) for the chain
+  // beside them; 0 keeps none.
+  int weight_gradient_sm_reserve = 0;
   // fp16 only: GradScaler's settings (its defaults unless a test wants a short growth interval).
   loss_scale::Config loss_scale;
   int device_index = 0;  // CUDA device of this rank

@@ -388,12 +388,15 @@ std::string ConvAlgorithmCache::summary() const {
     const ConvShape shape{batch, in_channels, in_h, in_w, out_channels, kernel, stride, pad};
     out << describe(shape, static_cast<ConvDirection>(direction))
         << (accumulates ? ", accumulating" : "") << ": ";
-    if (choice.graph)
+    if (choice.graph) {
       out << "graph engine " << choice.algorithm
           << (choice.graph->tensor_core ? ", tensor cores" : "")
           << (choice.graph->reduced_precision_reduction ? ", reduced-precision reduction" : "");
-    else
+      if (choice.graph->sm_count_target > 0)
+        out << ", on " << choice.graph->sm_count_target << " SMs";
+    } else {
       out << "algorithm " << choice.algorithm << ", math " << static_cast<int>(choice.math);
+    }
     out << ", workspace " << choice.workspace_bytes << " bytes"
         << (choice.deterministic ? "" : ", nondeterministic");
     if (const auto fallback = graph_fallbacks_.find(key); fallback != graph_fallbacks_.end())
@@ -408,6 +411,12 @@ ConvAlgorithmCache::ApiUse ConvAlgorithmCache::api_use() const {
   for (const auto& [key, choice] : choices_) {
     ++(choice.graph ? use.graph_plans : use.legacy_algorithms);
     if (choice.graph && choice.graph->reduced_precision_reduction) ++use.reduced_precision_plans;
+    if (choice.graph && choice.graph->sm_count_target > 0) {
+      ++use.sm_limited_plans;
+      use.fewest_sms = use.fewest_sms == 0
+                           ? choice.graph->sm_count_target
+                           : std::min(use.fewest_sms, choice.graph->sm_count_target);
+    }
   }
   // The map's order is the key's, not the order of choosing: the first by direction and shape.
   if (!graph_fallbacks_.empty()) use.first_fallback = graph_fallbacks_.begin()->second;

@@ -181,13 +181,24 @@ std::shared_ptr<ConvGraphSource> operation_graph(cudnnHandle_t handle, const Con
   return source;
 }
 
-// The engine configurations cuDNN's heuristics of `mode` list, best first; none where they
-// cannot handle the graph.
+// The engine configurations cuDNN's heuristics of `mode` list, best first, fitted to
+// `sm_count` SMs where it is not 0; none where they cannot handle the graph. `*target_refused`
+// is set where cuDNN would not take the SM count (a cuDNN before 8.9.5, or one that does not
+// carve out SMs on this GPU): the convolution then keeps the legacy API's choice and the
+// summary says why.
 std::vector<std::unique_ptr<BackendDescriptor>> listed_configs(const BackendDescriptor& graph,
-                                                               cudnnBackendHeurMode_t mode) {
+                                                               cudnnBackendHeurMode_t mode,
+                                                               int32_t sm_count,
+                                                               bool* target_refused) {
   BackendDescriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
   set_descriptor(heuristics, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
   set(heuristics, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+  if (sm_count > 0 &&
+      cudnnBackendSetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET,
+                               CUDNN_TYPE_INT32, 1, &sm_count) != CUDNN_STATUS_SUCCESS) {
+    *target_refused = true;
+    return {};
+  }
   if (cudnnBackendFinalize(heuristics.get()) != CUDNN_STATUS_SUCCESS) return {};
   int64_t count = 0;
   if (cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
@@ -212,6 +223,7 @@ std::vector<std::unique_ptr<BackendDescriptor>> listed_configs(const BackendDesc
 
 struct EngineFacts {
   int64_t global_index = -1;
+  int32_t sm_count_target = 0;  // 0: none set, or cuDNN does not say
   std::vector<cudnnBackendNumericalNote_t> notes;
   std::vector<cudnnBackendBehaviorNote_t> behaviour;
   bool has(cudnnBackendNumericalNote_t note) const {
@@ -227,7 +239,8 @@ struct EngineFacts {
 
 // The facts of the configuration's engine, or nullopt where cuDNN will not tell them: an engine
 // whose notes are unknown cannot be held to the policy.
-std::optional<EngineFacts> engine_facts(const BackendDescriptor& config) {
+std::optional<EngineFacts> engine_facts(const BackendDescriptor& config,
+                                        bool read_sm_count_target) {
   BackendDescriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   cudnnBackendDescriptor_t raw = engine.get();
   int64_t count = 0;
@@ -248,6 +261,13 @@ std::optional<EngineFacts> engine_facts(const BackendDescriptor& config) {
                                CUDNN_TYPE_BEHAVIOR_NOTE, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT,
                                &behaviours, facts.behaviour.data()) == CUDNN_STATUS_SUCCESS;
   if (!told) return std::nullopt;
+  // Only informative, and read only where a target was asked for: what cuDNN fitted the engine
+  // to.
+  if (!read_sm_count_target ||
+      cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_SM_COUNT_TARGET, CUDNN_TYPE_INT32,
+                               1, &count, &facts.sm_count_target) != CUDNN_STATUS_SUCCESS ||
+      count != 1)
+    facts.sm_count_target = 0;
   facts.notes.resize(static_cast<size_t>(std::clamp<int64_t>(notes, 0, facts.notes.size())));
   facts.behaviour.resize(
       static_cast<size_t>(std::clamp<int64_t>(behaviours, 0, facts.behaviour.size())));
@@ -259,8 +279,12 @@ std::optional<EngineFacts> engine_facts(const BackendDescriptor& config) {
 struct Refusals {
   size_t listed = 0, unreadable = 0, compiled = 0, precision = 0, nondeterministic = 0,
          not_built = 0, over_limit = 0;
+  int32_t refused_sm_count = 0;  // the SM count target cuDNN's heuristics would not take
 
   std::string text(size_t workspace_limit) const {
+    if (refused_sm_count > 0)
+      return "cuDNN's heuristics would not take a target of " + std::to_string(refused_sm_count) +
+             " SMs (SM carveout: Hopper, cuDNN 8.9.5 or later)";
     if (listed == 0) return "cuDNN's heuristics listed no engine configuration";
     std::ostringstream out;
     out << "none of the " << listed << " engine configurations cuDNN listed was admitted:";
@@ -392,12 +416,21 @@ ConvGraphCandidates conv_graph_candidates(cudnnHandle_t handle, const ConvShape&
     return result;
   }
   Refusals refusals;
+  // Only the weight gradients run beside other work (the chain of data gradients).
+  const int32_t sm_count =
+      direction == ConvDirection::backward_filter ? policy.weight_gradient_sm_count : 0;
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-    std::vector<std::unique_ptr<BackendDescriptor>> configs = listed_configs(*source->graph, mode);
+    bool target_refused = false;
+    std::vector<std::unique_ptr<BackendDescriptor>> configs =
+        listed_configs(*source->graph, mode, sm_count, &target_refused);
+    if (target_refused) {
+      refusals.refused_sm_count = sm_count;
+      break;
+    }
     refusals.listed += configs.size();
     for (auto& config : configs) {
       if (result.plans.size() >= kMaxCandidates) return result;
-      const std::optional<EngineFacts> facts = engine_facts(*config);
+      const std::optional<EngineFacts> facts = engine_facts(*config, sm_count > 0);
       if (!facts) {
         ++refusals.unreadable;
         continue;
@@ -436,6 +469,7 @@ ConvGraphCandidates conv_graph_candidates(cudnnHandle_t handle, const ConvShape&
       candidate->tensor_core = facts->has(CUDNN_NUMERICAL_NOTE_TENSOR_CORE);
       candidate->reduced_precision_reduction =
           facts->has(CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION);
+      candidate->sm_count_target = facts->sm_count_target;
       result.plans.push_back(std::move(candidate));
     }
   }

@@ -21,6 +21,12 @@ expect 2 "--wgrad-stream must be 'on' or 'off', got 'maybe'" -- "$RDDP_EMULATED_
 expect 2 "--conv-reduction any chooses among the graph API's engines: add --conv-api graph" -- \
   "$RDDP_EMULATED_STEP_BENCH" --conv-reduction any
 expect 2 "--conv-reduction must be 'float' .* or 'any'" -- "$RDDP_EMULATED_STEP_BENCH" --conv-api graph --conv-reduction half
+expect 2 "--wgrad-sm-reserve keeps SMs .*: add --wgrad-stream on and --conv-api graph" -- \
+  "$RDDP_EMULATED_STEP_BENCH" --wgrad-stream on --wgrad-sm-reserve 8
+# The engine's own refusal, on the emulator's one SM.
+expect 1 "reserving 8 SMs beside the weight gradients leaves them none of this GPU's 1" -- \
+  "$RDDP_EMULATED_STEP_BENCH" --size 32 --batch 4 --memory-format nhwc --batchnorm fused \
+  --wgrad-stream on --conv-api graph --wgrad-sm-reserve 8
 
 # Without a GPU the real command skips, visibly; the dry run prints what it would run.
 mkdir -p "$work/empty-path"
@@ -56,6 +62,9 @@ expected_order=$(for config in "224x224, batch 256, bf16" "32x32, batch 128, bf1
   [[ $config != *bf16 ]] || echo "resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs, $config, nhwc"
   # The stem's gradient gathered: only where there is a max-pool to take it from.
   [[ $config != 224x224* ]] || echo "resnet_ddp-fusedbn-gatheredstem-graphs, $config, nhwc"
+  # Two streams through the graph API, without and with SMs kept for the chain: at 224x224.
+  [[ $config != 224x224* ]] || echo "resnet_ddp-fusedbn-wgradstream-cudnngraph-graphs, $config, nhwc"
+  [[ $config != 224x224* ]] || echo "resnet_ddp-fusedbn-wgradstream-smreserve16-cudnngraph-graphs, $config, nhwc"
   echo "resnet_ddp-fusedbn-graphs, $config, nchw"
   echo "resnet_ddp-graphs, $config, nchw"
   echo "pytorch-eager, $config, nchw"
@@ -67,6 +76,8 @@ check "the gathered stem gradient runs with its flags" \
   grep -qE "cuda_step_bench .*--size 224 .*--memory-format nhwc --batchnorm fused --stem-gradient gathered --cuda-graphs on" "$work/out"
 check "the weight gradients on a stream of their own run with their flags" \
   grep -qE "cuda_step_bench .*--memory-format nhwc --batchnorm fused --wgrad-stream on --cuda-graphs on" "$work/out"
+check "the SM carveout runs with its flags" \
+  grep -qE "cuda_step_bench .*--size 224 .*--batchnorm fused --wgrad-stream on --wgrad-sm-reserve 16 --conv-api graph --cuda-graphs on" "$work/out"
 check "the engines that sum in 16 bits are admitted with their flags" \
   grep -qE "cuda_step_bench .*--precision bf16 .*--memory-format nhwc --batchnorm fused --conv-api graph --conv-reduction any --cuda-graphs on" "$work/out"
 check "--goals replays our steps from a graph, with the variant's flags" \
@@ -148,7 +159,7 @@ check "the run admitting every reduction says so and counts the plans that sum i
 check "the run without says so" \
   grep -qE '"impl":"resnet_ddp-fusedbn-cudnngraph-graphs".*"conv_reduction":"float","conv_reduced_precision_plans":0,' "$results"
 check "the table counts its convolutions on graph-API plans" \
-  grep -qE "\| resnet_ddp-fusedbn-cudnngraph-graphs \(nhwc\) \| [1-9][0-9]* \| not admitted \| 0 \| [0-9.]+ \| none fell back \|" "$results"
+  grep -qE "\| resnet_ddp-fusedbn-cudnngraph-graphs \(nhwc\) \| [1-9][0-9]* \| not admitted \| none kept \| 0 \| [0-9.]+ \| none fell back \|" "$results"
 padded=$(grep '"impl":"resnet_ddp-fusedbn-pad4-graphs"' "$results")
 check "the padded run padded its input and replayed its graph" \
   grep -qE '"memory_format":"nhwc".*"pad_input_channels":4.*"graph_replays":[1-9]' <<<"$padded"

@@ -196,6 +196,65 @@ TEST_CASE("weight gradients on a stream of their own: the bits of one stream, an
   }
 }
 
+// The same with the weight gradients' graph-API engines fitted to seven eighths of the SMs
+// (cuDNN's SM carveout, cuda_step_bench --wgrad-sm-reserve), the rest left to the chain beside
+// them: other engines, so not the bits of one stream, but the same network. Every weight
+// gradient must have found a plan (a refused target would leave it to the legacy API); how many
+// cuDNN reports fitted is printed.
+TEST_CASE("weight gradients on their own stream and fewer SMs (graph API) match the CPU "
+          "executor") {
+  int device = 0, sms = 0;
+  RDDP_CUDA_CHECK(cudaGetDevice(&device));
+  RDDP_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  testing::ExecutorSetting setting{Stem::imagenet, /*bf16=*/false, CUDNN_TENSOR_NHWC,
+                                   BatchNormImpl::fused, cuda::ConvAlgorithmSearch::timed};
+  setting.api = cuda::ConvApi::graph;
+  setting.weight_gradient_stream = true;
+  setting.weight_gradient_sm_count = std::max(1, sms - std::max(1, sms / 8));
+  CAPTURE(setting.weight_gradient_sm_count);
+  const testing::ExecutorRun run =
+      testing::check_executor_against_cpu(setting, kExecutorTolerance, nullptr);
+  CHECK_MESSAGE(run.algorithms.find(": algorithm") == std::string::npos,
+                "a convolution fell back to the legacy API:\n" << run.algorithms);
+  const std::string fitted = ", on " + std::to_string(setting.weight_gradient_sm_count) + " SMs";
+  size_t count = 0;
+  for (size_t at = run.algorithms.find(fitted); at != std::string::npos;
+       at = run.algorithms.find(fitted, at + 1))
+    ++count;
+  MESSAGE(count << " convolution choices fitted to " << setting.weight_gradient_sm_count
+                << " of " << sms << " SMs:\n" << run.algorithms);
+}
+
+// The engine's refusals of an SM reserve it cannot honour, each naming what to add or change,
+// before anything is built on the device.
+TEST_CASE("an SM reserve beside the weight gradients is refused without the graph API, without "
+          "their stream, or where it leaves them no SM") {
+  int device = 0, sms = 0;
+  RDDP_CUDA_CHECK(cudaGetDevice(&device));
+  RDDP_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const auto refusal = [](const EngineConfig& config, const CudaEngineOptions& options) {
+    try {
+      make_cuda_engine(config, 3, options);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(not refused)");
+  };
+  EngineConfig config = small_image_config(Stem::cifar, 2);
+  CudaEngineOptions options = exact_options();
+  options.weight_gradient_sm_reserve = 1;
+  config.weight_gradient_stream = true;
+  CHECK(refusal(config, options).find("needs cuDNN's graph API") != std::string::npos);
+  options.conv_api = cuda::ConvApi::graph;
+  config.weight_gradient_stream = false;
+  CHECK(refusal(config, options).find("add the weight gradients' stream") != std::string::npos);
+  config.weight_gradient_stream = true;
+  options.weight_gradient_sm_reserve = sms;
+  CHECK(refusal(config, options) ==
+        "reserving " + std::to_string(sms) + " SMs beside the weight gradients leaves them none "
+        "of this GPU's " + std::to_string(sms) + ": reserve fewer than " + std::to_string(sms));
+}
+
 // The graph API's plans compute the same network as the legacy algorithms: on the imagenet stem
 // (every stride, the max-pool, the downsample branch's accumulating backward data) in both
 // layouts, with a timed choice as training makes it. Every convolution must have found a plan.

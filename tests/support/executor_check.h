@@ -57,6 +57,8 @@ struct ExecutorSetting {
   bool any_reduction = false;
   // Executor's: backward's weight gradients on a stream of their own.
   bool weight_gradient_stream = false;
+  // MathPolicy's: the SMs the weight gradients' graph-API engines are fitted to (0: every SM).
+  int weight_gradient_sm_count = 0;
 };
 
 // What one check saw, for checks that compare runs: every gradient as downloaded, and the
@@ -122,6 +124,7 @@ inline ExecutorRun check_executor_against_cpu(const ExecutorSetting& setting,
   policy.search = setting.search;
   policy.api = setting.api;
   policy.admit_reduced_precision_reduction = setting.any_reduction;
+  policy.weight_gradient_sm_count = setting.weight_gradient_sm_count;
   cuda::Executor executor(model.net, model.layout,
                           cuda::DeviceModel{params.get(), grads.get(), running.get(),
                                             setting.bf16 ? params_bf16.get() : nullptr},

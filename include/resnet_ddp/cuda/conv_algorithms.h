@@ -56,6 +56,12 @@ struct MathPolicy {
   // float32. Refused by default, because a weight gradient sums up to batch x height x width
   // products; admitted, a benchmark can say whether they are what makes PyTorch's faster.
   bool admit_reduced_precision_reduction = false;
+  // Graph API only: the SMs cuDNN's heuristics are asked to fit each weight gradient's engine
+  // configurations to (cuDNN's SM carveout, Hopper, cuDNN 8.9.5 on); 0 leaves them every SM.
+  // With the weight gradients on a stream beside the data-gradient chain (Executor's
+  // weight_gradient_stream), the SMs left over are the chain's, so that its memory-bound
+  // BatchNorm passes need not wait for a weight gradient's last wave.
+  int weight_gradient_sm_count = 0;
 };
 
 struct ConvGraphPlan;
@@ -134,6 +140,10 @@ class ConvAlgorithmCache {
     // Of graph_plans, those whose engine reduces in less than float
     // (MathPolicy::admit_reduced_precision_reduction).
     size_t reduced_precision_plans = 0;
+    // Of graph_plans, those whose engine cuDNN reports fitted to an SM count
+    // (MathPolicy::weight_gradient_sm_count), and the fewest SMs of any (0 where none).
+    size_t sm_limited_plans = 0;
+    int fewest_sms = 0;
     std::string first_fallback;
   };
   ApiUse api_use() const;

@@ -268,3 +268,55 @@ TEST_CASE("graph-API faults: a refused graph, unreadable notes or plans that fai
     CHECK(cache.summary().find("(legacy API: none of its 1 plan ran)") != std::string::npos);
   }
 }
+
+TEST_CASE("graph-API SM carveout: the target reaches the weight gradients' heuristics only, what "
+          "cuDNN fitted is counted and named, and a refused target leaves the legacy API") {
+  cuda::ComputeContext context;
+  cuda::MathPolicy policy = graph_policy(CUDNN_DATA_BFLOAT16, false, false);
+  policy.weight_gradient_sm_count = 3;
+  const auto fitted_to = [&](cuda::ConvDirection direction) {
+    std::vector<int> sms;
+    for (const auto& plan :
+         cuda::conv_graph_candidates(context.cudnn(), kShape, direction, 0.0f, policy, kLimit)
+             .plans)
+      sms.push_back(plan->sm_count_target);
+    return sms;
+  };
+  // The same candidates as without a target (the stand-in lists the same engines), each
+  // reporting the SMs it was fitted to; the data-gradient chain's own convolutions keep every SM.
+  CHECK(fitted_to(cuda::ConvDirection::backward_filter) == std::vector<int>{3, 3, 3});
+  CHECK(fitted_to(cuda::ConvDirection::forward) == std::vector<int>{0, 0, 0});
+  CHECK(fitted_to(cuda::ConvDirection::backward_data) == std::vector<int>{0, 0, 0});
+
+  {
+    cuda::ConvAlgorithmCache cache(policy);
+    cache.choose(context.cudnn(), kShape, cuda::ConvDirection::backward_filter, nullptr, kLimit);
+    cache.choose(context.cudnn(), kShape, cuda::ConvDirection::backward_data, nullptr, kLimit);
+    const cuda::ConvAlgorithmCache::ApiUse use = cache.api_use();
+    CHECK(use.graph_plans == 2);
+    CHECK(use.sm_limited_plans == 1);
+    CHECK(use.fewest_sms == 3);
+    CHECK(cache.summary().find("tensor cores, on 3 SMs, workspace") != std::string::npos);
+  }
+
+  // A cuDNN (or GPU) without the carveout: the weight gradient keeps the legacy API's algorithm,
+  // and the summary says why; the other directions set no target and keep the graph API.
+  const InjectedGraphFault fault(FakeGraphFault::sm_count_refused);
+  const cuda::ConvGraphCandidates none = cuda::conv_graph_candidates(
+      context.cudnn(), kShape, cuda::ConvDirection::backward_filter, 0.0f, policy, kLimit);
+  CHECK(none.plans.empty());
+  CHECK(none.why_none ==
+        "cuDNN's heuristics would not take a target of 3 SMs (SM carveout: Hopper, cuDNN 8.9.5 "
+        "or later)");
+  cuda::ConvAlgorithmCache cache(policy);
+  const cuda::ConvAlgorithm& weight_gradient = cache.choose(
+      context.cudnn(), kShape, cuda::ConvDirection::backward_filter, nullptr, kLimit);
+  CHECK(weight_gradient.graph == nullptr);
+  CHECK(cache.choose(context.cudnn(), kShape, cuda::ConvDirection::forward, nullptr, kLimit)
+            .graph != nullptr);
+  const cuda::ConvAlgorithmCache::ApiUse use = cache.api_use();
+  CHECK(use.sm_limited_plans == 0);
+  CHECK(use.first_fallback == none.why_none);
+  CHECK(cache.summary().find("(legacy API: cuDNN's heuristics would not take a target of 3 SMs") !=
+        std::string::npos);
+}
