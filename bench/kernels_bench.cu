@@ -160,6 +160,22 @@ void bench_optimizers(const Reporter& report, cudaStream_t stream, size_t elemen
                  },
                  stream),
              grad_bytes + 6 * float_bytes);
+  // The same with a weight-decay mask (--no-decay-norm-bias), one bit per 64 parameters: here
+  // every fourth chunk is left undecayed, about the share of words a ResNet-18 mask's set bits
+  // touch. What the mask's reads and tests cost against the row above.
+  const size_t chunks = (elements + 63) / 64;
+  std::vector<uint32_t> mask((chunks + 31) / 32, 0u);
+  for (size_t chunk = 0; chunk < chunks; chunk += 4) mask[chunk / 32] |= 1u << (chunk % 32);
+  uint32_t* d_mask = device_copy(mask);
+  report.row("adamw_step (weight-decay mask)", shape,
+             median_microseconds(
+                 [&] {
+                   cuda::adamw_step(d_params, d_grads, first, second, elements,
+                                    static_cast<const adamw::Scalars<float>*>(adamw_scalars),
+                                    stream, {}, nullptr, d_mask);
+                 },
+                 stream),
+             grad_bytes + 6 * float_bytes + mask.size() * sizeof(uint32_t));
   // SGD with momentum reads params, grads and the buffer, and writes params and the buffer.
   const auto momentum = sgd::scalars<float>(0.1, 5e-4, 0.9, false);
   report.row("sgd_step (momentum)", shape,
@@ -175,7 +191,7 @@ void bench_optimizers(const Reporter& report, cudaStream_t stream, size_t elemen
              grad_bytes + 2 * float_bytes);
   for (void* p : {static_cast<void*>(d_params), static_cast<void*>(d_grads),
                   static_cast<void*>(first), static_cast<void*>(second),
-                  static_cast<void*>(adamw_scalars)})
+                  static_cast<void*>(adamw_scalars), static_cast<void*>(d_mask)})
     RDDP_CUDA_CHECK(cudaFree(p));
 }
 

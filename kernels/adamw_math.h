@@ -57,11 +57,14 @@ RDDP_HD Scalars<Compute> scalars(const Hyperparameters& h, int64_t step) {
 // One element, in PyTorch's order of operations:
 //   p *= decay; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g;
 //   p -= step_size * (m / (sqrt(v) / sqrt(bc2) + eps)).
+// `decays` false is a param group of weight_decay 0, whose decay factor 1 - lr * 0 is exactly
+// 1: p is left as it is, which multiplying by 1 would do too.
 template <typename Compute, typename Param, typename Grad, typename State>
 RDDP_HD void update(Param& param, const Grad& grad, State& exp_avg, State& exp_avg_sq,
-                    const Scalars<Compute>& s) {
+                    const Scalars<Compute>& s, bool decays = true) {
   const Compute g = static_cast<Compute>(grad);
-  const Compute decayed = static_cast<Compute>(param) * s.decay;
+  const Compute decayed = decays ? static_cast<Compute>(param) * s.decay
+                                 : static_cast<Compute>(param);
   const Compute m = s.beta1 * static_cast<Compute>(exp_avg) + s.one_minus_beta1 * g;
   const Compute v = s.beta2 * static_cast<Compute>(exp_avg_sq) + s.one_minus_beta2 * g * g;
   const Compute denom = hd::sqrt_of(v) / s.bias_correction2_sqrt + s.eps;

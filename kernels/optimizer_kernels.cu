@@ -9,6 +9,7 @@
 #include <initializer_list>
 
 #include "grid_stride.h"
+#include "weight_decay_math.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/kernels.h"
 #include "resnet_ddp/error.h"
@@ -93,7 +94,8 @@ __global__ void __launch_bounds__(kThreads)
                  size_t elements, size_t vector_elements,
                  const adamw::Scalars<float>* device_scalars,
                  adamw::Scalars<float> value_scalars,
-                 const loss_scale::StepState* __restrict__ scaling) {
+                 const loss_scale::StepState* __restrict__ scaling,
+                 const uint32_t* __restrict__ no_decay) {
   Unscaling unscale;
   if (!read_unscaling(scaling, unscale)) return;
   const adamw::Scalars<float> s = read_scalars(device_scalars, value_scalars);
@@ -104,7 +106,8 @@ __global__ void __launch_bounds__(kThreads)
     const Vec<Grad> g = load_vec(grads, i);
 #pragma unroll
     for (int k = 0; k < kVector; ++k)
-      adamw::update(p.v[k], unscale(static_cast<float>(g.v[k])), m.v[k], v.v[k], s);
+      adamw::update(p.v[k], unscale(static_cast<float>(g.v[k])), m.v[k], v.v[k], s,
+                    weight_decay::applies(no_decay, i * kVector + k));
     store_vec(params, i, p);
     store_vec(exp_avg, i, m);
     store_vec(exp_avg_sq, i, v);
@@ -112,7 +115,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   for (size_t i = vector_elements + first; i < elements; i += stride) {
     adamw::update(params[i], unscale(static_cast<float>(grads[i])), exp_avg[i], exp_avg_sq[i],
-                  s);
+                  s, weight_decay::applies(no_decay, i));
     store_copy_one(copy, i, params[i]);
   }
 }
@@ -123,7 +126,8 @@ __global__ void __launch_bounds__(kThreads)
                float* __restrict__ momentum_buffer, ParamCopy16 copy, size_t elements,
                size_t vector_elements, const sgd::Scalars<float>* device_scalars,
                sgd::Scalars<float> value_scalars,
-               const loss_scale::StepState* __restrict__ scaling) {
+               const loss_scale::StepState* __restrict__ scaling,
+               const uint32_t* __restrict__ no_decay) {
   Unscaling unscale;
   if (!read_unscaling(scaling, unscale)) return;
   const sgd::Scalars<float> s = read_scalars(device_scalars, value_scalars);
@@ -136,7 +140,8 @@ __global__ void __launch_bounds__(kThreads)
     const Vec<Grad> g = load_vec(grads, i);
 #pragma unroll
     for (int k = 0; k < kVector; ++k)
-      sgd::update(p.v[k], unscale(static_cast<float>(g.v[k])), buf.v[k], s);
+      sgd::update(p.v[k], unscale(static_cast<float>(g.v[k])), buf.v[k], s,
+                  weight_decay::applies(no_decay, i * kVector + k));
     store_vec(params, i, p);
     if (has_buffer) store_vec(momentum_buffer, i, buf);
     store_copy(copy, i, p);
@@ -144,7 +149,7 @@ __global__ void __launch_bounds__(kThreads)
   for (size_t i = vector_elements + first; i < elements; i += stride) {
     float unused = 0.0f;
     sgd::update(params[i], unscale(static_cast<float>(grads[i])),
-                has_buffer ? momentum_buffer[i] : unused, s);
+                has_buffer ? momentum_buffer[i] : unused, s, weight_decay::applies(no_decay, i));
     store_copy_one(copy, i, params[i]);
   }
 }
@@ -171,28 +176,30 @@ template <typename Grad>
 void launch_adamw(float* params, const Grad* grads, float* exp_avg, float* exp_avg_sq,
                   size_t elements, const adamw::Scalars<float>* device_scalars,
                   const adamw::Scalars<float>& value_scalars, cudaStream_t stream,
-                  ParamCopy16 copy, const loss_scale::StepState* scaling) {
+                  ParamCopy16 copy, const loss_scale::StepState* scaling,
+                  const uint32_t* no_decay) {
   RDDP_ASSERT(copy.bf16 == nullptr || copy.fp16 == nullptr);
   if (elements == 0) return;
   const size_t vector_elements =
       vector_part(elements, {params, grads, exp_avg, exp_avg_sq, copy.bf16, copy.fp16});
   adamw_kernel<Grad><<<grid_for(elements), kThreads, 0, stream>>>(
       params, grads, exp_avg, exp_avg_sq, copy, elements, vector_elements, device_scalars,
-      value_scalars, scaling);
+      value_scalars, scaling, no_decay);
   RDDP_CUDA_CHECK_LAUNCH("adamw_kernel");
 }
 
 template <typename Grad>
 void launch_sgd(float* params, const Grad* grads, float* momentum_buffer, size_t elements,
                 const sgd::Scalars<float>* device_scalars, const sgd::Scalars<float>& value_scalars,
-                cudaStream_t stream, ParamCopy16 copy, const loss_scale::StepState* scaling) {
+                cudaStream_t stream, ParamCopy16 copy, const loss_scale::StepState* scaling,
+                const uint32_t* no_decay) {
   RDDP_ASSERT(copy.bf16 == nullptr || copy.fp16 == nullptr);
   if (elements == 0) return;
   const size_t vector_elements =
       vector_part(elements, {params, grads, momentum_buffer, copy.bf16, copy.fp16});
   sgd_kernel<Grad><<<grid_for(elements), kThreads, 0, stream>>>(
       params, grads, momentum_buffer, copy, elements, vector_elements, device_scalars,
-      value_scalars, scaling);
+      value_scalars, scaling, no_decay);
   RDDP_CUDA_CHECK_LAUNCH("sgd_kernel");
 }
 
@@ -201,51 +208,53 @@ void launch_sgd(float* params, const Grad* grads, float* momentum_buffer, size_t
 template <typename Grad>
 void adamw_step(float* params, const Grad* grads, float* exp_avg, float* exp_avg_sq,
                 size_t elements, const adamw::Scalars<float>& scalars, cudaStream_t stream,
-                ParamCopy16 copy, const loss_scale::StepState* scaling) {
+                ParamCopy16 copy, const loss_scale::StepState* scaling,
+                const uint32_t* no_decay) {
   launch_adamw(params, grads, exp_avg, exp_avg_sq, elements, nullptr, scalars, stream, copy,
-               scaling);
+               scaling, no_decay);
 }
 
 template <typename Grad>
 void adamw_step(float* params, const Grad* grads, float* exp_avg, float* exp_avg_sq,
                 size_t elements, const adamw::Scalars<float>* device_scalars,
-                cudaStream_t stream, ParamCopy16 copy, const loss_scale::StepState* scaling) {
+                cudaStream_t stream, ParamCopy16 copy, const loss_scale::StepState* scaling,
+                const uint32_t* no_decay) {
   RDDP_ASSERT(device_scalars != nullptr);
   launch_adamw(params, grads, exp_avg, exp_avg_sq, elements, device_scalars, {}, stream, copy,
-               scaling);
+               scaling, no_decay);
 }
 
 template <typename Grad>
 void sgd_step(float* params, const Grad* grads, float* momentum_buffer, size_t elements,
               const sgd::Scalars<float>& scalars, cudaStream_t stream, ParamCopy16 copy,
-              const loss_scale::StepState* scaling) {
+              const loss_scale::StepState* scaling, const uint32_t* no_decay) {
   RDDP_ASSERT(momentum_buffer != nullptr || scalars.momentum == 0.0f);
   launch_sgd(params, grads, momentum_buffer, elements, nullptr, scalars, stream, copy,
-             scaling);
+             scaling, no_decay);
 }
 
 template <typename Grad>
 void sgd_step(float* params, const Grad* grads, float* momentum_buffer, size_t elements,
               const sgd::Scalars<float>* device_scalars, cudaStream_t stream, ParamCopy16 copy,
-              const loss_scale::StepState* scaling) {
+              const loss_scale::StepState* scaling, const uint32_t* no_decay) {
   RDDP_ASSERT(device_scalars != nullptr);
   launch_sgd(params, grads, momentum_buffer, elements, device_scalars, {}, stream, copy,
-             scaling);
+             scaling, no_decay);
 }
 
 #define RDDP_INSTANTIATE_OPTIMIZERS(Grad)                                                    \
   template void adamw_step<Grad>(float*, const Grad*, float*, float*, size_t,               \
                                  const adamw::Scalars<float>&, cudaStream_t, ParamCopy16,   \
-                                 const loss_scale::StepState*);                             \
+                                 const loss_scale::StepState*, const uint32_t*);                             \
   template void adamw_step<Grad>(float*, const Grad*, float*, float*, size_t,               \
                                  const adamw::Scalars<float>*, cudaStream_t, ParamCopy16,   \
-                                 const loss_scale::StepState*);                             \
+                                 const loss_scale::StepState*, const uint32_t*);                             \
   template void sgd_step<Grad>(float*, const Grad*, float*, size_t,                         \
                                const sgd::Scalars<float>&, cudaStream_t, ParamCopy16,       \
-                               const loss_scale::StepState*);                               \
+                               const loss_scale::StepState*, const uint32_t*);                               \
   template void sgd_step<Grad>(float*, const Grad*, float*, size_t,                         \
                                const sgd::Scalars<float>*, cudaStream_t, ParamCopy16,       \
-                               const loss_scale::StepState*);
+                               const loss_scale::StepState*, const uint32_t*);
 RDDP_INSTANTIATE_OPTIMIZERS(float)
 RDDP_INSTANTIATE_OPTIMIZERS(__nv_bfloat16)
 #undef RDDP_INSTANTIATE_OPTIMIZERS

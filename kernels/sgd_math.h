@@ -20,7 +20,8 @@ inline Scalars<Compute> scalars(double lr, double weight_decay, double momentum,
 }
 
 // One element: d = g + wd*p; buf = momentum*buf + d; d = nesterov ? d + momentum*buf : buf;
-// p -= lr*d. `momentum_buffer` is untouched when momentum is 0.
+// p -= lr*d. `momentum_buffer` is untouched when momentum is 0. `decays` false is a param group
+// of weight_decay 0.
 //
 // PyTorch has no buffer before the first step and then sets buf = d (a copy). Ours starts at
 // zero instead, and momentum * 0 + d is exactly d in IEEE arithmetic (the product is an exact
@@ -29,11 +30,11 @@ inline Scalars<Compute> scalars(double lr, double weight_decay, double momentum,
 // +0, which changes no value that is ever compared or printed.
 template <typename Compute, typename Param, typename Grad, typename State>
 RDDP_HD void update(Param& param, const Grad& grad, State& momentum_buffer,
-                    const Scalars<Compute>& s) {
+                    const Scalars<Compute>& s, bool decays = true) {
   const Compute p = static_cast<Compute>(param);
   Compute d = static_cast<Compute>(grad);
   // PyTorch skips the term when weight_decay is 0, which matters for an infinite p.
-  if (s.weight_decay != Compute(0)) d += s.weight_decay * p;
+  if (decays && s.weight_decay != Compute(0)) d += s.weight_decay * p;
   if (s.momentum != Compute(0)) {
     const Compute buf = s.momentum * static_cast<Compute>(momentum_buffer) + d;
     momentum_buffer = static_cast<State>(buf);

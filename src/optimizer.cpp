@@ -1,10 +1,12 @@
 #include "resnet_ddp/optimizer.h"
 
 #include <cmath>
+#include <utility>
 
 #include "adamw_math.h"
 #include "resnet_ddp/error.h"
 #include "sgd_math.h"
+#include "weight_decay_math.h"
 
 namespace rddp {
 
@@ -33,9 +35,14 @@ void OptimizerConfig::validate() const {
 }
 
 template <typename T>
-CpuOptimizer<T>::CpuOptimizer(const OptimizerConfig& config, size_t elements)
-    : config_(config), elements_(elements) {
+CpuOptimizer<T>::CpuOptimizer(const OptimizerConfig& config, size_t elements,
+                              std::vector<uint32_t> no_decay_chunks)
+    : config_(config), elements_(elements), no_decay_chunks_(std::move(no_decay_chunks)) {
   config_.validate();
+  const size_t chunks = (elements + weight_decay::kChunkElements - 1) / weight_decay::kChunkElements;
+  if (!no_decay_chunks_.empty() && no_decay_chunks_.size() != (chunks + 31) / 32)
+    fail("internal error: a weight-decay mask of ", no_decay_chunks_.size(),
+         " words for ", elements, " parameters; please report this");
   if (config_.kind == OptimizerKind::adamw) {
     first_moment_.assign(elements, T(0));
     second_moment_.assign(elements, T(0));
@@ -52,6 +59,7 @@ void CpuOptimizer<T>::step(T* params, const T* grads, double lr) {
          "; check --lr and the schedule's settings");
   ++step_count_;
   const auto count = static_cast<std::ptrdiff_t>(elements_);
+  const uint32_t* no_decay = no_decay_chunks_.empty() ? nullptr : no_decay_chunks_.data();
   if (config_.kind == OptimizerKind::adamw) {
     const auto s = adamw::scalars<T>(lr, config_.weight_decay, config_.beta1, config_.beta2,
                                      config_.eps, step_count_);
@@ -59,14 +67,16 @@ void CpuOptimizer<T>::step(T* params, const T* grads, double lr) {
     T* exp_avg_sq = second_moment_.data();
 #pragma omp parallel for schedule(static)
     for (std::ptrdiff_t i = 0; i < count; ++i)
-      adamw::update(params[i], grads[i], exp_avg[i], exp_avg_sq[i], s);
+      adamw::update(params[i], grads[i], exp_avg[i], exp_avg_sq[i], s,
+                    weight_decay::applies(no_decay, static_cast<size_t>(i)));
   } else {
     const auto s = sgd::scalars<T>(lr, config_.weight_decay, config_.momentum, config_.nesterov);
     T* buffer = first_moment_.empty() ? nullptr : first_moment_.data();
 #pragma omp parallel for schedule(static)
     for (std::ptrdiff_t i = 0; i < count; ++i) {
       T unused = T(0);
-      sgd::update(params[i], grads[i], buffer != nullptr ? buffer[i] : unused, s);
+      sgd::update(params[i], grads[i], buffer != nullptr ? buffer[i] : unused, s,
+                  weight_decay::applies(no_decay, static_cast<size_t>(i)));
     }
   }
 }

@@ -23,6 +23,10 @@ struct OptimizerConfig {
   // SGD (dampening is always 0)
   double momentum = 0.0;
   bool nesterov = false;
+  // false: BatchNorm weights and biases and fc.bias (every one-dimensional parameter) take no
+  // weight decay, as a param group of weight_decay 0 (--no-decay-norm-bias;
+  // weight_decay_mask.h).
+  bool decay_norm_and_bias = true;
 
   void validate() const;  // throws Error naming the bad setting and its range
 };
@@ -31,7 +35,10 @@ struct OptimizerConfig {
 template <typename T>
 class CpuOptimizer {
  public:
-  CpuOptimizer(const OptimizerConfig& config, size_t elements);
+  // `no_decay_chunks`: the parameters weight decay leaves alone (kernels/weight_decay_math.h's
+  // format; weight_decay_mask.h makes it from the config and layout); empty: none.
+  CpuOptimizer(const OptimizerConfig& config, size_t elements,
+               std::vector<uint32_t> no_decay_chunks = {});
 
   // One update of params from grads (each `elements` long) with learning rate `lr`, the
   // schedule's current value (>= 0). Throws Error on a negative or non-finite lr.
@@ -51,6 +58,7 @@ class CpuOptimizer {
   size_t elements_;
   int64_t step_count_ = 0;
   std::vector<T> first_moment_, second_moment_;
+  std::vector<uint32_t> no_decay_chunks_;
 };
 
 }  // namespace rddp

@@ -9,6 +9,7 @@
 #include "resnet_ddp/engine.h"
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/profile_range.h"
+#include "resnet_ddp/weight_decay_mask.h"
 
 namespace rddp {
 
@@ -34,7 +35,8 @@ class CpuEngine final : public Engine {
       : config_(checked_precision(config)),
         state_(config.spec),
         executor_(state_, config.max_batch, config.height, config.width),
-        optimizer_(config.optimizer, state_.layout.parameter_elements()),
+        optimizer_(config.optimizer, state_.layout.parameter_elements(),
+                   no_decay_mask(config.optimizer, state_.layout)),
         dlogits_(static_cast<size_t>(config.max_batch) * config.spec.num_classes),
         normalized_(config.input == BatchInput::pixels
                         ? static_cast<size_t>(config.max_batch) * config.spec.in_channels *

@@ -54,6 +54,7 @@
 #include "resnet_ddp/cuda/staged_value.h"
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/profile_range.h"
+#include "resnet_ddp/weight_decay_mask.h"
 
 namespace rddp {
 
@@ -142,7 +143,11 @@ struct DeviceState {
         params_bf16(precision == Precision::bf16 ? params.size() : 0),
         params_fp16(precision == Precision::fp16 ? params.size() : 0),
         loss_scaling(precision == Precision::fp16 ? 1 : 0),
-        adamw_scalars(precision == Precision::fp16 ? 1 : 0) {
+        adamw_scalars(precision == Precision::fp16 ? 1 : 0),
+        no_decay(no_decay_mask(optimizer, initial.layout).size()) {
+    // Alive until the synchronisation below, as the other host sources are.
+    const std::vector<uint32_t> mask = no_decay_mask(optimizer, initial.layout);
+    if (!mask.empty()) cuda::copy_to_device(no_decay.get(), mask.data(), mask.size(), stream);
     if (loss_scaling.size() > 0) {
       const loss_scale::StepState start = loss_scale::initial_step_state(scaling, 0);
       cuda::copy_to_device(loss_scaling.get(), &start, 1, stream);
@@ -161,11 +166,17 @@ struct DeviceState {
   DeviceBuffer<__half> params_fp16;         // empty unless fp16
   DeviceBuffer<loss_scale::StepState> loss_scaling;    // fp16 only
   DeviceBuffer<adamw::Scalars<float>> adamw_scalars;   // fp16 only: written by the device
+  DeviceBuffer<uint32_t> no_decay;  // the weight-decay mask; empty where every parameter decays
+
+  // The mask for the optimizer kernels: null where every parameter decays.
+  const uint32_t* no_decay_or_null() const {
+    return no_decay.size() > 0 ? no_decay.get() : nullptr;
+  }
 
   size_t bytes() const {
     return params.bytes() + grads.bytes() + running.bytes() + first_moment.bytes() +
            second_moment.bytes() + params_bf16.bytes() + params_fp16.bytes() +
-           loss_scaling.bytes() + adamw_scalars.bytes();
+           loss_scaling.bytes() + adamw_scalars.bytes() + no_decay.bytes();
   }
 };
 
@@ -574,10 +585,11 @@ class CudaEngine final : public Engine {
     if (config_.optimizer.kind == OptimizerKind::adamw)
       cuda::adamw_step<float>(state_.params.get(), state_.grads.get(), state_.first_moment.get(),
                               state_.second_moment.get(), elements, adamw_scalars_->device(),
-                              stream, params_copy());
+                              stream, params_copy(), nullptr, state_.no_decay_or_null());
     else
       cuda::sgd_step<float>(state_.params.get(), state_.grads.get(), state_.first_moment.get(),
-                            elements, sgd_scalars_->device(), stream, params_copy());
+                            elements, sgd_scalars_->device(), stream, params_copy(), nullptr,
+                            state_.no_decay_or_null());
   }
 
   // fp16: GradScaler.unscale_, step and update, on the device. The gradients have been averaged
@@ -593,11 +605,12 @@ class CudaEngine final : public Engine {
                               state_.adamw_scalars.get(), stream);
       cuda::adamw_step<float>(state_.params.get(), state_.grads.get(), state_.first_moment.get(),
                               state_.second_moment.get(), elements, state_.adamw_scalars.get(),
-                              stream, params_copy(), scaling);
+                              stream, params_copy(), scaling, state_.no_decay_or_null());
     } else {
       cuda::begin_scaled_step(scaling, config_.loss_scale, nullptr, nullptr, stream);
       cuda::sgd_step<float>(state_.params.get(), state_.grads.get(), state_.first_moment.get(),
-                            elements, sgd_scalars_->device(), stream, params_copy(), scaling);
+                            elements, sgd_scalars_->device(), stream, params_copy(), scaling,
+                            state_.no_decay_or_null());
     }
   }
 

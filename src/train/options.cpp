@@ -202,6 +202,10 @@ const std::vector<Flag>& flags() {
        [](TrainOptions& o, auto& f, auto& v) { o.optimizer.lr = parse_real(f, v, 1e-12, 1e3); o.lr_given = true; }},
       {"--weight-decay", "WD", "weight decay (default: 1e-2 for adamw, decoupled; 1e-4 for sgd)",
        [](TrainOptions& o, auto& f, auto& v) { o.optimizer.weight_decay = parse_real(f, v, 0, 10); o.weight_decay_given = true; }},
+      {"--no-decay-norm-bias", nullptr,
+       "no weight decay on BatchNorm weights and biases and fc.bias (every 1-D parameter), as "
+       "a param group of weight_decay 0 (default: every parameter decays, as torch.optim)",
+       [](TrainOptions& o, auto&, auto&) { o.optimizer.decay_norm_and_bias = false; }},
       {"--momentum", "M", "SGD momentum (default 0.9)",
        [](TrainOptions& o, auto& f, auto& v) { o.optimizer.momentum = parse_real(f, v, 0, 0.999999); o.momentum_given = true; }},
       {"--nesterov", nullptr, "SGD with Nesterov momentum",

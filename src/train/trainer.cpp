@@ -374,6 +374,7 @@ void Trainer::show_settings() const {
   const OptimizerConfig& opt = options_.optimizer;
   const std::string optimizer =
       std::string(to_string(opt.kind)) + ", lr " + general(opt.lr) + ", weight decay " + general(opt.weight_decay) +
+      (opt.decay_norm_and_bias ? "" : " (not on BatchNorm and biases)") +
       (opt.kind == OptimizerKind::sgd
            ? ", momentum " + general(opt.momentum) + (opt.nesterov ? " (nesterov)" : "")
            : ", betas " + general(opt.beta1) + "/" + general(opt.beta2) + ", eps " + general(opt.eps));

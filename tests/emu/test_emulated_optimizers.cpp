@@ -24,6 +24,11 @@ TEST_CASE("emulated SGD kernel matches the CPU optimizer") {
   check_sgd({{1001, 0}, {1001, 1}, {64, 0}}, stream);
 }
 
+TEST_CASE("emulated optimizer kernels leave the masked parameters out of weight decay") {
+  Stream stream;
+  check_no_decay_mask(stream);
+}
+
 TEST_CASE("emulated optimizer kernels round every updated parameter into the 16-bit copy") {
   Stream stream;
   check_weight_copy<__nv_bfloat16>({{1001, 0}, {1001, 1}}, stream);

@@ -24,6 +24,7 @@
 #include "resnet_ddp/rng.h"
 #include "support/engine_batches.h"
 #include "support/engine_configs.h"
+#include "support/decay_mask_check.h"
 #include "support/executor_check.h"
 #include "support/first_step_check.h"
 #include "support/relu_ties.h"
@@ -347,6 +348,16 @@ TEST_CASE("the CUDA executor reports every gradient after the work that finalise
   // With the weight gradients on a stream of their own, BatchNorm's gradients are made on the
   // other and reported once the compute stream has waited for them.
   check_reports_follow_their_work(true);
+}
+
+TEST_CASE("the CUDA engine leaves BatchNorm and biases out of weight decay under the flag") {
+  for (const OptimizerKind kind : {OptimizerKind::adamw, OptimizerKind::sgd}) {
+    CAPTURE(to_string(kind));
+    EngineConfig config = small_image_config(Stem::cifar, 2);
+    config.optimizer.kind = kind;
+    testing::check_norm_and_bias_undecayed(
+        config, [](const EngineConfig& c) { return make_cuda_engine(c, 3, exact_options()); });
+  }
 }
 
 TEST_CASE("one training step of the CUDA engine matches the CPU engine") {

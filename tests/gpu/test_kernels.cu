@@ -61,6 +61,11 @@ TEST_CASE("sgd kernel matches the CPU optimizer") {
   check_sgd({{1001, 1}, {1 << 20, 0}, {resnet18_parameter_elements(), 0}}, stream);
 }
 
+TEST_CASE("optimizer kernels leave the masked parameters out of weight decay") {
+  Stream stream;
+  check_no_decay_mask(stream);
+}
+
 TEST_CASE("a captured adamw step follows the schedule through its device scalars") {
   Stream stream;
   OptimizerConfig config;

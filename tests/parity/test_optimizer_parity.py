@@ -1,6 +1,8 @@
 """Our CPU optimizers (and the CPU twin of the fused softmax cross-entropy) against PyTorch:
 torch.optim.AdamW and torch.optim.SGD (foreach=False) over several steps with a learning rate
-that changes between them, and nn.functional.cross_entropy with and without label smoothing,
+that changes between them (also with some values in a param group of weight_decay 0, as
+--no-decay-norm-bias keeps BatchNorm and biases out of weight decay), and
+nn.functional.cross_entropy with and without label smoothing,
 all on random float32 tensors. Our side is the program cpu_twin_outputs
 (tests/parity/tools/cpu_twin_outputs.cpp), found under RDDP_BUILD_DIR."""
 import os
@@ -60,32 +62,51 @@ def close_buffers(name, what, ours, theirs):
     return report(name, what, ours, theirs, 1e-5, atol)
 
 
-def check_optimizer(tool, workdir, rng, name, kind, lrs, **options):
+CHUNK = 64  # kernels/weight_decay_math.h: the mask's granularity
+
+
+def check_optimizer(tool, workdir, rng, name, kind, lrs, no_decay_chunks=(), **options):
+    """Both optimizers over the same 1000 values. With no_decay_chunks, PyTorch's side holds the
+    values as tensors of CHUNK elements in two param groups, the listed chunks in one of
+    weight_decay 0, as recipes keep BatchNorm and biases out of weight decay; ours takes the
+    same chunks as its mask."""
     elements = 1000
     params = rng.standard_normal(elements).astype(np.float32)
     grads = [(0.1 * rng.standard_normal(elements)).astype(np.float32) for _ in lrs]
 
-    param = torch.nn.Parameter(torch.from_numpy(params.copy()))
+    pieces = [torch.nn.Parameter(torch.from_numpy(params[at:at + CHUNK].copy()))
+              for at in range(0, elements, CHUNK)]
+    weight_decay = options.get("weight_decay", 1e-2 if kind == "adamw" else 0.0)
+    groups = [{"params": [p for i, p in enumerate(pieces) if i not in no_decay_chunks]}]
+    if no_decay_chunks:
+        groups.append({"params": [pieces[i] for i in no_decay_chunks], "weight_decay": 0.0})
     if kind == "adamw":
         betas = (options.get("beta1", 0.9), options.get("beta2", 0.999))
-        optimizer = torch.optim.AdamW([param], lr=lrs[0], foreach=False, betas=betas,
-                                      eps=options.get("eps", 1e-8),
-                                      weight_decay=options.get("weight_decay", 1e-2))
+        optimizer = torch.optim.AdamW(groups, lr=lrs[0], foreach=False, betas=betas,
+                                      eps=options.get("eps", 1e-8), weight_decay=weight_decay)
     else:
-        optimizer = torch.optim.SGD([param], lr=lrs[0], foreach=False,
+        optimizer = torch.optim.SGD(groups, lr=lrs[0], foreach=False,
                                     momentum=options.get("momentum", 0.0),
                                     nesterov=bool(options.get("nesterov", 0)),
-                                    weight_decay=options.get("weight_decay", 0.0))
+                                    weight_decay=weight_decay)
     for lr, grad in zip(lrs, grads):
-        optimizer.param_groups[0]["lr"] = lr
-        param.grad = torch.from_numpy(grad.copy())
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        for index, piece in enumerate(pieces):
+            piece.grad = torch.from_numpy(grad[index * CHUNK:(index + 1) * CHUNK].copy())
         optimizer.step()
-    state = optimizer.state[param]
-    moments = ([state["exp_avg"], state["exp_avg_sq"]] if kind == "adamw"
-               else [state["momentum_buffer"]] if options.get("momentum", 0.0) != 0 else [])
+
+    def joined(key):
+        return torch.cat([optimizer.state[p][key] for p in pieces])
+
+    param = torch.cat([p.detach() for p in pieces])
+    moments = ([joined("exp_avg"), joined("exp_avg_sq")] if kind == "adamw"
+               else [joined("momentum_buffer")] if options.get("momentum", 0.0) != 0 else [])
 
     settings = {"elements": elements, "lrs": ",".join(repr(lr) for lr in lrs)}
     settings.update(options)
+    if no_decay_chunks:
+        settings["no_decay_chunks"] = ",".join(str(i) for i in no_decay_chunks)
     if kind == "sgd":
         settings.setdefault("weight_decay", 0.0)
     output = np.fromfile(run_tool(tool, kind, [params] + grads, settings, workdir), np.float32)
@@ -93,7 +114,7 @@ def check_optimizer(tool, workdir, rng, name, kind, lrs, **options):
         expected = elements * (1 + len(moments))
         print(f"  {name}: {TOOL} wrote {output.size} values, expected {expected}")
         return False
-    ok = close_buffers(name, "params", output[:elements], param.detach().numpy())
+    ok = close_buffers(name, "params", output[:elements], param.numpy())
     for index, moment in enumerate(moments):
         ours = output[(index + 1) * elements:(index + 2) * elements]
         ok &= close_buffers(name, f"moment {index + 1}", ours, moment.numpy())
@@ -157,6 +178,13 @@ def main():
             ok &= check_optimizer(tool, workdir, rng,
                                   f"SGD momentum {momentum} nesterov {nesterov} wd {wd}", "sgd",
                                   lrs, momentum=momentum, nesterov=nesterov, weight_decay=wd)
+        # --no-decay-norm-bias: some chunks (the last one partial) in a group of weight decay 0.
+        no_decay = (0, 3, 4, 15)
+        ok &= check_optimizer(tool, workdir, rng, f"AdamW wd 0.3, chunks {no_decay} without",
+                              "adamw", lrs, no_decay_chunks=no_decay, weight_decay=0.3)
+        ok &= check_optimizer(tool, workdir, rng, f"SGD momentum 0.9 wd 0.1, chunks {no_decay} "
+                              "without", "sgd", lrs, no_decay_chunks=no_decay, momentum=0.9,
+                              weight_decay=0.1)
         for batch, classes in ((1, 2), (64, 10), (33, 1000), (8, 1001)):
             for smoothing in (0.0, 0.1):
                 ok &= check_xent(tool, workdir, rng, batch, classes, smoothing)

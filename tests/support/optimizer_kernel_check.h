@@ -3,7 +3,8 @@
 // optimizer (src/optimizer.cpp), shared by the GPU test (tests/gpu/test_kernels.cu) and the
 // emulated one (tests/emu/test_emulated_optimizers.cpp), which run the same checks at their own
 // sizes: the vector loop, its tail, misaligned buffers (one element at a time), float and
-// bfloat16 gradients, scalars by value and from device memory, and the 16-bit weight copy.
+// bfloat16 gradients, scalars by value and from device memory, the 16-bit weight copy, and the
+// mask of parameters that take no weight decay.
 #include <doctest/doctest.h>
 
 #include <cuda_bf16.h>
@@ -69,12 +70,17 @@ enum class ScalarSource { by_value, device_memory };
 
 // Three steps of the kernel against three of CpuOptimizer<float>, from the same start, with
 // the gradients the kernel sees (bf16 ones widened to float exactly).
+// `no_decay` (kernels/weight_decay_math.h), when not empty, goes to both.
 template <typename Grad>
 void check_optimizer_kernel(const OptimizerConfig& config, size_t elements, size_t offset,
-                            ScalarSource source, const Stream& stream) {
+                            ScalarSource source, const Stream& stream,
+                            const std::vector<uint32_t>& no_decay = {}) {
   Rng rng(derive_seed(elements * 8 + offset, to_string(config.kind)));
   std::vector<float> cpu_params = normal_floats(rng, elements, 1.0);
-  CpuOptimizer<float> twin(config, elements);
+  CpuOptimizer<float> twin(config, elements, no_decay);
+  DeviceArray<uint32_t> mask(no_decay.size());
+  if (!no_decay.empty()) mask.upload(no_decay);
+  const uint32_t* mask_or_null = no_decay.empty() ? nullptr : mask.get();
   const bool adamw = config.kind == OptimizerKind::adamw;
   const bool has_buffer = adamw || config.momentum != 0.0;
 
@@ -95,22 +101,25 @@ void check_optimizer_kernel(const OptimizerConfig& config, size_t elements, size
                                            config.eps, twin.step_count());
       if (source == ScalarSource::by_value) {
         cuda::adamw_step(params.get(), grads.get(), first.get(), second.get(), elements, s,
-                         stream);
+                         stream, {}, nullptr, mask_or_null);
       } else {
         adamw_scalars.upload({s});
         cuda::adamw_step(params.get(), grads.get(), first.get(), second.get(), elements,
-                         static_cast<const adamw::Scalars<float>*>(adamw_scalars.get()), stream);
+                         static_cast<const adamw::Scalars<float>*>(adamw_scalars.get()), stream,
+                         {}, nullptr, mask_or_null);
       }
     } else {
       const auto s = sgd::scalars<float>(lr, config.weight_decay, config.momentum,
                                          config.nesterov);
       float* buffer = has_buffer ? first.get() : nullptr;
       if (source == ScalarSource::by_value) {
-        cuda::sgd_step(params.get(), grads.get(), buffer, elements, s, stream);
+        cuda::sgd_step(params.get(), grads.get(), buffer, elements, s, stream, {}, nullptr,
+                       mask_or_null);
       } else {
         sgd_scalars.upload({s});
         cuda::sgd_step(params.get(), grads.get(), buffer, elements,
-                       static_cast<const sgd::Scalars<float>*>(sgd_scalars.get()), stream);
+                       static_cast<const sgd::Scalars<float>*>(sgd_scalars.get()), stream, {},
+                       nullptr, mask_or_null);
       }
     }
     stream.sync();
@@ -160,6 +169,38 @@ inline void check_sgd(std::initializer_list<Size> sizes, const Stream& stream) {
       check_optimizer_kernel<float>(config, c.first, c.second, ScalarSource::by_value, stream);
       check_optimizer_kernel<__nv_bfloat16>(config, c.first, c.second,
                                             ScalarSource::device_memory, stream);
+    }
+  }
+}
+
+// A mask marking every third chunk (and the last, partial one) of a buffer of 37 chunks and a
+// tail, with strong weight decay so that a decay wrongly applied or dropped shows: each optimizer
+// against its twin, both vector loop and one element at a time (offset 1).
+inline std::vector<uint32_t> every_third_chunk(size_t elements) {
+  const size_t chunks = (elements + 63) / 64;
+  std::vector<uint32_t> mask((chunks + 31) / 32, 0u);
+  for (size_t chunk = 0; chunk < chunks; ++chunk)
+    if (chunk % 3 == 0 || chunk + 1 == chunks) mask[chunk / 32] |= 1u << (chunk % 32);
+  return mask;
+}
+
+inline void check_no_decay_mask(const Stream& stream) {
+  const size_t elements = 64 * 37 + 5;
+  const std::vector<uint32_t> mask = every_third_chunk(elements);
+  OptimizerConfig adamw;
+  adamw.weight_decay = 0.5;
+  OptimizerConfig sgd;
+  sgd.kind = OptimizerKind::sgd;
+  sgd.momentum = 0.9;
+  sgd.weight_decay = 0.5;
+  for (const OptimizerConfig& config : {adamw, sgd}) {
+    CAPTURE(to_string(config.kind));
+    for (size_t offset : {size_t{0}, size_t{1}}) {
+      CAPTURE(offset);
+      check_optimizer_kernel<float>(config, elements, offset, ScalarSource::by_value, stream,
+                                    mask);
+      check_optimizer_kernel<__nv_bfloat16>(config, elements, offset,
+                                            ScalarSource::device_memory, stream, mask);
     }
   }
 }

@@ -46,6 +46,14 @@ TEST_CASE("options parse in both --flag value and --flag=value forms") {
   CHECK(o.seed == 7);
 }
 
+TEST_CASE("--no-decay-norm-bias keeps BatchNorm and biases out of weight decay; by default all decay") {
+  CHECK(parse({"--data", "/d"}).optimizer.decay_norm_and_bias);
+  CHECK_FALSE(parse({"--data", "/d", "--no-decay-norm-bias"}).optimizer.decay_norm_and_bias);
+  CHECK_FALSE(parse({"--data", "/d", "--optimizer", "sgd", "--no-decay-norm-bias"})
+                  .optimizer.decay_norm_and_bias);
+  refused({"--data", "/d", "--no-decay-norm-bias=yes"}, "--no-decay-norm-bias takes no value");
+}
+
 TEST_CASE("--precision: tf32 by default, fp32, bf16 and fp16 on request, anything else refused") {
   CHECK(parse({"--data", "/d"}).precision == Precision::tf32);
   CHECK(parse({"--data", "/d", "--precision", "fp32"}).precision == Precision::fp32);

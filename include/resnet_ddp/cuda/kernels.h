@@ -70,6 +70,10 @@ void softmax_cross_entropy(const T* logits, const int32_t* labels, int batch, in
 // cuda/loss_scaling.h), read after begin_scaled_step: each gradient is multiplied by its
 // inverse_scale before the update, and when found_inf is set the kernel changes nothing at all
 // (parameters, moments, copy), so that the step is skipped without the host knowing.
+//
+// `no_decay`, when not null, is a device copy of the weight-decay mask
+// (kernels/weight_decay_math.h): the parameters it marks take no weight decay, as a param group
+// of weight_decay 0.
 
 struct ParamCopy16 {
   ParamCopy16() = default;
@@ -83,21 +87,25 @@ struct ParamCopy16 {
 template <typename Grad>
 void adamw_step(float* params, const Grad* grads, float* exp_avg, float* exp_avg_sq,
                 size_t elements, const adamw::Scalars<float>& scalars, cudaStream_t stream,
-                ParamCopy16 copy = {}, const loss_scale::StepState* scaling = nullptr);
+                ParamCopy16 copy = {}, const loss_scale::StepState* scaling = nullptr,
+                const uint32_t* no_decay = nullptr);
 template <typename Grad>
 void adamw_step(float* params, const Grad* grads, float* exp_avg, float* exp_avg_sq,
                 size_t elements, const adamw::Scalars<float>* device_scalars,
                 cudaStream_t stream, ParamCopy16 copy = {},
-                const loss_scale::StepState* scaling = nullptr);
+                const loss_scale::StepState* scaling = nullptr,
+                const uint32_t* no_decay = nullptr);
 
 // momentum_buffer may be null only when the scalars' momentum is 0.
 template <typename Grad>
 void sgd_step(float* params, const Grad* grads, float* momentum_buffer, size_t elements,
               const sgd::Scalars<float>& scalars, cudaStream_t stream, ParamCopy16 copy = {},
-              const loss_scale::StepState* scaling = nullptr);
+              const loss_scale::StepState* scaling = nullptr,
+              const uint32_t* no_decay = nullptr);
 template <typename Grad>
 void sgd_step(float* params, const Grad* grads, float* momentum_buffer, size_t elements,
               const sgd::Scalars<float>* device_scalars, cudaStream_t stream,
-              ParamCopy16 copy = {}, const loss_scale::StepState* scaling = nullptr);
+              ParamCopy16 copy = {}, const loss_scale::StepState* scaling = nullptr,
+              const uint32_t* no_decay = nullptr);
 
 }  // namespace rddp::cuda

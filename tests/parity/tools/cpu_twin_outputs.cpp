@@ -1,9 +1,11 @@
 // Runs one of our CPU twins on inputs from a file and writes what it computes, so that the
 // parity scripts can compare it with PyTorch:
 //   cpu_twin_outputs adamw|sgd IN OUT elements=N lrs=a,b,c [weight_decay= beta1= beta2= eps=
-//                    momentum= nesterov=0|1]
+//                    momentum= nesterov=0|1 no_decay_chunks=i,j,...]
 //     IN: N float32 parameters, then N float32 gradients per learning rate (one step each).
 //     OUT: the N parameters after the last step, then each moment buffer the optimizer keeps.
+//     no_decay_chunks: the chunks of 64 elements that take no weight decay
+//     (kernels/weight_decay_math.h), as a param group of weight_decay 0 in PyTorch.
 //   cpu_twin_outputs xent IN OUT batch=B classes=C smoothing=eps
 //     IN: B*C float32 logits, then B int32 labels.
 //     OUT: the mean loss (float64), the top-1 and top-5 correct counts (int64), then B*C
@@ -76,8 +78,19 @@ void run_optimizer(OptimizerKind kind, Input& in, std::ofstream& out, const Sett
   std::stringstream list(settings.get("lrs"));
   for (std::string item; std::getline(list, item, ',');) lrs.push_back(std::stod(item));
 
+  std::vector<uint32_t> no_decay;
+  if (settings.values.count("no_decay_chunks")) {
+    no_decay.assign((elements + 64 * 32 - 1) / (64 * 32), 0u);
+    std::stringstream chunks(settings.get("no_decay_chunks"));
+    for (std::string item; std::getline(chunks, item, ',');) {
+      const size_t chunk = std::stoull(item);
+      if (chunk >= (elements + 63) / 64) fail("cpu_twin_outputs: no chunk ", chunk);
+      no_decay[chunk / 32] |= 1u << (chunk % 32);
+    }
+  }
+
   std::vector<float> params = in.read<float>(elements);
-  CpuOptimizer<float> optimizer(config, elements);
+  CpuOptimizer<float> optimizer(config, elements, no_decay);
   for (double lr : lrs) optimizer.step(params.data(), in.read<float>(elements).data(), lr);
   write(out, params);
   write(out, optimizer.first_moment());
