@@ -44,6 +44,7 @@
 #include "resnet_ddp/model_spec.h"
 #include "resnet_ddp/param_layout.h"
 #include "resnet_ddp/rng.h"
+#include "weight_decay_math.h"
 
 using namespace rddp;
 
@@ -163,9 +164,9 @@ void bench_optimizers(const Reporter& report, cudaStream_t stream, size_t elemen
   // The same with a weight-decay mask (--no-decay-norm-bias), one bit per 64 parameters: here
   // every fourth chunk is left undecayed, about the share of words a ResNet-18 mask's set bits
   // touch. What the mask's reads and tests cost against the row above.
-  const size_t chunks = (elements + 63) / 64;
-  std::vector<uint32_t> mask((chunks + 31) / 32, 0u);
-  for (size_t chunk = 0; chunk < chunks; chunk += 4) mask[chunk / 32] |= 1u << (chunk % 32);
+  std::vector<uint32_t> mask(weight_decay::mask_words(elements), 0u);
+  for (size_t chunk = 0; chunk < weight_decay::chunks_of(elements); chunk += 4)
+    weight_decay::exclude(mask, chunk);
   uint32_t* d_mask = device_copy(mask);
   report.row("adamw_step (weight-decay mask)", shape,
              median_microseconds(

@@ -242,18 +242,18 @@ void sgd_step(float* params, const Grad* grads, float* momentum_buffer, size_t e
              scaling, no_decay);
 }
 
-#define RDDP_INSTANTIATE_OPTIMIZERS(Grad)                                                    \
-  template void adamw_step<Grad>(float*, const Grad*, float*, float*, size_t,               \
-                                 const adamw::Scalars<float>&, cudaStream_t, ParamCopy16,   \
-                                 const loss_scale::StepState*, const uint32_t*);                             \
-  template void adamw_step<Grad>(float*, const Grad*, float*, float*, size_t,               \
-                                 const adamw::Scalars<float>*, cudaStream_t, ParamCopy16,   \
-                                 const loss_scale::StepState*, const uint32_t*);                             \
-  template void sgd_step<Grad>(float*, const Grad*, float*, size_t,                         \
-                               const sgd::Scalars<float>&, cudaStream_t, ParamCopy16,       \
-                               const loss_scale::StepState*, const uint32_t*);                               \
-  template void sgd_step<Grad>(float*, const Grad*, float*, size_t,                         \
-                               const sgd::Scalars<float>*, cudaStream_t, ParamCopy16,       \
+#define RDDP_INSTANTIATE_OPTIMIZERS(Grad)                                                          \
+  template void adamw_step<Grad>(float*, const Grad*, float*, float*, size_t,                      \
+                                 const adamw::Scalars<float>&, cudaStream_t, ParamCopy16,          \
+                                 const loss_scale::StepState*, const uint32_t*);                   \
+  template void adamw_step<Grad>(float*, const Grad*, float*, float*, size_t,                      \
+                                 const adamw::Scalars<float>*, cudaStream_t, ParamCopy16,          \
+                                 const loss_scale::StepState*, const uint32_t*);                   \
+  template void sgd_step<Grad>(float*, const Grad*, float*, size_t,                                \
+                               const sgd::Scalars<float>&, cudaStream_t, ParamCopy16,              \
+                               const loss_scale::StepState*, const uint32_t*);                     \
+  template void sgd_step<Grad>(float*, const Grad*, float*, size_t,                                \
+                               const sgd::Scalars<float>*, cudaStream_t, ParamCopy16,              \
                                const loss_scale::StepState*, const uint32_t*);
 RDDP_INSTANTIATE_OPTIMIZERS(float)
 RDDP_INSTANTIATE_OPTIMIZERS(__nv_bfloat16)

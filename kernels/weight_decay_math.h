@@ -6,12 +6,24 @@
 // mixes tensors; its padding is zero and stays zero with or without decay.
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "host_device.h"
 
 namespace rddp::weight_decay {
 
 constexpr size_t kChunkElements = 64;
+
+// The chunks of a buffer of `elements`, and the 32-bit words of a mask over them.
+constexpr size_t chunks_of(size_t elements) {
+  return (elements + kChunkElements - 1) / kChunkElements;
+}
+constexpr size_t mask_words(size_t elements) { return (chunks_of(elements) + 31) / 32; }
+
+// Marks `chunk` as taking no weight decay (host side: where masks are made).
+inline void exclude(std::vector<uint32_t>& mask, size_t chunk) {
+  mask[chunk / 32] |= 1u << (chunk % 32);
+}
 
 // Whether element `i` decays: always without a mask (nullptr), as every parameter does in
 // torch.optim by default.

@@ -39,8 +39,7 @@ CpuOptimizer<T>::CpuOptimizer(const OptimizerConfig& config, size_t elements,
                               std::vector<uint32_t> no_decay_chunks)
     : config_(config), elements_(elements), no_decay_chunks_(std::move(no_decay_chunks)) {
   config_.validate();
-  const size_t chunks = (elements + weight_decay::kChunkElements - 1) / weight_decay::kChunkElements;
-  if (!no_decay_chunks_.empty() && no_decay_chunks_.size() != (chunks + 31) / 32)
+  if (!no_decay_chunks_.empty() && no_decay_chunks_.size() != weight_decay::mask_words(elements))
     fail("internal error: a weight-decay mask of ", no_decay_chunks_.size(),
          " words for ", elements, " parameters; please report this");
   if (config_.kind == OptimizerKind::adamw) {

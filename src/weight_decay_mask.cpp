@@ -9,16 +9,13 @@ static_assert(ParamLayout::kAlignElements % weight_decay::kChunkElements == 0,
               "a parameter tensor must start on a chunk of the decay mask");
 
 std::vector<uint32_t> norm_and_bias_mask(const ParamLayout& layout) {
-  const size_t chunks = (layout.parameter_elements() + weight_decay::kChunkElements - 1) /
-                        weight_decay::kChunkElements;
-  std::vector<uint32_t> mask((chunks + 31) / 32, 0u);
+  std::vector<uint32_t> mask(weight_decay::mask_words(layout.parameter_elements()), 0u);
   for (const TensorInfo& tensor : layout.tensors()) {
     if (tensor.role != TensorRole::parameter || tensor.shape.size() > 1) continue;
     RDDP_ASSERT(tensor.offset % weight_decay::kChunkElements == 0);
     const size_t first = tensor.offset / weight_decay::kChunkElements;
-    const size_t end = (tensor.offset + tensor.numel + weight_decay::kChunkElements - 1) /
-                       weight_decay::kChunkElements;
-    for (size_t chunk = first; chunk < end; ++chunk) mask[chunk / 32] |= 1u << (chunk % 32);
+    const size_t end = weight_decay::chunks_of(tensor.offset + tensor.numel);
+    for (size_t chunk = first; chunk < end; ++chunk) weight_decay::exclude(mask, chunk);
   }
   return mask;
 }

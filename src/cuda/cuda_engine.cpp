@@ -143,11 +143,13 @@ struct DeviceState {
         params_bf16(precision == Precision::bf16 ? params.size() : 0),
         params_fp16(precision == Precision::fp16 ? params.size() : 0),
         loss_scaling(precision == Precision::fp16 ? 1 : 0),
-        adamw_scalars(precision == Precision::fp16 ? 1 : 0),
-        no_decay(no_decay_mask(optimizer, initial.layout).size()) {
+        adamw_scalars(precision == Precision::fp16 ? 1 : 0) {
     // Alive until the synchronisation below, as the other host sources are.
     const std::vector<uint32_t> mask = no_decay_mask(optimizer, initial.layout);
-    if (!mask.empty()) cuda::copy_to_device(no_decay.get(), mask.data(), mask.size(), stream);
+    if (!mask.empty()) {
+      no_decay = DeviceBuffer<uint32_t>(mask.size());
+      cuda::copy_to_device(no_decay.get(), mask.data(), mask.size(), stream);
+    }
     if (loss_scaling.size() > 0) {
       const loss_scale::StepState start = loss_scale::initial_step_state(scaling, 0);
       cuda::copy_to_device(loss_scaling.get(), &start, 1, stream);

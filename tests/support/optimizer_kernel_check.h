@@ -26,6 +26,7 @@
 #include "resnet_ddp/rng.h"
 #include "support/device_array.h"
 #include "support/test_tensors.h"
+#include "weight_decay_math.h"
 
 namespace rddp::testing::optimizer_check {
 
@@ -177,10 +178,10 @@ inline void check_sgd(std::initializer_list<Size> sizes, const Stream& stream) {
 // tail, with strong weight decay so that a decay wrongly applied or dropped shows: each optimizer
 // against its twin, both vector loop and one element at a time (offset 1).
 inline std::vector<uint32_t> every_third_chunk(size_t elements) {
-  const size_t chunks = (elements + 63) / 64;
-  std::vector<uint32_t> mask((chunks + 31) / 32, 0u);
+  const size_t chunks = weight_decay::chunks_of(elements);
+  std::vector<uint32_t> mask(weight_decay::mask_words(elements), 0u);
   for (size_t chunk = 0; chunk < chunks; ++chunk)
-    if (chunk % 3 == 0 || chunk + 1 == chunks) mask[chunk / 32] |= 1u << (chunk % 32);
+    if (chunk % 3 == 0 || chunk + 1 == chunks) weight_decay::exclude(mask, chunk);
   return mask;
 }
 

@@ -22,6 +22,7 @@
 #include "resnet_ddp/cpu/softmax_xent.h"
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/optimizer.h"
+#include "weight_decay_math.h"
 
 using namespace rddp;
 
@@ -80,12 +81,12 @@ void run_optimizer(OptimizerKind kind, Input& in, std::ofstream& out, const Sett
 
   std::vector<uint32_t> no_decay;
   if (settings.values.count("no_decay_chunks")) {
-    no_decay.assign((elements + 64 * 32 - 1) / (64 * 32), 0u);
+    no_decay.assign(weight_decay::mask_words(elements), 0u);
     std::stringstream chunks(settings.get("no_decay_chunks"));
     for (std::string item; std::getline(chunks, item, ',');) {
       const size_t chunk = std::stoull(item);
-      if (chunk >= (elements + 63) / 64) fail("cpu_twin_outputs: no chunk ", chunk);
-      no_decay[chunk / 32] |= 1u << (chunk % 32);
+      if (chunk >= weight_decay::chunks_of(elements)) fail("cpu_twin_outputs: no chunk ", chunk);
+      weight_decay::exclude(no_decay, chunk);
     }
   }
 
