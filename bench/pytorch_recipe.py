@@ -6,10 +6,11 @@ so that the two can be compared on the same machine in the same run:
   weight decay 1e-2); batch 128; RandomCrop(28, padding=4) + RandomHorizontalFlip;
   Normalize(0.2860, 0.3530); DistributedSampler-style shuffling with seed + epoch; validation
   on the 10000 test images after every epoch. --lr-schedule and --warmup-epochs give the
-  learning rate of every step exactly as resnet_ddp's flags of the same names do.
+  learning rate of every step exactly as resnet_ddp's flags of the same names do, and
+  --no-decay-norm-bias keeps the same parameters out of weight decay.
 
     python3 bench/pytorch_recipe.py --epochs 5 [--device cuda] [--lr-schedule cosine]
-        [--warmup-epochs E] [--limit-train N] [--log-json FILE]
+        [--warmup-epochs E] [--no-decay-norm-bias] [--limit-train N] [--log-json FILE]
 
 Prints one line per epoch and, last, `final validation accuracy X% (top-5 Y%)`. --log-json
 appends one JSON object per step and per epoch with resnet_ddp's --log-json keys and number
@@ -119,6 +120,17 @@ def backward_and_step(optimizer, loss, lr):
     optimizer.step()
 
 
+def parameter_groups(model, decay_norm_and_bias=True):
+    """The optimizer's param groups: one, or, as resnet_ddp's --no-decay-norm-bias, a second of
+    weight_decay 0 holding every one-dimensional parameter (BatchNorm weights and biases, and
+    fc.bias), the usual recipe's `p.ndim <= 1` rule."""
+    if decay_norm_and_bias:
+        return [{"params": list(model.parameters())}]
+    decayed = [p for p in model.parameters() if p.ndim > 1]
+    undecayed = [p for p in model.parameters() if p.ndim <= 1]
+    return [{"params": decayed}, {"params": undecayed, "weight_decay": 0.0}]
+
+
 def json_record(**fields):
     """One line as resnet_ddp's --log-json writes it: no spaces, numbers as printf's %.9g."""
     parts = []
@@ -167,6 +179,8 @@ def main():
                         help="as resnet_ddp's: cosine decays to 0 at the last step")
     parser.add_argument("--warmup-epochs", type=float, default=0.0,
                         help="as resnet_ddp's: linear warm-up over E epochs (fractions allowed)")
+    parser.add_argument("--no-decay-norm-bias", action="store_true",
+                        help="as resnet_ddp's: no weight decay on one-dimensional parameters")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--precision", choices=["tf32", "fp32"], default="tf32")
@@ -188,7 +202,8 @@ def main():
     val_x, val_y = load_split(args.data, "t10k", args.limit_val)
 
     model = build_model().to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    optimizer = torch.optim.AdamW(parameter_groups(model, not args.no_decay_norm_bias), lr=args.lr,
+                                  weight_decay=args.weight_decay)
     augment_generator = torch.Generator().manual_seed(args.seed)
     # No drop_last, as resnet_ddp: the last batch of an epoch may be smaller.
     steps_per_epoch = (len(train_x) + args.batch_size - 1) // args.batch_size

@@ -16,7 +16,8 @@ SETTINGS.json holds one object with the keys of SETTINGS below. The results are 
                         line per epoch
   final.pt              rank 0: the state_dict after the last step
 "dtype" may be "float64", to see how far float32 rounding alone moves a run. "stem" is optional
-("cifar" unless given).
+("cifar" unless given), and so is "no_decay_norm_bias" (true: one-dimensional parameters in a
+param group of weight_decay 0, as resnet_ddp's --no-decay-norm-bias).
 """
 import json
 import os
@@ -29,7 +30,8 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data.distributed import DistributedSampler
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
-import pytorch_recipe  # noqa: E402  (LrSchedule, backward_and_step, build_model, load_split, normalise)
+import pytorch_recipe  # noqa: E402  (LrSchedule, backward_and_step, build_model, load_split, normalise,
+#                               parameter_groups)
 
 SETTINGS = ("data", "init", "out", "world", "epochs", "batch_size", "optimizer", "lr", "momentum",
             "weight_decay", "lr_schedule", "warmup_epochs", "seed", "limit_train", "limit_val",
@@ -75,10 +77,11 @@ def run_rank(rank, s):
     model.load_state_dict(torch.load(s["init"]))
     model = model.to(dtype)
     trained = DistributedDataParallel(model) if world > 1 else model
+    groups = pytorch_recipe.parameter_groups(model, not s.get("no_decay_norm_bias", False))
     if s["optimizer"] == "adamw":
-        optimizer = torch.optim.AdamW(model.parameters(), lr=s["lr"], weight_decay=s["weight_decay"])
+        optimizer = torch.optim.AdamW(groups, lr=s["lr"], weight_decay=s["weight_decay"])
     else:
-        optimizer = torch.optim.SGD(model.parameters(), lr=s["lr"], momentum=s["momentum"],
+        optimizer = torch.optim.SGD(groups, lr=s["lr"], momentum=s["momentum"],
                                     weight_decay=s["weight_decay"])
     sampler = DistributedSampler(range(len(train_x)), num_replicas=world, rank=rank, shuffle=True,
                                  seed=s["seed"])
