@@ -287,7 +287,8 @@ else
   tests_limit=400
   if [ $prebuilt = 1 ]; then
     # No CMake tree to ask: the GPU test program itself, which exits 77 when it finds no GPU.
-    limited $tests_limit "$build/tests/gpu_tests" 2>&1 | tee "$test_log" || tests_ok=0
+    limited $tests_limit "$root/scripts/run_gpu_tests.sh" "$build/tests/gpu_tests" 2>&1 |
+      tee "$test_log" || tests_ok=0
   else
     limited $tests_limit ctest --test-dir "$build" -L gpu --output-on-failure 2>&1 |
       tee "$test_log" || tests_ok=0

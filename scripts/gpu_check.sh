@@ -277,7 +277,9 @@ no_fashion() { verdict_line no "no Fashion-MNIST in $data: set RDDP_FASHION_MNIS
 epoch_field() { grep '"type":"epoch"' "$1" 2>/dev/null | grep -o "\"$2\":[^,}]*" | cut -d: -f2; }
 
 part_tests() {
-  step 400 "gpu tests" "$build/tests/gpu_tests"
+  # A case that breaks the CUDA context, crashes or hangs costs only itself: the cases after it
+  # run in a new process.
+  step 400 "gpu tests" "$root/scripts/run_gpu_tests.sh" "$build/tests/gpu_tests"
   step 60 "NCCL communicator, one process" "$build/tests/mpi/nccl_comm_test"
   if command -v mpirun >/dev/null || [ $dry_run = 1 ]; then
     step 60 "NCCL communicator, mpirun -np 1" mpirun -np 1 "$build/tests/mpi/nccl_comm_test"
