@@ -140,7 +140,9 @@ done
 # Over every process: each case's last outcome.
 total=$(count_of "$@")
 echo
-printf '== gpu tests over %s processes:' "$processes"
+plural=es
+[ "$processes" != 1 ] || plural=""
+printf '== gpu tests over %s process%s:' "$processes" "$plural"
 printf ' %s;' "${faults[@]}"
 echo
 awk -F'\t' -v total="${total:-0}" '
