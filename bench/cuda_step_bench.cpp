@@ -13,7 +13,7 @@
 //                   [--conv-reduction float|any]
 //                   [--deterministic] [--ddp] [--bucket-mb 25]
 //                   [--grad-allreduce fp32|bf16] [--cuda-graphs on|off] [--input pixels|float]
-//                   [--profile]
+//                   [--profile] [--kernel-csv FILE] [--kernel-steps N]
 //   cuda_step_bench --describe [same flags]   the model, its FLOPs and parameters (no GPU needed)
 //   cuda_step_bench --device-info             the GPU, its known peak FLOP/s, library versions
 //   mpirun -np 8 cuda_step_bench [flags]      one rank per GPU of the node, as resnet_ddp runs
@@ -53,6 +53,11 @@
 // ...-wgradstream-smreserveN) asks cuDNN's heuristics for weight-gradient engines fitted to the
 // GPU's SMs less N (cuDNN's SM carveout, Hopper), so that the chain beside them keeps N SMs; the
 // report counts the plans cuDNN says it fitted.
+// `--kernel-csv FILE` runs --kernel-steps more steps (default: a window's) after the timed ones
+// with CUPTI recording every kernel, and writes their durations summed by name to FILE as
+// Nsight Systems' kernel summary (bench/kernel_times.h): bench/profile_breakdown.py sets it beside
+// PyTorch's (bench/pytorch_ddp.py --kernel-csv) by category. The record names the file; where
+// CUPTI cannot be loaded or refuses, it says why and the measurement stands.
 // `--conv-api graph` (records named ...-cudnngraph) runs the convolutions through cuDNN's graph
 // API, choosing among every engine configuration its heuristics list, as PyTorch does.
 // `--conv-reduction any` (with --conv-api graph; records named ...-anyreduction) also admits the
@@ -73,6 +78,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -100,6 +107,7 @@
 #include "resnet_ddp/param_layout.h"
 #include "resnet_ddp/profile_range.h"
 #include "resnet_ddp/rng.h"
+#include "kernel_times.h"
 #include "step_events.h"
 
 using namespace rddp;
@@ -130,6 +138,8 @@ struct Settings {
   bool conv_graph_api = false;
   bool conv_any_reduction = false;  // --conv-reduction any
   bool profile = false;  // profiler collects the timed windows only (cudaProfilerStart/Stop)
+  std::string kernel_csv;  // --kernel-csv: the kernels of kernel_steps more steps, by name
+  int kernel_steps = 0;    // 0: a window's steps
   double bucket_mb = 25.0;
   dist::GradAllreduce grad_allreduce = dist::GradAllreduce::fp32;
   BatchInput input = BatchInput::pixels;
@@ -200,6 +210,8 @@ Settings parse(int argc, char** argv) {
     else if (flag == "--deterministic") s.deterministic = true;
     else if (flag == "--ddp") s.ddp = true;
     else if (flag == "--profile") s.profile = true;
+    else if (flag == "--kernel-csv") s.kernel_csv = value();
+    else if (flag == "--kernel-steps") s.kernel_steps = parse_int(flag, value().c_str(), 1, 100000);
     else if (flag == "--cuda-graphs")
       s.cuda_graphs = one_of(flag, value(), {"on"}, {"off"}) == "on";
     else if (flag == "--bucket-mb") {
@@ -458,7 +470,29 @@ struct Measurement {
   double peak_bytes = 0, end_bytes = 0;  // largest rank's
   double build_s = 0, warmup_s = 0;
   double last_loss = 0;
+  bench::KernelTotals kernels;  // --kernel-csv: this rank's
+  int kernel_steps = 0;         // the steps they cover (0: none collected)
+  std::string kernel_error;     // why none were
 };
+
+// The kernels of `steps` more steps, after the timed ones: tracing cannot disturb what was timed.
+void collect_kernel_times(int steps, const std::function<void(int)>& step, Measurement& m) {
+  try {
+    bench::KernelTimes times;
+    RDDP_CUDA_CHECK(cudaDeviceSynchronize());  // earlier steps' kernels stay out
+    times.start();
+    for (int i = 0; i < steps; ++i) step(i);
+    RDDP_CUDA_CHECK(cudaDeviceSynchronize());
+    m.kernels = times.stop();
+    m.kernel_steps = steps;
+    if (m.kernels.launches() == 0) {
+      m.kernel_steps = 0;
+      m.kernel_error = "CUPTI recorded no kernel";
+    }
+  } catch (const std::exception& error) {
+    m.kernel_error = error.what();
+  }
+}
 
 // Trains and times the windows. The memory sampler runs until the warm-up ends (its readings
 // must not disturb the timed steps) and takes one more reading at the end.
@@ -512,6 +546,9 @@ Measurement train_and_time(const Settings& s, Engine& engine, StepHooks* reducer
   }
   if (s.profile) engine.profiler_capture(false);
   memory.sample();
+  if (!s.kernel_csv.empty())
+    collect_kernel_times(s.kernel_steps > 0 ? s.kernel_steps : s.steps_per_window,
+                         [&](int i) { step(i % s.steps_per_window); }, m);
   m.peak_bytes = static_cast<double>(memory.peak_bytes());
   m.end_bytes = static_cast<double>(memory.latest_bytes());
   return m;
@@ -623,6 +660,24 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
                 graphs.capture_failure.empty() ? "" : "; the capture failed: ",
                 graphs.capture_failure.c_str());
 
+  std::string kernel_error = m.kernel_error;
+  if (!s.kernel_csv.empty() && m.kernel_steps > 0) {
+    std::ofstream out(s.kernel_csv, std::ios::binary | std::ios::trunc);
+    out << bench::kernel_summary_csv(m.kernels);
+    out.close();
+    if (!out)
+      kernel_error = "cannot write " + s.kernel_csv + ": check that its directory exists and is "
+                     "writable";
+    else
+      std::printf("kernel times     %lld launches of %zu kernels over %d steps (CUPTI), %.2f ms "
+                  "of kernel time a step: %s\n",
+                  static_cast<long long>(m.kernels.launches()), m.kernels.sorted().size(),
+                  m.kernel_steps, m.kernels.total_ns() / 1e6 / m.kernel_steps,
+                  s.kernel_csv.c_str());
+  }
+  if (!s.kernel_csv.empty() && !kernel_error.empty())
+    std::printf("kernel times     not collected: %s\n", kernel_error.c_str());
+
   JsonLine split;
   split.number("data", t.data)
       .number("forward_backward", t.forward_backward)
@@ -668,6 +723,10 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
       .integer("graph_replays", static_cast<long long>(graphs.replays))
       .integer("graph_nodes", static_cast<long long>(graphs.graph_nodes))
       .object("versions", versions_json());
+  if (!s.kernel_csv.empty() && kernel_error.empty())
+    json.string("kernel_csv", s.kernel_csv).integer("kernel_steps", m.kernel_steps);
+  else if (!s.kernel_csv.empty())
+    json.string("kernel_times_error", kernel_error);
   std::printf("%s\n", json.text().c_str());
 }
 

@@ -6,7 +6,7 @@ bench/cuda_step_bench.cpp, made the same way, for the comparison of bench/run_th
                    [--stem auto|imagenet|cifar] [--classes 1000] [--optimizer adamw|sgd]
                    [--precision tf32|fp32|bf16|fp16] [--warmup 15] [--windows 5]
                    [--steps-per-window 30] [--conv-algorithms timed|heuristic] [--ddp]
-                   [--profile]
+                   [--profile] [--kernel-csv FILE] [--kernel-steps N]
     pytorch_ddp.py --describe [same flags]     the model's FLOPs and parameters, on the CPU
     torchrun --nproc-per-node 8 pytorch_ddp.py [flags]     DDP, one process per GPU
 
@@ -33,6 +33,11 @@ warm-up, which is not timed.
 Warm-up steps, then windows of steps timed by CUDA events; the median window counts. One JSON
 line per run (the schema of bench/results/README.md). Without a CUDA device it prints SKIPPED
 and exits 0.
+
+--kernel-csv FILE runs --kernel-steps more steps (default: a window's) after the timed ones under
+torch.profiler (CUDA activity: CUPTI, as cuda_step_bench --kernel-csv traces ours) and writes
+every kernel's duration summed by name to FILE as Nsight Systems' kernel summary, for
+bench/profile_breakdown.py. The record names the file, or says why there is none.
 """
 import argparse
 import contextlib
@@ -79,10 +84,17 @@ def parse_args(argv):
     parser.add_argument("--grad-allreduce", choices=["fp32", "bf16"], default="fp32",
                         help="bf16: DDP's bf16_compress_hook (with DDP only; halves the bytes, "
                              "which matters with more than one GPU)")
+    parser.add_argument("--kernel-csv", metavar="FILE",
+                        help="after the timed steps, --kernel-steps more under torch.profiler: "
+                             "each kernel's time summed by name, as nsys's kernel summary in CSV")
+    parser.add_argument("--kernel-steps", type=int, default=0,
+                        help="steps traced for --kernel-csv (default: a window's)")
     parser.add_argument("--profile", action="store_true",
                         help="a profiler started with nsys --capture-range=cudaProfilerApi collects "
                              "the timed windows only, each an NVTX range, as cuda_step_bench --profile")
     args = parser.parse_args(argv)
+    if args.kernel_steps < 0:
+        parser.error("--kernel-steps must be at least 1")
     for name in ("batch", "size", "classes", "warmup", "windows", "steps_per_window"):
         low = 2 if name == "batch" else 1
         if getattr(args, name) < low:
@@ -90,6 +102,63 @@ def parse_args(argv):
     if args.stem == "auto":
         args.stem = "cifar" if args.size <= 64 else "imagenet"
     return args
+
+
+def kernel_totals(events, device_type=None):
+    """{name: [total ns, launches, min ns, max ns]} of the kernels among a torch.profiler's
+    events: those that ran on the device (device_type, CUDA unless given), its copies and fills
+    left out as Nsight Systems' kernel summary leaves them out."""
+    if device_type is None:
+        device_type = torch.autograd.DeviceType.CUDA
+    totals = {}
+    for event in events:
+        if event.device_type != device_type or event.name.startswith(("Memcpy", "Memset")):
+            continue
+        ns = (event.time_range.end - event.time_range.start) * 1000.0
+        kernel = totals.setdefault(event.name, [0.0, 0, ns, ns])
+        kernel[0] += ns
+        kernel[1] += 1
+        kernel[2] = min(kernel[2], ns)
+        kernel[3] = max(kernel[3], ns)
+    return totals
+
+
+def kernel_summary_csv(totals):
+    """Nsight Systems' kernel summary in CSV, as bench/kernel_summary.h writes ours: longest total
+    first."""
+    def quoted(text):
+        return '"' + text.replace('"', '""') + '"'
+    everything = sum(kernel[0] for kernel in totals.values())
+    lines = ['"Time (%)","Total Time (ns)","Instances","Avg (ns)","Min (ns)","Max (ns)","Name"']
+    for name, (total, launches, low, high) in sorted(totals.items(), key=lambda item: -item[1][0]):
+        share = 100.0 * total / everything if everything > 0 else 0.0
+        lines.append(f"{share:.1f},{total:.0f},{launches},{total / launches:.1f},{low:.0f},"
+                     f"{high:.0f},{quoted(name)}")
+    return "\n".join(lines) + "\n"
+
+
+def trace_kernels(step, steps, steps_per_window, device, path):
+    """Runs `steps` more steps under torch.profiler and writes their kernels to `path`: the
+    record's fields that say so, or why not."""
+    from torch.profiler import ProfilerActivity, profile
+    try:
+        torch.cuda.synchronize(device)
+        with profile(activities=[ProfilerActivity.CUDA]) as traced:
+            for i in range(steps):
+                step(i % steps_per_window)
+            torch.cuda.synchronize(device)
+        totals = kernel_totals(traced.events())
+        if not totals:
+            return {"kernel_times_error": "torch.profiler recorded no kernel"}
+        with open(path, "w") as out:
+            out.write(kernel_summary_csv(totals))
+    except (RuntimeError, OSError) as error:
+        return {"kernel_times_error": f"{type(error).__name__}: {error}"}
+    launches = sum(kernel[1] for kernel in totals.values())
+    per_step = sum(kernel[0] for kernel in totals.values()) / 1e6 / steps
+    print(f"kernel times     {launches} launches of {len(totals)} kernels over {steps} steps "
+          f"(torch.profiler), {per_step:.2f} ms of kernel time a step: {path}")
+    return {"kernel_csv": path, "kernel_steps": steps}
 
 
 def build_model(stem, classes):
@@ -355,6 +424,16 @@ def measure(args):
         torch.cuda.cudart().cudaProfilerStop()
     memory.sample()
     peak_bytes, end_bytes = memory.peak_bytes(), memory.latest_bytes()
+    kernel_fields = {}
+    if args.kernel_csv:
+        # Every rank steps (DDP's collectives need them all); rank 0 writes the file.
+        steps = args.kernel_steps or args.steps_per_window
+        if rank == 0:
+            kernel_fields = trace_kernels(step, steps, args.steps_per_window, device,
+                                          args.kernel_csv)
+        else:
+            for i in range(steps):
+                step(i % args.steps_per_window)
     allocated = torch.cuda.max_memory_allocated(device)
     reserved = torch.cuda.max_memory_reserved(device)
     forward_backward, optimizer_ms, idle = (statistics.fmean(part) for part in zip(*splits))
@@ -419,6 +498,9 @@ def measure(args):
             "setup_s": setup_s, "warmup_s": warmup_s, "last_loss": last_loss,
             "versions": versions(),
         })
+        if "kernel_times_error" in kernel_fields:
+            print(f"kernel times     not collected: {kernel_fields['kernel_times_error']}")
+        record.update(kernel_fields)
         print(json.dumps(record))
     if dist.is_initialized():
         dist.destroy_process_group()

@@ -5,6 +5,7 @@
 #                           [--build-dir DIR] [--prebuilt] [--with-nhwc] [--grad-allreduce fp32|bf16]
 #                           [--impls LIST] [--precisions LIST] [--sizes LIST]
 #                           [--compile-limit SECONDS] [--goals] [--measure-despite-failed-tests]
+#                           [--kernel-times]
 #
 # 1. Builds the benchmark and the GPU tests into build/ for the local GPU's architecture
 #    (nvidia-smi's compute capability; an existing build that includes it is kept).
@@ -83,6 +84,13 @@
 # results' header and above its tables: for a machine lent once for a few minutes, where the
 # failing test and the figures are both worth taking home. Without it a failure stops the run.
 #
+# --kernel-times has every run trace 10 more steps after its timed ones, each kernel's time summed
+# by name (cuda_step_bench and pytorch_ddp.py --kernel-csv: CUPTI, through torch.profiler on
+# PyTorch's side; no profiler to install), and the results then end with the kernel time per step
+# by category for each configuration, every run side by side against torch.compile
+# (bench/profile_breakdown.py), the CSVs in a folder beside them: where a step's time goes, from
+# the same runs, for a second or two each.
+#
 # Time: each run has a limit (resnet_ddp and eager 150 s, compile 150 s or --compile-limit) and
 # the whole script a budget (--budget, 480 s from its start, about 8 minutes): a run starts only
 # while 30 s are left and never outlives the budget; runs left out say so in the tables. On an H100 the
@@ -94,7 +102,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 
 dry_run=0 skip_tests=0 prebuilt=0 with_nhwc=0 budget=480 grad_allreduce="" limit_compile=150
-goals=0 tests_advisory=0 impls_given=0 precisions_given=0
+goals=0 tests_advisory=0 impls_given=0 precisions_given=0 kernel_times=0
+# Steps each run traces for --kernel-times.
+kernel_steps=10
 all_impls=resnet_ddp,resnet_ddp-fusedbn,resnet_ddp-graphs,resnet_ddp-fusedbn-graphs,pytorch-eager,pytorch-compile
 chosen_impls=$all_impls
 known_impls=$all_impls,resnet_ddp-floatinput,resnet_ddp-persistentbn,resnet_ddp-cudnnfusedbn
@@ -121,6 +131,7 @@ while [ $# -gt 0 ]; do
     --impls) chosen_impls=${2:?--impls needs a comma-separated list}; impls_given=1; shift ;;
     --goals) goals=1 ;;
     --measure-despite-failed-tests) tests_advisory=1 ;;
+    --kernel-times) kernel_times=1 ;;
     --precisions) chosen_precisions=${2:?--precisions needs a comma-separated list}; precisions_given=1; shift ;;
     --sizes) chosen_sizes=${2:?--sizes needs a comma-separated list}; shift ;;
     --compile-limit) limit_compile=${2:?--compile-limit needs a number of seconds}; shift ;;
@@ -333,9 +344,10 @@ check_models || { echo "run_throughput.sh: resnet_ddp and PyTorch count differen
 # --- measurements ---------------------------------------------------------------------------
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-raw=$work/raw.jsonl log=$work/runs.log
+raw=$work/raw.jsonl log=$work/runs.log kernels_dir=$work/kernels
 : >"$raw"
 : >"$log"
+mkdir -p "$kernels_dir"
 
 json_escape() {
   local text=${1//\\/\\\\}
@@ -412,6 +424,10 @@ measure() {
       # PyTorch's name for the same layout, as its records say.
       if [ "$format" = nhwc ]; then command+=(--channels-last) format=channels_last; fi ;;
   esac
+  if [ $kernel_times = 1 ]; then
+    local kernel_csv="$kernels_dir/$impl-$format-${size}px-$precision.csv"
+    command+=(--kernel-csv "$kernel_csv" --kernel-steps "$kernel_steps")
+  fi
   if [ "$(left)" -lt $min_left ]; then
     say "$impl $size px $precision $format: left out, the budget is spent"
     status_record "$impl" "$stem" "$size" "$batch" "$classes" "$precision" "not run: time budget spent"
@@ -546,6 +562,31 @@ done
 [ $dry_run = 0 ] || exit 0
 
 # --- results --------------------------------------------------------------------------------
+
+# Each configuration's traced kernels, every run of it against torch.compile's, by category; the
+# CSVs go beside the results.
+kernel_breakdowns() {
+  local kept=${results%.md}-kernels config csvs name
+  for config in $(ls "$kernels_dir" 2>/dev/null | sed -n 's/.*-\([0-9]*px-[a-z0-9]*\)\.csv$/\1/p' | sort -u); do
+    csvs=()
+    for csv in "$kernels_dir"/*-"$config".csv; do
+      name=$(basename "$csv" "-$config.csv")
+      csvs+=("$name=$(basename "$csv")")
+    done
+    mkdir -p "$kept"
+    cp "$kernels_dir"/*-"$config".csv "$kept/"
+    local baseline=()
+    [ ! -e "$kernels_dir/pytorch-compile-nchw-$config.csv" ] || baseline=(--baseline pytorch-compile-nchw)
+    echo "### Kernel time per step by category, ${config/-/, } ($kernel_steps traced steps a run)"
+    echo
+    # In the CSVs' folder, so that the report names them by file; its headings one level down.
+    (cd "$kept" && "$table_python" "$here/profile_breakdown.py" --steps "$kernel_steps" \
+       ${baseline[@]+"${baseline[@]}"} --top 3 "${csvs[@]}") | sed '1,/^$/d; s/^#/###/' ||
+      echo "(profile_breakdown.py could not read them)"
+    echo
+  done
+}
+
 mkdir -p "$results_dir"
 gpu_tag=$(echo "$gpu_name" | tr -c 'A-Za-z0-9\n' '-' | tr -s '-' | sed 's/^-//; s/-$//')
 stamp=$(date -u +%Y-%m-%d)
@@ -599,6 +640,7 @@ fi
     echo
   fi
   "$table_python" "$here/compare_throughput.py" "$raw" || true
+  [ $kernel_times = 0 ] || kernel_breakdowns
   echo "### Raw records"
   echo
   echo '```'

@@ -96,21 +96,28 @@ fi
 mkdir -p "$work/bin" "$work/build/bench" "$work/build/tests"
 printf '#!/bin/sh\necho "Stand-in GPU, 999.99, 9.0"\n' >"$work/bin/nvidia-smi"
 printf '#!/bin/sh\necho "gpu tests: all passed"\n' >"$work/build/tests/gpu_tests"
+# With --kernel-csv it writes, as CUPTI would have on a GPU, two kernels' times a step (the
+# emulator has none to trace: its own refusal is checked at the end).
 cat >"$work/build/bench/cuda_step_bench" <<STANDIN
 #!/usr/bin/env bash
-args=()
+args=() kernel_csv="" kernel_steps=0
 while [ \$# -gt 0 ]; do
   case \$1 in
     --batch) args+=(--batch 4); shift ;;
     --warmup) args+=(--warmup 3); shift ;;
     --windows) args+=(--windows 1); shift ;;
     --steps-per-window) args+=(--steps-per-window 2); shift ;;
+    --kernel-csv) kernel_csv=\$2; shift ;;
+    --kernel-steps) kernel_steps=\$2; shift ;;
     *) args+=("\$1") ;;
   esac
   shift
 done
 [[ " \${args[*]} " == *" --device-info "* ]] || args+=(--conv-algorithms heuristic)
-exec "$RDDP_EMULATED_STEP_BENCH" "\${args[@]}"
+"$RDDP_EMULATED_STEP_BENCH" "\${args[@]}" || exit
+[ -z "\$kernel_csv" ] || printf '%s\\n' '"Time (%)","Total Time (ns)","Instances","Avg (ns)","Name"' \\
+  "75.0,\$((3000000 * kernel_steps)),\$kernel_steps,3000000.0,\"void rddp::cuda::(anonymous namespace)::grad_sums_kernel<float, 4, true, false>(int)\"" \\
+  "25.0,\$((1000000 * kernel_steps)),\$kernel_steps,1000000.0,\"sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc\"" >"\$kernel_csv"
 STANDIN
 chmod +x "$work/bin/nvidia-smi" "$work/build/tests/gpu_tests" "$work/build/bench/cuda_step_bench"
 run() {
@@ -175,6 +182,31 @@ torch_runs=0
 check "the log holds every run's command and output" \
   bash -c '[ "$(grep -c "^### .*cuda_step_bench" "$1")" = 3 ] && [ "$(grep -c "^### .*pytorch_ddp.py" "$1")" = "$2" ] &&
            grep -q "^images/s per GPU" "$1"' _ "$log" "$torch_runs"
+
+# --kernel-times: every run traces 10 more steps into a CSV, and the results end with each
+# configuration's kernel time by category, the CSVs in a folder beside them.
+expect 0 "results: .*/throughput-Stand-in-GPU-[0-9-]+\.md" -- \
+  run --results-dir "$work/kernels" --with-nhwc --sizes 32 --precisions bf16 --budget 300 \
+  --impls resnet_ddp-fusedbn-graphs --kernel-times
+kernels=$(ls "$work"/kernels/throughput-Stand-in-GPU-*.md)
+check "the run was asked for its kernels over 10 steps" \
+  grep -qE "cuda_step_bench .*--kernel-csv .*/resnet_ddp-fusedbn-graphs-nhwc-32px-bf16\.csv --kernel-steps 10" \
+  "${kernels%.md}.log"
+check "the CSV is kept beside the results" test -s "${kernels%.md}-kernels/resnet_ddp-fusedbn-graphs-nhwc-32px-bf16.csv"
+check "the results hold the configuration's kernel time by category" \
+  grep -q "^### Kernel time per step by category, 32px, bf16 (10 traced steps a run)" "$kernels"
+check "with the traced run's BatchNorm and convolutions per step (3 ms and 1 ms)" \
+  grep -qE "^\| BatchNorm \| 3\.000 \(75\.0 %\) \|" "$kernels"
+check "and its forward convolutions" grep -qE "^\| convolution forward \| 1\.000 \(25\.0 %\) \|" "$kernels"
+check "the CSV is named in the report by its file" \
+  grep -q "resnet_ddp-fusedbn-graphs-nhwc=resnet_ddp-fusedbn-graphs-nhwc-32px-bf16.csv\|resnet_ddp-fusedbn-graphs-nhwc-32px-bf16.csv" "$kernels"
+# On the emulator the benchmark has no kernels to trace: it says so, and its figures stand.
+expect 0 "kernel times +not collected: kernel times need CUPTI on a GPU" -- \
+  "$RDDP_EMULATED_STEP_BENCH" --size 32 --batch 4 --classes 10 --warmup 2 --windows 1 \
+  --steps-per-window 2 --conv-algorithms heuristic --kernel-csv "$work/none.csv"
+check "its record says why there is no CSV" \
+  grep -qE '"kernel_times_error":"kernel times need CUPTI on a GPU; this benchmark runs on the CUDA emulator"' "$work/out"
+check "and it wrote none" test ! -e "$work/none.csv"
 
 # A budget too short for any run: every cell says so, and the command still writes its table.
 expect 0 "left out, the budget is spent" -- \
