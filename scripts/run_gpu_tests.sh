@@ -12,9 +12,9 @@
 #   - a case hangs: no case has ended for --stall seconds (default 240; the whole suite took
 #     290 s on an H100 on 2026-11-27), and the process is killed.
 # Each time, the cases after the one at fault run again in a new process (doctest's --first), at
-# most --restarts times (default 5). The output is the processes' own, one after another, then,
-# after any of the three, a line per case that failed and a summary line in doctest's form over
-# every process. Exit status: 0 when every case ran and passed, 77 when the program found no
+# most --restarts times (default 5). The output is the processes' own, one after another, then
+# the eight longest cases, and, after any of the three, a line per case that failed and a summary
+# line in doctest's form over every process. Exit status: 0 when every case ran and passed, 77 when the program found no
 # GPU (it prints SKIPPED), else 1.
 set -uo pipefail
 stall=240 restarts=5
@@ -134,6 +134,13 @@ while :; do
     break
   fi
 done
+
+# Where the time went, for the next run's budget: the longest cases.
+if [ -s "$record" ]; then
+  echo
+  echo "== the longest gpu test cases (seconds):"
+  awk -F'\t' '$3 ~ /^[0-9.]+$/ { printf "%8.1f  %s\n", $3, $4 }' "$record" | sort -rn | head -n 8
+fi
 
 [ ${#faults[@]} -gt 0 ] || exit $((status == 0 ? 0 : 1))
 

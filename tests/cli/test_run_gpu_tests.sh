@@ -29,6 +29,8 @@ check "a plain failure starts no second process" bash -c "! grep -q 'new process
 
 expect 0 "test cases: +12 \| +12 passed \| 0 failed" -- "$script" "$program" "${cases[@]}"
 check "a clean run is one process" bash -c "! grep -q 'new process' '$work/out'"
+check "it ends with the longest cases, in seconds" \
+  bash -c "grep -A1 '^== the longest gpu test cases (seconds):' '$work/out' | grep -qE '^ +[0-9]+\.[0-9]  fake cuDNN: '"
 
 with_fault() { RDDP_GPU_TESTS_FAULT=$1 "${@:2}"; }
 summary() { echo "^\[doctest\] test cases: 12 \| $1 passed \| $2 failed \| $3 not run$"; }
