@@ -275,8 +275,10 @@ __global__ void __launch_bounds__(kThreads)
 // y = act((x - mean) * gamma * invstd + beta [+ residual]). invstd is `spread` itself (training:
 // save_invstd), or 1 / sqrt(spread + eps) when spread_is_variance (evaluation: running_var). No
 // __restrict__ on x, residual and y: y may alias one of them; each element is read by the thread
-// that writes it, before it writes it.
-template <typename T, int V, bool ChannelsLast>
+// that writes it, before it writes it. Residual (residual is not null) is a template parameter
+// for the registers the residual's values take (96 rather than 78 a thread in bfloat16 NHWC, by
+// ptxas): without, three blocks of 256 threads fit an SM, not two.
+template <typename T, int V, bool ChannelsLast, bool Residual>
 __global__ void __launch_bounds__(kThreads)
     normalize_kernel(bn::Partition p, const T* x, const T* residual, bool relu, T* y,
                      const float* __restrict__ mean, const float* __restrict__ spread,
@@ -292,19 +294,18 @@ __global__ void __launch_bounds__(kThreads)
     const float invstd = spread_is_variance ? bn::invstd_of(spread[c], eps) : spread[c];
     coefficients[j] = bn::make_normalize(mean[c], invstd, gamma[c], beta[c]);
   }
-  const bool has_residual = residual != nullptr;
   walk<ChannelsLast, V>(p, first, [&](const auto& loads) {
     constexpr int N = std::decay_t<decltype(loads)>::kCount;
     constexpr int PerSlot = bn::kPerSlot<ChannelsLast, V, N>;
     float values[Slots][PerSlot], residuals[Slots][PerSlot];
     gather<ChannelsLast, V>(x, loads, values);
-    if (has_residual) gather<ChannelsLast, V>(residual, loads, residuals);
+    if constexpr (Residual) gather<ChannelsLast, V>(residual, loads, residuals);
 #pragma unroll
     for (int j = 0; j < Slots; ++j)
 #pragma unroll
       for (int k = 0; k < PerSlot; ++k)
-        values[j][k] = bn::forward_output(coefficients[j], values[j][k], has_residual,
-                                          has_residual ? residuals[j][k] : 0.0f, relu);
+        values[j][k] = bn::forward_output(coefficients[j], values[j][k], Residual,
+                                          Residual ? residuals[j][k] : 0.0f, relu);
     scatter<ChannelsLast, V>(y, loads, values);
   });
 }
@@ -401,9 +402,11 @@ __device__ void forward_coefficients(int first, const float* save_mean, const fl
   }
 }
 
-// No __restrict__ on dy and masked_dy, which may alias. mask_beta: ReluMask::beta (null unless
-// the mask is recomputed).
-template <typename T, int V, bool ChannelsLast, bool Pooled>
+// No __restrict__ on dy and masked_dy, which may alias. Recompute: the ReLU's mask is
+// recomputed from x with mask_beta (ReluMask::beta). A template parameter, not a branch: the
+// forward's coefficients it holds cost every kernel registers otherwise (164 rather than 100 a
+// thread in bfloat16 NHWC, by ptxas), so that one block of 256 threads fitted an SM, not two.
+template <typename T, int V, bool ChannelsLast, bool Pooled, bool Recompute>
 __global__ void __launch_bounds__(kThreads)
     grad_sums_kernel(bn::Partition p, const T* __restrict__ x, GradSource<T> dy,
                      const T* relu_output, T* masked_dy, const float* __restrict__ save_mean,
@@ -415,10 +418,10 @@ __global__ void __launch_bounds__(kThreads)
   float mean[Slots];
 #pragma unroll
   for (int j = 0; j < Slots; ++j) mean[j] = owns_channels ? save_mean[first + j] : 0.0f;
-  const bool recompute = mask_beta != nullptr;
   bn::Normalize<float> forward[Slots] = {};
-  if (recompute && owns_channels)
-    forward_coefficients(first, save_mean, save_invstd, gamma, mask_beta, forward);
+  if constexpr (Recompute) {
+    if (owns_channels) forward_coefficients(first, save_mean, save_invstd, gamma, mask_beta, forward);
+  }
   auto sums = bn::no_sums<float, Slots>();
   walk<ChannelsLast, V>(p, first, [&](const auto& loads) {
     constexpr int N = std::decay_t<decltype(loads)>::kCount;
@@ -426,7 +429,7 @@ __global__ void __launch_bounds__(kThreads)
     float g[Slots][PerSlot], values[Slots][PerSlot];
     gather_grad<ChannelsLast, V, Pooled>(p, dy, relu_output, loads, g);
     gather<ChannelsLast, V>(x, loads, values);
-    if (recompute) mask_by_recomputed_output<T>(g, values, forward);
+    if constexpr (Recompute) mask_by_recomputed_output<T>(g, values, forward);
     bn::add_grad_group(sums, g, values, mean);
     if (masked_dy != nullptr) scatter<ChannelsLast, V>(masked_dy, loads, g);
   });
@@ -472,8 +475,9 @@ __global__ void __launch_bounds__(kThreads)
   dbeta[channel] = grads.dbeta;
 }
 
-// No __restrict__ on dy, relu_output and dx: dx may alias dy. mask_beta as grad_sums_kernel's.
-template <typename T, int V, bool ChannelsLast, bool Pooled>
+// No __restrict__ on dy, relu_output and dx: dx may alias dy. Recompute and mask_beta as
+// grad_sums_kernel's.
+template <typename T, int V, bool ChannelsLast, bool Pooled, bool Recompute>
 __global__ void __launch_bounds__(kThreads)
     data_grad_kernel(bn::Partition p, const T* x, GradSource<T> dy, const T* relu_output, T* dx,
                      const float* __restrict__ gamma, const float* __restrict__ save_mean,
@@ -490,16 +494,16 @@ __global__ void __launch_bounds__(kThreads)
     coefficients[j] = bn::make_data_grad(save_mean[c], save_invstd[c], gamma[c], dgamma[c],
                                          dbeta[c], inv_count);
   }
-  const bool recompute = mask_beta != nullptr;
   bn::Normalize<float> forward[Slots] = {};
-  if (recompute) forward_coefficients(first, save_mean, save_invstd, gamma, mask_beta, forward);
+  if constexpr (Recompute)
+    forward_coefficients(first, save_mean, save_invstd, gamma, mask_beta, forward);
   walk<ChannelsLast, V>(p, first, [&](const auto& loads) {
     constexpr int N = std::decay_t<decltype(loads)>::kCount;
     constexpr int PerSlot = bn::kPerSlot<ChannelsLast, V, N>;
     float g[Slots][PerSlot], values[Slots][PerSlot];
     gather_grad<ChannelsLast, V, Pooled>(p, dy, relu_output, loads, g);
     gather<ChannelsLast, V>(x, loads, values);
-    if (recompute) mask_by_recomputed_output<T>(g, values, forward);
+    if constexpr (Recompute) mask_by_recomputed_output<T>(g, values, forward);
 #pragma unroll
     for (int j = 0; j < Slots; ++j)
 #pragma unroll
@@ -613,7 +617,9 @@ void batchnorm_forward_train(const BatchNormShape& shape, const T* x, const floa
         running_mean, running_var, save_mean, save_invstd);
     RDDP_CUDA_CHECK_LAUNCH("finish_moments_kernel");
     if (y == nullptr) return;  // the statistics only
-    normalize_kernel<T, V, kChannelsLast><<<grid_of(p), block_of(p, V), 0, stream>>>(
+    const auto normalize = residual != nullptr ? normalize_kernel<T, V, kChannelsLast, true>
+                                               : normalize_kernel<T, V, kChannelsLast, false>;
+    normalize<<<grid_of(p), block_of(p, V), 0, stream>>>(
         p, x, residual, relu, y, save_mean, save_invstd, /*spread_is_variance=*/false,
         kBatchNormEpsilon, gamma, beta);
     RDDP_CUDA_CHECK_LAUNCH("normalize_kernel");
@@ -629,7 +635,9 @@ void batchnorm_forward_eval(const BatchNormShape& shape, const T* x, const float
   dispatch<T>(p, vector, [&](auto v, auto channels_last) {
     constexpr int V = decltype(v)::value;
     constexpr bool kChannelsLast = decltype(channels_last)::value;
-    normalize_kernel<T, V, kChannelsLast><<<grid_of(p), block_of(p, V), 0, stream>>>(
+    const auto normalize = residual != nullptr ? normalize_kernel<T, V, kChannelsLast, true>
+                                               : normalize_kernel<T, V, kChannelsLast, false>;
+    normalize<<<grid_of(p), block_of(p, V), 0, stream>>>(
         p, x, residual, relu, y, running_mean, running_var, /*spread_is_variance=*/true,
         kBatchNormEpsilon, gamma, beta);
     RDDP_CUDA_CHECK_LAUNCH("normalize_kernel");
@@ -663,19 +671,26 @@ void launch_backward(const BatchNormShape& shape, const T* x, const GradSource<T
   const bool dy_is_masked = masked_dy != nullptr && masked_dy == dy.dy && relu.any();
   // 1 / M rounded once from the exact quotient, as the twin's n_inv.
   const float inv_count = static_cast<float>(1.0 / static_cast<double>(p.per_channel));
+  // The data gradient recomputes the mask only where grad_sums_kernel did not mask dy in place.
+  const bool sums_recompute = relu.beta != nullptr;
+  const bool data_recompute = sums_recompute && !dy_is_masked;
   const auto launch = [&](auto v, auto channels_last, auto pooled) {
     constexpr int V = decltype(v)::value;
     constexpr bool kChannelsLast = decltype(channels_last)::value;
     constexpr bool kPooled = decltype(pooled)::value;
-    grad_sums_kernel<T, V, kChannelsLast, kPooled><<<grid_of(p), block_of(p, V), 0, stream>>>(
-        p, x, dy, relu_output, masked_dy, save_mean, save_invstd, gamma, relu.beta, partials);
+    const auto sums = sums_recompute ? grad_sums_kernel<T, V, kChannelsLast, kPooled, true>
+                                     : grad_sums_kernel<T, V, kChannelsLast, kPooled, false>;
+    sums<<<grid_of(p), block_of(p, V), 0, stream>>>(p, x, dy, relu_output, masked_dy, save_mean,
+                                                     save_invstd, gamma, relu.beta, partials);
     RDDP_CUDA_CHECK_LAUNCH("grad_sums_kernel");
     finish_grad_sums_kernel<<<channel_warp_blocks(p), kThreads, 0, stream>>>(
         p, partials, save_invstd, dgamma, dbeta);
     RDDP_CUDA_CHECK_LAUNCH("finish_grad_sums_kernel");
-    data_grad_kernel<T, V, kChannelsLast, kPooled><<<grid_of(p), block_of(p, V), 0, stream>>>(
+    const auto data = data_recompute ? data_grad_kernel<T, V, kChannelsLast, kPooled, true>
+                                     : data_grad_kernel<T, V, kChannelsLast, kPooled, false>;
+    data<<<grid_of(p), block_of(p, V), 0, stream>>>(
         p, x, dy, dy_is_masked ? nullptr : relu_output, dx, gamma, save_mean, save_invstd,
-        dgamma, dbeta, dy_is_masked ? nullptr : relu.beta, inv_count);
+        dgamma, dbeta, data_recompute ? relu.beta : nullptr, inv_count);
     RDDP_CUDA_CHECK_LAUNCH("data_grad_kernel");
   };
   dispatch<T>(p, vector, [&](auto v, auto channels_last) {
