@@ -38,9 +38,10 @@ class KernelTotals {
   std::vector<KernelTotal> sorted() const {
     std::vector<KernelTotal> kernels;
     for (const auto& [name, kernel] : by_name_) kernels.push_back(kernel);
-    std::stable_sort(kernels.begin(), kernels.end(), [](const KernelTotal& a, const KernelTotal& b) {
-      return a.total_ns > b.total_ns;
-    });
+    std::stable_sort(kernels.begin(), kernels.end(),
+                     [](const KernelTotal& a, const KernelTotal& b) {
+                       return a.total_ns > b.total_ns;
+                     });
     return kernels;
   }
   int64_t launches() const {

@@ -2,8 +2,8 @@
 // Every kernel the GPU runs over some training steps, with its duration, from CUPTI's activity
 // records (the library Nsight Systems and PyTorch's profiler collect with), summed by name
 // (bench/kernel_summary.h), so that bench/profile_breakdown.py sets them beside PyTorch's
-// (bench/pytorch_ddp.py --kernel-csv) by category. It needs no profiler installed: where a machine has neither nsys
-// nor ncu, the step's kernel time is still known by kernel.
+// (bench/pytorch_ddp.py --kernel-csv) by category. It needs no profiler installed: where a
+// machine has neither nsys nor ncu, the step's kernel time is still known by kernel.
 //
 // CUPTI is loaded at run time (dlopen), so the benchmark starts and measures without it; only
 // --kernel-csv needs it. The kernels keep running concurrently as they do untraced (CUPTI's

@@ -420,7 +420,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int j = 0; j < Slots; ++j) mean[j] = owns_channels ? save_mean[first + j] : 0.0f;
   bn::Normalize<float> forward[Slots] = {};
   if constexpr (Recompute) {
-    if (owns_channels) forward_coefficients(first, save_mean, save_invstd, gamma, mask_beta, forward);
+    if (owns_channels)
+      forward_coefficients(first, save_mean, save_invstd, gamma, mask_beta, forward);
   }
   auto sums = bn::no_sums<float, Slots>();
   walk<ChannelsLast, V>(p, first, [&](const auto& loads) {

@@ -14,8 +14,8 @@
 # Each time, the cases after the one at fault run again in a new process (doctest's --first), at
 # most --restarts times (default 5). The output is the processes' own, one after another, then
 # the eight longest cases, and, after any of the three, a line per case that failed and a summary
-# line in doctest's form over every process. Exit status: 0 when every case ran and passed, 77 when the program found no
-# GPU (it prints SKIPPED), else 1.
+# line in doctest's form over every process. Exit status: 0 when every case ran and passed, 77
+# when the program found no GPU (it prints SKIPPED), else 1.
 set -uo pipefail
 stall=240 restarts=5
 while [ $# -gt 0 ]; do

@@ -11,10 +11,10 @@
 //                             INDEX counting from 1 over the cases the filters pass (doctest's
 //                             --first numbers them the same way), OUTCOME passed, failed, crashed
 //                             (a signal) or context-lost.
-// RDDP_GPU_TESTS_FAULT=KIND:N  case N fails as KIND says: lose-context (as if the context were
-//                             lost after it), crash (SIGSEGV at its first assertion) or hang
-//                             (it never ends): how the tests of scripts/run_gpu_tests.sh reach these paths
-//                             without breaking a GPU.
+// RDDP_GPU_TESTS_FAULT=KIND:N  case N fails as KIND says: lose-context (as if the context
+//                             were lost after it), crash (SIGSEGV at its first assertion) or
+//                             hang (it never ends): how the tests of scripts/run_gpu_tests.sh
+//                             reach these paths without breaking a GPU.
 #include <doctest/doctest.h>
 
 #include <cuda_runtime_api.h>
