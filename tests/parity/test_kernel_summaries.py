@@ -17,18 +17,11 @@ import torch.nn.functional as F
 
 SOURCE_DIR = os.environ.get("RDDP_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(SOURCE_DIR, "bench"))
+import numbered_checks  # noqa: E402
 import profile_breakdown  # noqa: E402
 import pytorch_ddp  # noqa: E402
+from numbered_checks import check  # noqa: E402
 
-checks = 0
-
-
-def check(what, ok, detail=""):
-    global checks
-    if not ok:
-        sys.exit(f"FAILED: {what}{': ' + detail if detail else ''}")
-    checks += 1
-    print(f"ok {checks}: {what}")
 
 
 def event(name, start_us, end_us, device_type):
@@ -79,4 +72,4 @@ check("a real torch.profiler trace sums by name (aten::conv2d three times)",
 check("with positive durations, shortest <= longest",
       all(total > 0 and low <= high for total, _, low, high in real.values()), repr(real))
 check("a CPU trace holds no CUDA kernel", pytorch_ddp.kernel_totals(traced.events()) == {})
-print(f"{checks} passed, 0 failed")
+print(numbered_checks.summary())

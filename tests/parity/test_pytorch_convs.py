@@ -18,18 +18,11 @@ import torch.nn.functional as F
 
 SOURCE_DIR = os.environ.get("RDDP_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(SOURCE_DIR, "bench"))
+import numbered_checks  # noqa: E402
 import pytorch_convs  # noqa: E402
+from numbered_checks import check  # noqa: E402
 
 SCRIPT = os.path.join(SOURCE_DIR, "bench", "pytorch_convs.py")
-checks = 0
-
-
-def check(what, ok, detail=""):
-    global checks
-    if not ok:
-        sys.exit(f"FAILED: {what}{': ' + detail if detail else ''}")
-    checks += 1
-    print(f"ok {checks}: {what}")
 
 
 def record(precision, name, geometry, count, direction, legacy, graph, in_step_sum=True,
@@ -201,7 +194,7 @@ def main():
         the_table_and_sums(workdir)
         bad_inputs(workdir)
     kernels_bench_writes_the_keys_read()
-    print(f"{checks} passed, 0 failed")
+    print(numbered_checks.summary())
 
 
 if __name__ == "__main__":
