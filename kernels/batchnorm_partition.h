@@ -27,8 +27,9 @@ constexpr int kThreads = 256;
 constexpr int kWarp = 32;
 // NHWC: the channels of one block: a 128-byte line of a bfloat16 pixel, two of a float one.
 constexpr int kTileChannels = 64;
-// About two waves of 256-thread blocks on an H100 (132 SMs) at the occupancy these kernels get;
-// a shape constant rather than the device's SM count, so that results do not depend on the GPU.
+// Two to four waves of 256-thread blocks on an H100 (132 SMs) at the two to three blocks an SM
+// these kernels fit (cli.test_kernel_registers); a shape constant rather than the device's SM
+// count, so that results do not depend on the GPU.
 constexpr int kTargetBlocks = 1024;
 // Below this many values a block spends more on its reduction than on reading.
 constexpr int kMinValuesPerBlock = 8192;
