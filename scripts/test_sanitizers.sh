@@ -14,13 +14,13 @@
 # build runs them. cli.test_bad_input and cli.test_pack still run the whole program, training
 # included, for a step. The emulated CUDA engine's tests (cpu.emu_engine.*, tests/emu/README.md)
 # train for minutes in the ordinary build, and the programs built on that engine (mpi.emu_*,
-# cli.test_cuda_trainer_emulated, cli.test_run_throughput) with them; they are left out here
-# and their programs are not built.
+# cli.test_cuda_trainer_emulated, cli.test_run_throughput, cli.test_run_gpu_tests) with them;
+# they are left out here and their programs are not built.
 # The kernel tests' second run in reverse thread order (cpu.emu_reverse.*) checks ordering,
 # which the first run here already covers for the sanitizers, so it is left out too. So are
-# cli.test_gpu_check_budget, cli.test_kernel_ptx_diff, cli.test_compare_throughput and
-# cli.test_copy_gpu_programs: they run scripts against stand-ins and nvcc, no program of this
-# build (about 35 s of CPU here).
+# cli.test_gpu_check_budget, cli.test_kernel_ptx_diff, cli.test_kernel_registers,
+# cli.test_compare_throughput and cli.test_copy_gpu_programs: they run scripts against stand-ins
+# and nvcc, no program of this build (about 60 s of CPU here).
 # Environment: RDDP_ASAN_BUILD_DIR (default build-asan), RDDP_CUDA_ARCHS (default 90).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -75,7 +75,7 @@ export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$supp/lsan.supp:print_suppressi
 
 cd "$build"
 [ $# -gt 0 ] || set -- -L "cpu|mpi" \
-  -E "^(cli[.]test_resume|cli[.]test_faults|cli[.]test_plot_precision_curves|mpi[.]trainer_np2|cpu[.]emu_engine[.].*|cpu[.]emu_reverse[.].*|mpi[.]emu_.*|cli[.]test_cuda_trainer_emulated|cli[.]test_run_throughput|cli[.]test_gpu_check_budget|cli[.]test_kernel_ptx_diff|cli[.]test_compare_throughput|cli[.]test_copy_gpu_programs)$"
+  -E "^(cli[.]test_resume|cli[.]test_faults|cli[.]test_plot_precision_curves|mpi[.]trainer_np2|cpu[.]emu_engine[.].*|cpu[.]emu_reverse[.].*|mpi[.]emu_.*|cli[.]test_cuda_trainer_emulated|cli[.]test_run_throughput|cli[.]test_run_gpu_tests|cli[.]test_gpu_check_budget|cli[.]test_kernel_ptx_diff|cli[.]test_kernel_registers|cli[.]test_compare_throughput|cli[.]test_copy_gpu_programs)$"
 status=0
 ctest --output-on-failure -j "$jobs" "$@" || status=$?
 phase_done tests

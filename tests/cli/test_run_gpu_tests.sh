@@ -5,7 +5,7 @@
 # doctest paths a real fault takes; twelve quick cases of it stand in for the suite.
 source "$(dirname "$0")/lib.sh"
 script=$RDDP_SOURCE_DIR/scripts/run_gpu_tests.sh
-if [ -z "${RDDP_EMULATED_ENGINE_TESTS:-}" ]; then
+if [ ! -x "${RDDP_EMULATED_ENGINE_TESTS:-}" ]; then
   echo "SKIPPED: the emulated GPU test program is not built here (tests/emu)"
   exit 77
 fi
