@@ -63,8 +63,12 @@ template <typename Compute, typename Param, typename Grad, typename State>
 RDDP_HD void update(Param& param, const Grad& grad, State& exp_avg, State& exp_avg_sq,
                     const Scalars<Compute>& s, bool decays = true) {
   const Compute g = static_cast<Compute>(grad);
-  const Compute decayed = decays ? static_cast<Compute>(param) * s.decay
-                                 : static_cast<Compute>(param);
+  // Rounded apart from the update, as torch.optim's p.mul_(1 - lr * wd), and the same arithmetic
+  // with or without a mask: on a GPU, a product fused into the subtraction below where no mask
+  // is given (the compiler splits the loop on it) but rounded where one is gave the decayed
+  // parameters other bits under --no-decay-norm-bias (H100, 2026-11-28). A factor of 1 is exact.
+  const Compute decayed =
+      hd::mul_rounded(static_cast<Compute>(param), decays ? s.decay : static_cast<Compute>(1));
   const Compute m = s.beta1 * static_cast<Compute>(exp_avg) + s.one_minus_beta1 * g;
   const Compute v = s.beta2 * static_cast<Compute>(exp_avg_sq) + s.one_minus_beta2 * g * g;
   const Compute denom = hd::sqrt_of(v) / s.bias_correction2_sqrt + s.eps;

@@ -38,6 +38,16 @@ RDDP_HD double log_of(double x) { return ::log(x); }
 RDDP_HD float sqrt_of(float x) { return ::sqrtf(x); }
 RDDP_HD double sqrt_of(double x) { return ::sqrt(x); }
 RDDP_HD double pow_of(double x, double y) { return ::pow(x, y); }
+// a * b rounded on its own, never fused into an addition that follows (nvcc contracts a product
+// and a sum into one FMA where it can, and where it can may depend on code around it: a branch
+// the loop was split on). Host compilers here do not contract.
+#if defined(__CUDA_ARCH__)
+__device__ inline float mul_rounded(float a, float b) { return __fmul_rn(a, b); }
+__device__ inline double mul_rounded(double a, double b) { return __dmul_rn(a, b); }
+#else
+inline float mul_rounded(float a, float b) { return a * b; }
+inline double mul_rounded(double a, double b) { return a * b; }
+#endif
 // Neither Inf nor NaN.
 RDDP_HD bool is_finite(float x) { return isfinite(x); }
 RDDP_HD bool is_finite(double x) { return isfinite(x); }
