@@ -671,7 +671,7 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
     else
       std::printf("kernel times     %lld launches of %zu kernels over %d steps (CUPTI), %.2f ms "
                   "of kernel time a step: %s\n",
-                  static_cast<long long>(m.kernels.launches()), m.kernels.sorted().size(),
+                  static_cast<long long>(m.kernels.launches()), m.kernels.distinct(),
                   m.kernel_steps, m.kernels.total_ns() / 1e6 / m.kernel_steps,
                   s.kernel_csv.c_str());
   }

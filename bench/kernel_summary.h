@@ -44,6 +44,7 @@ class KernelTotals {
                      });
     return kernels;
   }
+  size_t distinct() const { return by_name_.size(); }
   int64_t launches() const {
     int64_t n = 0;
     for (const auto& entry : by_name_) n += entry.second.launches;

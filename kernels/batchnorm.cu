@@ -581,6 +581,20 @@ unsigned channel_warp_blocks(const bn::Partition& p) {
   return static_cast<unsigned>((p.channels + kWarpsPerBlock - 1) / kWarpsPerBlock);
 }
 
+// The output pass of training (with the batch's statistics) and of evaluation (with the
+// running ones): the kernel instance is chosen by whether a residual is added.
+template <typename T, int V, bool ChannelsLast>
+void launch_normalize(const bn::Partition& p, const T* x, const T* residual, bool relu, T* y,
+                      const float* mean, const float* spread, bool spread_is_variance,
+                      const float* gamma, const float* beta, cudaStream_t stream) {
+  const auto normalize = residual != nullptr ? normalize_kernel<T, V, ChannelsLast, true>
+                                             : normalize_kernel<T, V, ChannelsLast, false>;
+  normalize<<<grid_of(p), block_of(p, V), 0, stream>>>(p, x, residual, relu, y, mean, spread,
+                                                       spread_is_variance, kBatchNormEpsilon,
+                                                       gamma, beta);
+  RDDP_CUDA_CHECK_LAUNCH("normalize_kernel");
+}
+
 }  // namespace
 
 size_t batchnorm_scratch_bytes(const BatchNormShape& shape) {
@@ -618,12 +632,8 @@ void batchnorm_forward_train(const BatchNormShape& shape, const T* x, const floa
         running_mean, running_var, save_mean, save_invstd);
     RDDP_CUDA_CHECK_LAUNCH("finish_moments_kernel");
     if (y == nullptr) return;  // the statistics only
-    const auto normalize = residual != nullptr ? normalize_kernel<T, V, kChannelsLast, true>
-                                               : normalize_kernel<T, V, kChannelsLast, false>;
-    normalize<<<grid_of(p), block_of(p, V), 0, stream>>>(
-        p, x, residual, relu, y, save_mean, save_invstd, /*spread_is_variance=*/false,
-        kBatchNormEpsilon, gamma, beta);
-    RDDP_CUDA_CHECK_LAUNCH("normalize_kernel");
+    launch_normalize<T, V, kChannelsLast>(p, x, residual, relu, y, save_mean, save_invstd,
+                                          /*spread_is_variance=*/false, gamma, beta, stream);
   });
 }
 
@@ -636,12 +646,8 @@ void batchnorm_forward_eval(const BatchNormShape& shape, const T* x, const float
   dispatch<T>(p, vector, [&](auto v, auto channels_last) {
     constexpr int V = decltype(v)::value;
     constexpr bool kChannelsLast = decltype(channels_last)::value;
-    const auto normalize = residual != nullptr ? normalize_kernel<T, V, kChannelsLast, true>
-                                               : normalize_kernel<T, V, kChannelsLast, false>;
-    normalize<<<grid_of(p), block_of(p, V), 0, stream>>>(
-        p, x, residual, relu, y, running_mean, running_var, /*spread_is_variance=*/true,
-        kBatchNormEpsilon, gamma, beta);
-    RDDP_CUDA_CHECK_LAUNCH("normalize_kernel");
+    launch_normalize<T, V, kChannelsLast>(p, x, residual, relu, y, running_mean, running_var,
+                                          /*spread_is_variance=*/true, gamma, beta, stream);
   });
 }
 

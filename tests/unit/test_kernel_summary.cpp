@@ -15,6 +15,7 @@ TEST_CASE("kernel launches are summed by name, longest total first, with their e
   totals.add("grad_sums_kernel", 250);
   totals.add("void fprop<int>(float)", 3000);
   CHECK(totals.launches() == 3);
+  CHECK(totals.distinct() == 2);
   CHECK(totals.total_ns() == 4250);
   const auto kernels = totals.sorted();
   REQUIRE(kernels.size() == 2);
