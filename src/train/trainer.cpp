@@ -1,5 +1,6 @@
 #include "resnet_ddp/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -217,12 +218,6 @@ void Trainer::open_data() {
   group_.require_same(steps_per_epoch_, "training steps per epoch");
 }
 
-// Options that only mean something to the CUDA engine are refused, not ignored, when the run
-// trains on the CPU. A replayed CUDA graph, moreover, does none of the host work the step did
-// while it was captured. With more than one rank that work is the reducer's: counting each
-// bucket's gradients, launching its allreduce, arming the watchdog for it and polling its event;
-// the NCCL calls alone could be captured, but a replay would run them unwatched and without the
-// bookkeeping that keeps every rank's launch order checked, so graphs are for one rank only.
 // What the settings table says of each BatchNorm implementation.
 const char* batchnorm_description(BatchNormImpl impl) {
   switch (impl) {
@@ -235,6 +230,25 @@ const char* batchnorm_description(BatchNormImpl impl) {
   return " (cuDNN)";
 }
 
+// The flags of our fastest measured step (fused BatchNorm in NHWC replayed from a CUDA graph:
+// about three times the images/s of cuDNN's BatchNorm in NCHW at 224x224 bf16 on an H100,
+// bench/results of 2026-11-28)
+// that this run leaves out, space-separated; empty when it uses them all. They are not the
+// defaults until a whole GPU training run with them has been compared with PyTorch's, so the
+// settings table names them rather than letting a user find them in the README.
+std::string faster_flags(const TrainOptions& options) {
+  std::string flags;
+  const auto add = [&](bool left_out, const char* flag) {
+    if (left_out) flags += (flags.empty() ? "" : " ") + std::string(flag);
+  };
+  add(options.batchnorm != BatchNormImpl::fused, "--batchnorm fused");
+  add(options.memory_format != MemoryFormat::nhwc, "--memory-format nhwc");
+  add(!options.cuda_graphs, "--cuda-graphs on");
+  return flags;
+}
+
+// Options that only mean something to the CUDA engine are refused, not ignored, when the run
+// trains on the CPU.
 void Trainer::check_gpu_only_options() const {
   if (options_.batchnorm != BatchNormImpl::cudnn && device_ != DeviceKind::cuda)
     fail("--batchnorm ", to_string(options_.batchnorm), " chooses GPU kernels, but this run trains on the CPU (",
@@ -378,7 +392,7 @@ void Trainer::show_settings() const {
       (opt.kind == OptimizerKind::sgd
            ? ", momentum " + general(opt.momentum) + (opt.nesterov ? " (nesterov)" : "")
            : ", betas " + general(opt.beta1) + "/" + general(opt.beta2) + ", eps " + general(opt.eps));
-  console_.table("resnet_ddp", {
+  std::vector<std::pair<std::string, std::string>> rows = {
       {"world size", std::to_string(group_.size()) + (group_.size() > 1 ? " ranks" : " rank")},
       {"device", std::string(to_string(device_)) + " (" + engine_->device_name() +
                      (device_ == DeviceKind::cpu ? std::string(", ") + cpu::to_string(cpu::gemm_kernel()) + " GEMM"
@@ -449,7 +463,15 @@ void Trainer::show_settings() const {
                                    " to " + std::to_string(options_.profile_last_step) +
                                    (device_ == DeviceKind::cuda ? " (cudaProfilerStart/Stop)"
                                                                 : " (the \"profiled steps\" range)"))},
-  });
+  };
+  const std::string faster = faster_flags(options_);
+  if (device_ == DeviceKind::cuda && !faster.empty()) {
+    const auto graphs = std::find_if(rows.begin(), rows.end(),
+                                     [](const auto& row) { return row.first == "cuda graphs"; });
+    rows.insert(graphs == rows.end() ? graphs : graphs + 1,
+                {"speed", "faster with " + faster + " (README: Results)"});
+  }
+  console_.table("resnet_ddp", rows);
 }
 
 Metrics Trainer::take_checked_metrics(int64_t epoch, int64_t step, double lr) {

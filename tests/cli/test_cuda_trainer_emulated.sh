@@ -24,6 +24,14 @@ check "the settings table says why there is no MFU, and the model's FLOPs per im
   grep -qE "^  MFU +unknown: emulated .* is not among the GPUs of include/resnet_ddp/gpu_peaks.h; 0.83 GFLOP per training image" \
   "$work/out"
 check "no progress or epoch line shows an MFU figure" bash -c '! grep -q "MFU [0-9]" "$1"' _ "$work/out"
+# The defaults are not our fastest step: the settings name every flag of it that the run leaves
+# out (the bf16 and fp16 runs below leave out one of three), and none once it has them all.
+check "the settings name the flags of the fastest step" grep -qE \
+  "^  speed +faster with --batchnorm fused --memory-format nhwc --cuda-graphs on \(README: Results\)$" \
+  "$work/out"
+expect 0 "cuda graphs +on: " -- "${run[@]}" --max-steps 1 --batchnorm fused --memory-format nhwc --cuda-graphs on
+check "no speed line in the settings of a run with the fastest flags" \
+  bash -c '! grep -q "^  speed " "$1"' _ "$work/out"
 # cuDNN's BatchNorm in its persistent mode, as PyTorch trains channels_last.
 expect 0 "batchnorm +cudnn-persistent \(cuDNN, SPATIAL_PERSISTENT mode in training\)" -- \
   "${run[@]}" --max-steps 2 --memory-format nhwc --precision bf16 --batchnorm cudnn-persistent
@@ -48,6 +56,8 @@ check "--conv-api graph ends saying every convolution ran on a graph-API plan" \
 for precision in bf16 fp16; do
   sixteen=("${run[@]}" --precision "$precision" --memory-format nhwc --batchnorm fused)
   expect 0 "epoch 1/1: train loss [0-9.]+ " -- "${sixteen[@]}" --save-weights "$work/$precision-straight.rddp"
+  check "$precision NHWC fused BatchNorm: the settings name only --cuda-graphs on" \
+    grep -qE "^  speed +faster with --cuda-graphs on \(" "$work/out"
   expect 0 "checkpoint .*checkpoint-0000000003.rddp" -- \
     "${sixteen[@]}" --max-steps 3 --checkpoint-dir "$work/ck-$precision"
   expect 0 "start .*checkpoint-0000000003.rddp" -- \

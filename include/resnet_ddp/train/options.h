@@ -24,13 +24,14 @@ struct TrainOptions {
   std::string stem = "auto";  // auto: cifar for images up to 64 pixels, else imagenet
   DeviceChoice device = DeviceChoice::automatic;
   Precision precision = Precision::tf32;
-  // GPU activations' layout: nchw at every precision unless given. On an H100 (bench/results,
-  // 2026-11-22) our nhwc path ran the 32x32 bf16 step 3.7 times slower, its time in cuDNN's
-  // BatchNorm on NHWC tensors, so nhwc stays an option to measure, not a default.
+  // GPU activations' layout: nchw at every precision unless given. nhwc is the faster with our
+  // fused BatchNorm (bench/results, H100, 2026-11-28) and far slower with cuDNN's; the default
+  // changes with the BatchNorm's, once a whole GPU training run has been compared with PyTorch's.
   MemoryFormat memory_format = MemoryFormat::nchw;
   bool memory_format_given = false;
   int pad_input_channels = 0;  // 0: the images' own channels
-  // GPU BatchNorm kernels: cuDNN's until our fused ones have been measured on a GPU.
+  // GPU BatchNorm kernels: cuDNN's until a whole GPU training run with our fused ones has been
+  // compared with PyTorch's (they are the faster: bench/results, H100, 2026-11-28).
   BatchNormImpl batchnorm = BatchNormImpl::cudnn;
   bool deterministic = false;     // cuDNN algorithms that give the same bits every run
   bool conv_timed_search = true;  // time cuDNN's convolution algorithms (cudnn.benchmark)
