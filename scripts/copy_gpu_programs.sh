@@ -3,7 +3,11 @@
 # layout, for a GPU machine that has the CUDA, cuDNN and NCCL libraries but no compiler or MPI
 # headers to build with (a cloud node, a container beside PyTorch):
 #
-#   scripts/copy_gpu_programs.sh [--build-dir build] DIR
+#   scripts/copy_gpu_programs.sh [--build-dir build] [--archive FILE.tar.gz] DIR
+#
+# --archive also packs DIR into one gzip file, about a quarter of its size (17 MB against 61 MB
+# for sm_90), for a machine reached by copying files: there, `tar -xzf FILE.tar.gz -C PLACE`
+# makes PLACE/NAME, NAME being DIR's last component.
 #
 # It first brings those programs up to date in the build (cmake --build, which keeps the build's
 # CUDA architectures: scripts/test.sh's build has 90; set RDDP_CUDA_ARCHS for another GPU). Then,
@@ -17,10 +21,13 @@
 # when the tree had uncommitted changes), the CUDA architectures, and each program's size.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=$root/build out=""
+build=$root/build out="" archive=""
 while [ $# -gt 0 ]; do
   case $1 in
     --build-dir) build=${2:?--build-dir needs a directory}; shift ;;
+    --archive) archive=${2:?--archive needs a file name ending in .tar.gz}; shift
+       [[ $archive == *.tar.gz || $archive == *.tgz ]] ||
+         { echo "copy_gpu_programs.sh: --archive $archive: name a .tar.gz (or .tgz) file" >&2; exit 2; } ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "copy_gpu_programs.sh: unknown option '$1'; see $0 --help" >&2; exit 2 ;;
     *) [ -z "$out" ] || { echo "copy_gpu_programs.sh: one DIR only, got '$out' and '$1'" >&2; exit 2; }
@@ -34,6 +41,11 @@ done
 out_real=$(realpath -m "$out")
 [[ $out_real != "$(realpath "$build")" && $out_real != "$(realpath "$build")"/* ]] ||
   { echo "copy_gpu_programs.sh: $out is inside the build it copies from; name a directory beside it" >&2; exit 2; }
+if [ -n "$archive" ]; then
+  archive_real=$(realpath -m "$archive")
+  [[ $archive_real != "$out_real"/* ]] ||
+    { echo "copy_gpu_programs.sh: --archive $archive is inside $out, which the copy replaces; name a file beside it" >&2; exit 2; }
+fi
 
 # Each program and its place in the build tree; nccl_comm_test exists only where CMake found an
 # mpiexec to run its tests with.
@@ -68,3 +80,10 @@ for program in "${programs[@]}"; do
 done
 cat "$out/BUILT"
 echo "copy_gpu_programs.sh: $(du -sh "$out" | cut -f1) in $out"
+if [ -n "$archive" ]; then
+  # Written beside its final name and renamed, so that an interrupted run never leaves a
+  # truncated archive that looks whole.
+  tar -czf "$archive.partial" -C "$(dirname "$out_real")" "$(basename "$out_real")"
+  mv "$archive.partial" "$archive"
+  echo "copy_gpu_programs.sh: $(du -h "$archive" | cut -f1) in $archive (unpack with tar -xzf: it makes $(basename "$out_real")/)"
+fi

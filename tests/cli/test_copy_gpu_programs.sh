@@ -48,4 +48,15 @@ check "BUILT names the CUDA architectures" grep -q "^CUDA architectures: 80;90; 
 touch "$work/gpu/stale"
 expect 0 "copy_gpu_programs.sh:" -- copy "$work/gpu"
 check "an earlier copy's files are gone" [ ! -e "$work/gpu/stale" ]
+
+# One file to carry: the archive unpacks into the same copy, under the directory's name.
+expect 2 "name a .tar.gz" -- copy --archive "$work/gpu.zip" "$work/gpu"
+expect 2 "is inside $work/gpu, which the copy replaces" -- copy --archive "$work/gpu/all.tar.gz" "$work/gpu"
+expect 0 "copy_gpu_programs.sh: .* in $work/gpu.tar.gz \\(unpack with tar -xzf: it makes gpu/\\)" -- \
+  copy --archive "$work/gpu.tar.gz" "$work/gpu"
+check "no partial archive is left behind" [ ! -e "$work/gpu.tar.gz.partial" ]
+mkdir "$work/elsewhere"
+tar -xzf "$work/gpu.tar.gz" -C "$work/elsewhere"
+check "the unpacked copy has the same BUILT" cmp "$work/gpu/BUILT" "$work/elsewhere/gpu/BUILT"
+check "the unpacked gpu_tests still runs" "$work/elsewhere/gpu/tests/gpu_tests"
 finish
