@@ -5,10 +5,10 @@
 #   scripts/test_sanitizers.sh              labels cpu and mpi, but the four long training runs
 #   scripts/test_sanitizers.sh -L 'cpu|mpi' every test of both labels (ctest arguments replace
 #                                           the default selection)
-#   scripts/test_sanitizers.sh --build-only configures and builds, runs nothing (CI builds so
-#                                           while the ordinary tests run; see .ci/run)
-# CI builds it beside scripts/test.sh and runs its tests after. The CPU executor runs about 15
-# times slower under the sanitizers (a 2-step synthetic run: 41 s against 2.8 s), so
+#   scripts/test_sanitizers.sh --build-only configures and builds, runs nothing
+# .ci/nightly runs it (about 17 minutes on two cores: too long for every commit's CI).
+# The CPU executor runs about 15 times slower under the sanitizers (a 2-step synthetic run: 41 s
+# against 2.8 s), so
 # cli.test_resume, cli.test_faults, cli.test_plot_precision_curves and mpi.trainer_np2, which
 # train ResNet-18 for dozens of steps, would take many minutes each on two cores; the ordinary
 # build runs them. cli.test_bad_input and cli.test_pack still run the whole program, training
