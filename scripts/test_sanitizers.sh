@@ -8,14 +8,13 @@
 #   scripts/test_sanitizers.sh --build-only configures and builds, runs nothing
 # .ci/nightly runs it (about 17 minutes on two cores: too long for every commit's CI).
 # The CPU executor runs about 15 times slower under the sanitizers (a 2-step synthetic run: 41 s
-# against 2.8 s), so
-# cli.test_resume, cli.test_faults, cli.test_plot_precision_curves and mpi.trainer_np2, which
-# train ResNet-18 for dozens of steps, would take many minutes each on two cores; the ordinary
-# build runs them. cli.test_bad_input and cli.test_pack still run the whole program, training
-# included, for a step. The emulated CUDA engine's tests (cpu.emu_engine.*, tests/emu/README.md)
-# train for minutes in the ordinary build, and the programs built on that engine (mpi.emu_*,
-# cli.test_cuda_trainer_emulated, cli.test_run_throughput, cli.test_run_gpu_tests) with them;
-# they are left out here and their programs are not built.
+# against 2.8 s), so cli.test_resume, cli.test_faults, cli.test_plot_precision_curves and
+# mpi.trainer_np2, which train ResNet-18 for dozens of steps, would take many minutes each on two
+# cores; the ordinary build runs them. cli.test_bad_input and cli.test_pack still run the whole
+# program, training included, for a step. The emulated CUDA engine's tests (cpu.emu_engine.*,
+# tests/emu/README.md) train for minutes in the ordinary build, and the programs built on that
+# engine (mpi.emu_*, cli.test_cuda_trainer_emulated, cli.test_run_throughput,
+# cli.test_run_gpu_tests) with them; they are left out here and their programs are not built.
 # The kernel tests' second run in reverse thread order (cpu.emu_reverse.*) checks ordering,
 # which the first run here already covers for the sanitizers, so it is left out too. So are
 # cli.test_gpu_check_budget, cli.test_kernel_ptx_diff, cli.test_kernel_registers,
