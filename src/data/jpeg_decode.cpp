@@ -75,9 +75,14 @@ struct Window {
 // Whether libjpeg-turbo's cropped decoding (jpeg_crop_scanline, jpeg_skip_scanlines) gives this
 // image's region the bytes a whole decode gives it, once widened by a pixel a side: checked for
 // greyscale and the subsamplings Pillow writes (4:4:4, 4:2:2, 4:2:0), where smooth chroma
-// upsampling reads one chroma sample beyond a pixel's own. Other layouts decode whole.
+// upsampling reads one chroma sample beyond a pixel's own. Other layouts decode whole, and so do
+// progressive JPEGs: one whose scans stop before its chroma's AC coefficients decoded its cropped
+// columns grey where a whole decode (and Pillow) gives colour (found by fuzzing; the input is
+// tests/fuzz/regressions/image/progressive-jpeg-without-chroma-ac-scans). Cropping saved them
+// less in any case: their entropy decoding covers the whole image before the first row comes out.
 bool crops_exactly(const jpeg_decompress_struct& info) {
 #ifdef LIBJPEG_TURBO_VERSION
+  if (info.progressive_mode) return false;
   const jpeg_component_info* c = info.comp_info;
   for (int i = 1; i < info.num_components; ++i)
     if (c[i].h_samp_factor != 1 || c[i].v_samp_factor != 1) return false;

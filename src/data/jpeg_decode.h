@@ -25,8 +25,8 @@ ImageHeader read_jpeg_header(const uint8_t* bytes, size_t size, const std::strin
 // decodes it.
 // With `choose`, only the region it picks (inside the image) from the header's size: the bytes
 // of decoding the whole image and cropping, from libjpeg-turbo's cropped decoding where that is
-// exact (greyscale, 4:4:4, 4:2:2, 4:2:0), which skips the inverse DCT and colour conversion of
-// what lies outside.
+// exact (greyscale, 4:4:4, 4:2:2, 4:2:0, not progressive), which skips the inverse DCT and
+// colour conversion of what lies outside.
 Image decode_jpeg(const uint8_t* bytes, size_t size, int channels, const std::string& what,
                   const ChooseCrop* choose = nullptr);
 
