@@ -6,7 +6,7 @@
 #   scripts/test_sanitizers.sh -L 'cpu|mpi' every test of both labels (ctest arguments replace
 #                                           the default selection)
 #   scripts/test_sanitizers.sh --build-only configures and builds, runs nothing
-# .ci/nightly runs it (about 17 minutes on two cores: too long for every commit's CI).
+# .ci/nightly runs it (about 15 minutes on two cores: too long for every commit's CI).
 # The CPU executor runs about 15 times slower under the sanitizers (a 2-step synthetic run: 41 s
 # against 2.8 s), so cli.test_resume, cli.test_faults, cli.test_plot_precision_curves and
 # mpi.trainer_np2, which train ResNet-18 for dozens of steps, would take many minutes each on two
