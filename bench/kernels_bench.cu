@@ -265,6 +265,8 @@ void bench_batchnorm(const Reporter& report, const cuda::ComputeContext& context
   float* dbeta = device_alloc<float>(channels);
   const size_t scratch_bytes = cuda::batchnorm_scratch_bytes(shape);
   std::byte* scratch = device_alloc<std::byte>(scratch_bytes);
+  const size_t relu_bits_bytes = cuda::batchnorm_relu_bits_bytes<T>(shape);
+  uint8_t* relu_bits = device_alloc<uint8_t>(relu_bits_bytes);
   RDDP_CUDA_CHECK(cudaDeviceSynchronize());
 
   const cudnnTensorFormat_t cudnn_format =
@@ -311,6 +313,13 @@ void bench_batchnorm(const Reporter& report, const cuda::ComputeContext& context
     cuda::batchnorm_forward_train(shape, x, gamma, beta, running_mean, running_var, save_mean,
                                   save_invstd, static_cast<const T*>(residual), true, y, scratch,
                                   scratch_bytes, stream);
+  });
+  // The same writing the ReLU's mask as bits for the backward, as the executor trains each
+  // block's bn2 with our kernels.
+  time("batchnorm fwd +add+relu, bits (ours)", 4 * n + relu_bits_bytes, [&] {
+    cuda::batchnorm_forward_train(shape, x, gamma, beta, running_mean, running_var, save_mean,
+                                  save_invstd, static_cast<const T*>(residual), true, y, scratch,
+                                  scratch_bytes, stream, relu_bits);
   });
   time("batchnorm fwd train (cuDNN)", 3 * n, [&] {
     layer.forward_train(context.cudnn(), batch, x, gamma, beta, running_mean, running_var, y,
@@ -397,6 +406,20 @@ void bench_batchnorm(const Reporter& report, const cuda::ComputeContext& context
       persistent.backward(context.cudnn(), batch, x, dy, gamma, save_mean, save_invstd, dx,
                           dgamma, dbeta, persistent_ex());
     });
+  // A block's bn2 as the executor trains it with our kernels: the output gradient masked in
+  // place (it feeds the identity branch too), the mask from the stored output or from the bits
+  // "fwd +add+relu, bits" wrote. After the rows that read dy as it was: masking it in place
+  // leaves zeros there. Bytes: the first pass reads dy, x and the mask and writes dy, the second
+  // reads dy and x and writes dx.
+  time("bn2 bwd, mask of y, in place (ours)", 7 * n, [&] {
+    cuda::batchnorm_backward(shape, x, dy, cuda::ReluMask<T>::of_output(y), gamma, save_mean,
+                             save_invstd, dx, dgamma, dbeta, scratch, scratch_bytes, stream, dy);
+  });
+  time("bn2 bwd, mask of bits, in place (ours)", 6 * n + relu_bits_bytes, [&] {
+    cuda::batchnorm_backward(shape, x, dy, cuda::ReluMask<T>::of_bits(relu_bits), gamma,
+                             save_mean, save_invstd, dx, dgamma, dbeta, scratch, scratch_bytes,
+                             stream, dy);
+  });
   // Last, since it writes the residual's gradient over dy, as the executor does: our masked
   // backward's bytes plus that write.
   if (nhwc)
@@ -411,7 +434,8 @@ void bench_batchnorm(const Reporter& report, const cuda::ComputeContext& context
                   static_cast<void*>(beta), static_cast<void*>(running_mean),
                   static_cast<void*>(running_var), static_cast<void*>(save_mean),
                   static_cast<void*>(save_invstd), static_cast<void*>(dgamma),
-                  static_cast<void*>(dbeta), static_cast<void*>(scratch)})
+                  static_cast<void*>(dbeta), static_cast<void*>(scratch),
+                  static_cast<void*>(relu_bits)})
     RDDP_CUDA_CHECK(cudaFree(p));
 }
 

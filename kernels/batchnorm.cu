@@ -7,9 +7,10 @@
 // into save_mean, save_invstd and the running statistics; normalize_kernel writes y. Backward,
 // three more: grad_sums_kernel (sums of g and g * (x - mean) per channel and block),
 // finish_grad_sums_kernel (dgamma, dbeta), data_grad_kernel (dx); both passes over the data read
-// the ReLU's mask from its output or recompute it from x (ReluMask), and read dy or gather it
-// from the gradient of the max-pool that follows (GradSource, PooledGradient). Which thread
-// reads what is kernels/batchnorm_partition.h; every formula is kernels/batchnorm_math.h.
+// the ReLU's mask from its output or from bits the forward wrote, or recompute it from x
+// (ReluMask), and read dy or gather it from the gradient of the max-pool that follows
+// (GradSource, PooledGradient). Which thread reads what is kernels/batchnorm_partition.h; every
+// formula is kernels/batchnorm_math.h.
 // Partials are folded in a fixed order and there are no atomics, so results repeat bit for bit.
 //
 // Values are widened to float on load and rounded once on store, as PyTorch's 16-bit kernels do.
@@ -127,6 +128,52 @@ __device__ void scatter(T* base, const bn::Loads<N>& loads,
     for (int k = 0; k < V; ++k)
       v[k] = values[bn::slot_of<ChannelsLast, V>(k)][bn::position_of<ChannelsLast, V>(u, k)];
     store_rounded(base + loads.offset[u], v);
+  }
+}
+
+// ---- the ReLU's mask as bits (ReluMask::of_bits; the layout: batchnorm_relu_bits_bytes)
+
+// Each value rounded to T and widened back: what the store then writes, exactly (rounding a
+// value of T is exact), so that the mask is taken from what y holds.
+template <typename T, int Slots, int PerSlot>
+__device__ void round_to_stored(float (&values)[Slots][PerSlot]) {
+#pragma unroll
+  for (int j = 0; j < Slots; ++j)
+#pragma unroll
+    for (int k = 0; k < PerSlot; ++k)
+      values[j][k] = static_cast<float>(static_cast<T>(values[j][k]));
+}
+
+// A byte a load (the launchers load the shape's group at once where there are bits): bit k set
+// where the load's value k, as stored, is not <= 0, bn::relu_masked's test.
+template <bool ChannelsLast, int V, int N>
+__device__ void store_relu_bits(uint8_t* bits, const bn::Loads<N>& loads,
+                                const SlotValues<ChannelsLast, V, N>& stored) {
+#pragma unroll
+  for (int u = 0; u < N; ++u) {
+    unsigned byte = 0;
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      if (!(stored[bn::slot_of<ChannelsLast, V>(k)][bn::position_of<ChannelsLast, V>(u, k)] <=
+            0.0f))
+        byte |= 1u << k;
+    bits[loads.offset[u] / V] = static_cast<uint8_t>(byte);
+  }
+}
+
+// g set to 0 where the load's byte of bits says the forward's output was <= 0, as
+// bn::relu_masked does.
+template <bool ChannelsLast, int V, int N>
+__device__ void mask_by_bits(const uint8_t* bits, const bn::Loads<N>& loads,
+                             SlotValues<ChannelsLast, V, N>& g) {
+#pragma unroll
+  for (int u = 0; u < N; ++u) {
+    const unsigned byte = bits[loads.offset[u] / V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      float& value = g[bn::slot_of<ChannelsLast, V>(k)][bn::position_of<ChannelsLast, V>(u, k)];
+      value = (byte >> k) & 1u ? value : 0.0f;
+    }
   }
 }
 
@@ -277,11 +324,13 @@ __global__ void __launch_bounds__(kThreads)
 // __restrict__ on x, residual and y: y may alias one of them; each element is read by the thread
 // that writes it, before it writes it. Residual (residual is not null) is a template parameter
 // for the registers the residual's values take (96 rather than 78 a thread in bfloat16 NHWC, by
-// ptxas): without, three blocks of 256 threads fit an SM, not two.
+// ptxas): without, three blocks of 256 threads fit an SM, not two. relu_bits, when not null,
+// receives the ReLU's mask (store_relu_bits; V is then the shape's group).
 template <typename T, int V, bool ChannelsLast, bool Residual>
 __global__ void __launch_bounds__(kThreads)
     normalize_kernel(bn::Partition p, const T* x, const T* residual, bool relu, T* y,
-                     const float* __restrict__ mean, const float* __restrict__ spread,
+                     uint8_t* __restrict__ relu_bits, const float* __restrict__ mean,
+                     const float* __restrict__ spread,
                      bool spread_is_variance, float eps, const float* __restrict__ gamma,
                      const float* __restrict__ beta) {
   constexpr int Slots = bn::kSlots<ChannelsLast, V>;
@@ -306,6 +355,10 @@ __global__ void __launch_bounds__(kThreads)
       for (int k = 0; k < PerSlot; ++k)
         values[j][k] = bn::forward_output(coefficients[j], values[j][k], Residual,
                                           Residual ? residuals[j][k] : 0.0f, relu);
+    if (relu_bits != nullptr) {
+      round_to_stored<T>(values);
+      store_relu_bits<ChannelsLast, V>(relu_bits, loads, values);
+    }
     scatter<ChannelsLast, V>(y, loads, values);
   });
 }
@@ -354,18 +407,21 @@ __device__ void gather_pooled(const bn::Partition& p, const GradSource<T>& sourc
   }
 }
 
-// g = dy (Pooled: gathered from the max-pool's gradient), masked by the ReLU's output when there
-// is one. Pooled is a kernel's template parameter, not a branch: the gather's arithmetic in every
-// kernel would cost them all registers (spills, measured with ptxas) for the stem's sake.
+// g = dy (Pooled: gathered from the max-pool's gradient), masked by the ReLU's output or by its
+// bits when there are any (at most one of the two). Pooled is a kernel's template parameter, not
+// a branch: the gather's arithmetic in every kernel would cost them all registers (spills,
+// measured with ptxas) for the stem's sake; the bits, a pointer, cost a branch.
 template <bool ChannelsLast, int V, bool Pooled, int N, typename T>
 __device__ void gather_grad(const bn::Partition& p, const GradSource<T>& dy, const T* relu_output,
-                            const bn::Loads<N>& loads, SlotValues<ChannelsLast, V, N>& g) {
+                            const uint8_t* relu_bits, const bn::Loads<N>& loads,
+                            SlotValues<ChannelsLast, V, N>& g) {
   constexpr int Slots = bn::kSlots<ChannelsLast, V>;
   constexpr int PerSlot = bn::kPerSlot<ChannelsLast, V, N>;
   if constexpr (Pooled)
     gather_pooled<ChannelsLast, V>(p, dy, loads, g);
   else
     gather<ChannelsLast, V>(dy.dy, loads, g);
+  if (relu_bits != nullptr) mask_by_bits<ChannelsLast, V>(relu_bits, loads, g);
   if (relu_output == nullptr) return;
   SlotValues<ChannelsLast, V, N> outputs;
   gather<ChannelsLast, V>(relu_output, loads, outputs);
@@ -409,7 +465,8 @@ __device__ void forward_coefficients(int first, const float* save_mean, const fl
 template <typename T, int V, bool ChannelsLast, bool Pooled, bool Recompute>
 __global__ void __launch_bounds__(kThreads)
     grad_sums_kernel(bn::Partition p, const T* __restrict__ x, GradSource<T> dy,
-                     const T* relu_output, T* masked_dy, const float* __restrict__ save_mean,
+                     const T* relu_output, const uint8_t* relu_bits, T* masked_dy,
+                     const float* __restrict__ save_mean,
                      const float* __restrict__ save_invstd, const float* __restrict__ gamma,
                      const float* __restrict__ mask_beta, float* __restrict__ partials) {
   constexpr int Slots = bn::kSlots<ChannelsLast, V>;
@@ -428,7 +485,7 @@ __global__ void __launch_bounds__(kThreads)
     constexpr int N = std::decay_t<decltype(loads)>::kCount;
     constexpr int PerSlot = bn::kPerSlot<ChannelsLast, V, N>;
     float g[Slots][PerSlot], values[Slots][PerSlot];
-    gather_grad<ChannelsLast, V, Pooled>(p, dy, relu_output, loads, g);
+    gather_grad<ChannelsLast, V, Pooled>(p, dy, relu_output, relu_bits, loads, g);
     gather<ChannelsLast, V>(x, loads, values);
     if constexpr (Recompute) mask_by_recomputed_output<T>(g, values, forward);
     bn::add_grad_group(sums, g, values, mean);
@@ -480,7 +537,8 @@ __global__ void __launch_bounds__(kThreads)
 // grad_sums_kernel's.
 template <typename T, int V, bool ChannelsLast, bool Pooled, bool Recompute>
 __global__ void __launch_bounds__(kThreads)
-    data_grad_kernel(bn::Partition p, const T* x, GradSource<T> dy, const T* relu_output, T* dx,
+    data_grad_kernel(bn::Partition p, const T* x, GradSource<T> dy, const T* relu_output,
+                     const uint8_t* relu_bits, T* dx,
                      const float* __restrict__ gamma, const float* __restrict__ save_mean,
                      const float* __restrict__ save_invstd, const float* __restrict__ dgamma,
                      const float* __restrict__ dbeta, const float* __restrict__ mask_beta,
@@ -502,7 +560,7 @@ __global__ void __launch_bounds__(kThreads)
     constexpr int N = std::decay_t<decltype(loads)>::kCount;
     constexpr int PerSlot = bn::kPerSlot<ChannelsLast, V, N>;
     float g[Slots][PerSlot], values[Slots][PerSlot];
-    gather_grad<ChannelsLast, V, Pooled>(p, dy, relu_output, loads, g);
+    gather_grad<ChannelsLast, V, Pooled>(p, dy, relu_output, relu_bits, loads, g);
     gather<ChannelsLast, V>(x, loads, values);
     if constexpr (Recompute) mask_by_recomputed_output<T>(g, values, forward);
 #pragma unroll
@@ -585,17 +643,31 @@ unsigned channel_warp_blocks(const bn::Partition& p) {
 // running ones): the kernel instance is chosen by whether a residual is added.
 template <typename T, int V, bool ChannelsLast>
 void launch_normalize(const bn::Partition& p, const T* x, const T* residual, bool relu, T* y,
-                      const float* mean, const float* spread, bool spread_is_variance,
-                      const float* gamma, const float* beta, cudaStream_t stream) {
+                      uint8_t* relu_bits, const float* mean, const float* spread,
+                      bool spread_is_variance, const float* gamma, const float* beta,
+                      cudaStream_t stream) {
   const auto normalize = residual != nullptr ? normalize_kernel<T, V, ChannelsLast, true>
                                              : normalize_kernel<T, V, ChannelsLast, false>;
-  normalize<<<grid_of(p), block_of(p, V), 0, stream>>>(p, x, residual, relu, y, mean, spread,
-                                                       spread_is_variance, kBatchNormEpsilon,
-                                                       gamma, beta);
+  normalize<<<grid_of(p), block_of(p, V), 0, stream>>>(p, x, residual, relu, y, relu_bits, mean,
+                                                       spread, spread_is_variance,
+                                                       kBatchNormEpsilon, gamma, beta);
   RDDP_CUDA_CHECK_LAUNCH("normalize_kernel");
 }
 
+// The values of one byte of the ReLU's bits: the widest load the shape allows.
+template <typename T>
+int relu_bits_group(const bn::Partition& p) {
+  return vector_width<T>(p, {});
+}
+
 }  // namespace
+
+template <typename T>
+size_t batchnorm_relu_bits_bytes(const BatchNormShape& shape) {
+  const bn::Partition p = partition_of(shape);
+  const int64_t values = p.per_channel * p.channels;
+  return static_cast<size_t>(values / relu_bits_group<T>(p));
+}
 
 size_t batchnorm_scratch_bytes(const BatchNormShape& shape) {
   const bn::Partition p = partition_of(shape);
@@ -615,12 +687,19 @@ template <typename T>
 void batchnorm_forward_train(const BatchNormShape& shape, const T* x, const float* gamma,
                              const float* beta, float* running_mean, float* running_var,
                              float* save_mean, float* save_invstd, const T* residual, bool relu,
-                             T* y, void* scratch, size_t scratch_bytes, cudaStream_t stream) {
+                             T* y, void* scratch, size_t scratch_bytes, cudaStream_t stream,
+                             uint8_t* relu_bits) {
   const bn::Partition p = partition_of(shape);
   check_batchnorm_trainable(shape);
   check_scratch(shape, scratch, scratch_bytes);
   float* partials = static_cast<float*>(scratch);
   const int vector = vector_width<T>(p, {x, y, residual});
+  if (relu_bits != nullptr && (!relu || y == nullptr || vector != relu_bits_group<T>(p)))
+    fail("internal error: batchnorm_forward_train was asked for the ReLU's bits ",
+         !relu || y == nullptr ? "without a ReLU or without an output"
+                               : "with x, y or residual not 16-byte aligned",
+         " (", shape.batch, "x", shape.channels, "x", shape.height, "x", shape.width,
+         "); please report this");
   dispatch<T>(p, vector, [&](auto v, auto channels_last) {
     constexpr int V = decltype(v)::value;
     constexpr bool kChannelsLast = decltype(channels_last)::value;
@@ -632,8 +711,9 @@ void batchnorm_forward_train(const BatchNormShape& shape, const T* x, const floa
         running_mean, running_var, save_mean, save_invstd);
     RDDP_CUDA_CHECK_LAUNCH("finish_moments_kernel");
     if (y == nullptr) return;  // the statistics only
-    launch_normalize<T, V, kChannelsLast>(p, x, residual, relu, y, save_mean, save_invstd,
-                                          /*spread_is_variance=*/false, gamma, beta, stream);
+    launch_normalize<T, V, kChannelsLast>(p, x, residual, relu, y, relu_bits, save_mean,
+                                          save_invstd, /*spread_is_variance=*/false, gamma, beta,
+                                          stream);
   });
 }
 
@@ -646,7 +726,8 @@ void batchnorm_forward_eval(const BatchNormShape& shape, const T* x, const float
   dispatch<T>(p, vector, [&](auto v, auto channels_last) {
     constexpr int V = decltype(v)::value;
     constexpr bool kChannelsLast = decltype(channels_last)::value;
-    launch_normalize<T, V, kChannelsLast>(p, x, residual, relu, y, running_mean, running_var,
+    launch_normalize<T, V, kChannelsLast>(p, x, residual, relu, y, /*relu_bits=*/nullptr,
+                                          running_mean, running_var,
                                           /*spread_is_variance=*/true, gamma, beta, stream);
   });
 }
@@ -664,14 +745,20 @@ void launch_backward(const BatchNormShape& shape, const T* x, const GradSource<T
   check_scratch(shape, scratch, scratch_bytes);
   if (masked_dy != nullptr && masked_dy == dx)
     fail("internal error: batchnorm_backward's masked_dy may not alias dx; please report this");
-  if (relu.output != nullptr && relu.beta != nullptr)
-    fail("internal error: batchnorm_backward was given both the ReLU's output and a beta to ",
-         "recompute it from; please report this");
+  if ((relu.output != nullptr) + (relu.beta != nullptr) + (relu.bits != nullptr) > 1)
+    fail("internal error: batchnorm_backward was given more than one of the ReLU's output, its ",
+         "bits and a beta to recompute it from; please report this");
   float* partials = static_cast<float*>(scratch);
   const T* relu_output = relu.output;
   // The pooled gradient is gathered a value a load (gather_pooled).
   const bool pooled = dy.pooled_dy != nullptr;
   const int vector = pooled ? 1 : vector_width<T>(p, {x, dy.dy, relu_output, dx, masked_dy});
+  // Each load reads its own byte of bits: the forward's loads, the shape's widest.
+  if (relu.bits != nullptr && vector != relu_bits_group<T>(p))
+    fail("internal error: batchnorm_backward was given the ReLU's bits ",
+         pooled ? "with a pooled gradient" : "with x, dy, dx or masked_dy not 16-byte aligned",
+         " (", shape.batch, "x", shape.channels, "x", shape.height, "x", shape.width,
+         "); please report this");
   // Masked in place by grad_sums_kernel, dy needs no second mask: masking is idempotent and the
   // stored value is the widened one rounded back, exactly, so leaving out the mask changes no
   // bit.
@@ -687,8 +774,9 @@ void launch_backward(const BatchNormShape& shape, const T* x, const GradSource<T
     constexpr bool kPooled = decltype(pooled)::value;
     const auto sums = sums_recompute ? grad_sums_kernel<T, V, kChannelsLast, kPooled, true>
                                      : grad_sums_kernel<T, V, kChannelsLast, kPooled, false>;
-    sums<<<grid_of(p), block_of(p, V), 0, stream>>>(p, x, dy, relu_output, masked_dy, save_mean,
-                                                     save_invstd, gamma, relu.beta, partials);
+    sums<<<grid_of(p), block_of(p, V), 0, stream>>>(p, x, dy, relu_output, relu.bits, masked_dy,
+                                                     save_mean, save_invstd, gamma, relu.beta,
+                                                     partials);
     RDDP_CUDA_CHECK_LAUNCH("grad_sums_kernel");
     finish_grad_sums_kernel<<<channel_warp_blocks(p), kThreads, 0, stream>>>(
         p, partials, save_invstd, dgamma, dbeta);
@@ -696,8 +784,9 @@ void launch_backward(const BatchNormShape& shape, const T* x, const GradSource<T
     const auto data = data_recompute ? data_grad_kernel<T, V, kChannelsLast, kPooled, true>
                                      : data_grad_kernel<T, V, kChannelsLast, kPooled, false>;
     data<<<grid_of(p), block_of(p, V), 0, stream>>>(
-        p, x, dy, dy_is_masked ? nullptr : relu_output, dx, gamma, save_mean, save_invstd,
-        dgamma, dbeta, data_recompute ? relu.beta : nullptr, inv_count);
+        p, x, dy, dy_is_masked ? nullptr : relu_output, dy_is_masked ? nullptr : relu.bits, dx,
+        gamma, save_mean, save_invstd, dgamma, dbeta, data_recompute ? relu.beta : nullptr,
+        inv_count);
     RDDP_CUDA_CHECK_LAUNCH("data_grad_kernel");
   };
   dispatch<T>(p, vector, [&](auto v, auto channels_last) {
@@ -757,7 +846,9 @@ void batchnorm_backward_through_maxpool(const BatchNormShape& shape, const T* x,
 #define RDDP_INSTANTIATE_BATCHNORM(T)                                                            \
   template void batchnorm_forward_train<T>(const BatchNormShape&, const T*, const float*,       \
                                            const float*, float*, float*, float*, float*,        \
-                                           const T*, bool, T*, void*, size_t, cudaStream_t);    \
+                                           const T*, bool, T*, void*, size_t, cudaStream_t,     \
+                                           uint8_t*);                                           \
+  template size_t batchnorm_relu_bits_bytes<T>(const BatchNormShape&);                          \
   template void batchnorm_forward_eval<T>(const BatchNormShape&, const T*, const float*,        \
                                           const float*, const float*, const float*, const T*,   \
                                           bool, T*, cudaStream_t);                              \

@@ -96,6 +96,9 @@ struct BatchNorm {
   BatchNormFusion fusion = BatchNormFusion::none;
   float* save_mean = nullptr;
   float* save_invstd = nullptr;
+  // Our kernels under a residual add: the ReLU's mask as bits, written by the training forward
+  // for the backward (reads_relu_bits).
+  uint8_t* relu_bits = nullptr;
   // cuDNN's *Ex calls only: what the training forward leaves for the backward (its workspace
   // is the plan's bn_scratch).
   std::byte* reserve = nullptr;
@@ -290,9 +293,19 @@ void plan_conv(Plan<T>& plan, Conv<T>& conv, const ConvDesc& desc, Activation<T>
                    /*needs_grad=*/true);
 }
 
+// Whether bn's backward reads its ReLU's mask from bits its training forward wrote
+// (ReluMask::of_bits) rather than from its output: our kernels, under the residual add (each
+// block's bn2), where the mask cannot be recomputed. The bits are a sixteenth of the output's
+// bytes, the read the backward's first pass saves (bench/results/predictions-H100-2026-11-28.md).
+template <typename T>
+bool reads_relu_bits(const Plan<T>& plan, const BatchNorm<T>& bn) {
+  return plan.fused_bn && bn.fusion == BatchNormFusion::add_relu;
+}
+
 template <typename T>
 void plan_batchnorm(Plan<T>& plan, BatchNorm<T>& bn, const BatchNormDesc& desc,
-                    Activation<T>* input, Activation<T>* output, BatchNormFusion fusion) {
+                    Activation<T>* input, Activation<T>* output, BatchNormFusion fusion,
+                    int max_batch) {
   bn.weight = &plan.layout.at(desc.name + ".weight");
   bn.bias = &plan.layout.at(desc.name + ".bias");
   bn.running_mean = &plan.layout.at(desc.name + ".running_mean");
@@ -306,6 +319,10 @@ void plan_batchnorm(Plan<T>& plan, BatchNorm<T>& bn, const BatchNormDesc& desc,
                                               plan.cudnn_fused_bn ? fusion : BatchNormFusion::none);
   plan.arena.request(&bn.save_mean, static_cast<size_t>(desc.channels));
   plan.arena.request(&bn.save_invstd, static_cast<size_t>(desc.channels));
+  if (reads_relu_bits(plan, bn))
+    plan.arena.request(&bn.relu_bits,
+                       batchnorm_relu_bits_bytes<T>({max_batch, input->channels, input->height,
+                                                     input->width, plan.format}));
 }
 
 // Whether bn's backward finds its ReLU's mask by recomputing the output from the input
@@ -603,7 +620,8 @@ void batchnorm_forward(const Plan<T>& plan, const BatchNorm<T>& bn, int batch, b
       batchnorm_forward_train(shape, bn.input->value, plan.param(bn.weight), plan.param(bn.bias),
                               plan.running(bn.running_mean), plan.running(bn.running_var),
                               bn.save_mean, bn.save_invstd, residual, relu, y, plan.bn_scratch,
-                              plan.bn_scratch_bytes, plan.stream());
+                              plan.bn_scratch_bytes, plan.stream(),
+                              reads_relu_bits(plan, bn) ? bn.relu_bits : nullptr);
     else
       batchnorm_forward_eval(shape, bn.input->value, plan.param(bn.weight), plan.param(bn.bias),
                              plan.running(bn.running_mean), plan.running(bn.running_var),
@@ -652,7 +670,8 @@ void batchnorm_backward(const Plan<T>& plan, const BatchNorm<T>& bn, int batch, 
     const ReluMask<T> mask = !relu ? ReluMask<T>::none()
                              : recomputes_relu_mask(plan, bn)
                                  ? ReluMask<T>::recomputed(plan.param(bn.bias))
-                                 : ReluMask<T>::of_output(relu_output);
+                             : reads_relu_bits(plan, bn) ? ReluMask<T>::of_bits(bn.relu_bits)
+                                                         : ReluMask<T>::of_output(relu_output);
     const BatchNormShape shape = batchnorm_shape(plan, bn, batch);
     if (pooled != nullptr)
       batchnorm_backward_through_maxpool(shape, bn.input->value, *pooled, mask,
@@ -745,8 +764,9 @@ void record_uses(Plan<T>& plan) {
   };
   // A BatchNorm with its ReLU and residual add folded in (whoever's kernels run them). Backward
   // reads the input and the output's gradient, and with a ReLU the output (its mask) unless it
-  // recomputes it; it writes the input's gradient. Its output's gradient is `output_grad`: the
-  // output's own, or for the downsample branch the block output's.
+  // recomputes it or reads the bits the forward wrote; it writes the input's gradient. Its
+  // output's gradient is `output_grad`: the output's own, or for the downsample branch the block
+  // output's.
   const auto batchnorm_op = [&](BatchNorm<T>& bn, bool forward, bool relu,
                                 Activation<T>* residual, T* const* output_grad) {
     next_op();
@@ -755,11 +775,13 @@ void record_uses(Plan<T>& plan) {
     arena.use(&bn.save_invstd, op);
     arena.use(&plan.bn_scratch, op);
     arena.use(&bn.reserve, op);
+    arena.use(&bn.relu_bits, op);
     if (forward) {
       arena.use(&bn.output->value, op);
       if (residual != nullptr) arena.use(&residual->value, op);
     } else {
-      if (relu && !recomputes_relu_mask(plan, bn)) arena.use(&bn.output->value, op);
+      if (relu && !recomputes_relu_mask(plan, bn) && !reads_relu_bits(plan, bn))
+        arena.use(&bn.output->value, op);
       arena.use(output_grad, op);
       arena.use(&bn.input->grad, op);
     }
@@ -875,7 +897,7 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
   plan.stem_out.plan(plan.arena, max_batch, stem_conv_out.channels, stem_conv_out.height,
                      stem_conv_out.width, !plan.stem_backward_through_maxpool);
   plan_batchnorm(plan, plan.stem_bn, net.stem_bn, &plan.stem_conv.output, &plan.stem_out,
-                 BatchNormFusion::relu);
+                 BatchNormFusion::relu, max_batch);
   Activation<T>* current = &plan.stem_out;
   plan.stem_maxpool = net.stem_maxpool;
   if (net.stem_maxpool) {
@@ -896,7 +918,7 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
     const Activation<T>& c1 = block.conv1.output;
     block.hidden.plan(plan.arena, max_batch, c1.channels, c1.height, c1.width, true);
     plan_batchnorm(plan, block.bn1, desc.bn1, &block.conv1.output, &block.hidden,
-                   BatchNormFusion::relu);
+                   BatchNormFusion::relu, max_batch);
     plan_conv(plan, block.conv2, desc.conv2, &block.hidden, c1.height, c1.width, max_batch);
     const Activation<T>& c2 = block.conv2.output;
     // Without a downsample branch the block's output gradient, once bn2's backward has masked
@@ -906,7 +928,7 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
                       /*needs_grad=*/desc.has_downsample);
     if (!desc.has_downsample) plan.arena.share(&block.output.grad, &current->grad);
     plan_batchnorm(plan, block.bn2, desc.bn2, &block.conv2.output, &block.output,
-                   BatchNormFusion::add_relu);
+                   BatchNormFusion::add_relu, max_batch);
     block.has_downsample = desc.has_downsample;
     if (desc.has_downsample) {
       plan_conv(plan, block.downsample_conv, desc.downsample_conv, current, current->height,
@@ -915,7 +937,7 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
       // Read by bn2's forward only: no gradient, and its bytes are free once bn2 has run.
       block.identity.plan(plan.arena, max_batch, d.channels, d.height, d.width, false);
       plan_batchnorm(plan, block.downsample_bn, desc.downsample_bn, &block.downsample_conv.output,
-                     &block.identity, BatchNormFusion::none);
+                     &block.identity, BatchNormFusion::none, max_batch);
     }
     current = &block.output;
   }

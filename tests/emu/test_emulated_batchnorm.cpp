@@ -81,9 +81,10 @@ void check_type() {
         CAPTURE(v.residual);
         CAPTURE(v.relu);
         CAPTURE(v.aliasing);
-        CAPTURE(v.recompute_mask);
+        const std::string mask_source = to_string(v.mask);
+        CAPTURE(mask_source);
         const cuda::BatchNormShape shape{s.batch, s.channels, s.height, s.width, format};
-        widths[format].insert(vector_width_of<T>(shape, shift));
+        widths[format].insert(vector_width_of<T>(shape, shift_of(v, shift)));
         check_ours<T>(s, in, f, format, v, /*stream=*/nullptr, ours[format], shift);
       }
     }
@@ -107,7 +108,7 @@ TEST_CASE("emulated BatchNorm kernels match the CPU twin: bfloat16") {
 
 TEST_CASE("emulated BatchNorm kernels match the CPU twin: float16") { check_type<__half>(); }
 
-TEST_CASE("emulated BatchNorm refuses one value per channel, short scratch and a mask both read and recomputed") {
+TEST_CASE("emulated BatchNorm refuses one value per channel, short scratch, two sources of the ReLU's mask and its bits at a narrow load") {
   const cuda::BatchNormShape single{1, 4, 1, 1, MemoryFormat::nhwc};
   CHECK_THROWS_AS(cuda::batchnorm_forward_train<float>(single, nullptr, nullptr, nullptr, nullptr,
                                                        nullptr, nullptr, nullptr, nullptr, false,
@@ -126,9 +127,40 @@ TEST_CASE("emulated BatchNorm refuses one value per channel, short scratch and a
   // A mask both read and recomputed: the caller's mistake, refused before any launch.
   cuda::DeviceBuffer<std::byte> scratch(cuda::batchnorm_scratch_bytes(shape));
   cuda::DeviceBuffer<float> stand_in(1);
-  const cuda::ReluMask<float> both{stand_in.get(), stand_in.get()};
-  CHECK_THROWS_WITH_AS(cuda::batchnorm_backward<float>(shape, nullptr, nullptr, both, nullptr,
-                                                       nullptr, nullptr, nullptr, nullptr, nullptr,
-                                                       scratch.get(), scratch.bytes(), nullptr),
-                       doctest::Contains("both the ReLU's output and a beta"), Error);
+  cuda::DeviceBuffer<uint8_t> bits(cuda::batchnorm_relu_bits_bytes<float>(shape));
+  const cuda::ReluMask<float> read_and_recomputed{stand_in.get(), stand_in.get(), nullptr};
+  const cuda::ReluMask<float> read_and_bits{stand_in.get(), nullptr, bits.get()};
+  for (const cuda::ReluMask<float>& two : {read_and_recomputed, read_and_bits})
+    CHECK_THROWS_WITH_AS(cuda::batchnorm_backward<float>(shape, nullptr, nullptr, two, nullptr,
+                                                         nullptr, nullptr, nullptr, nullptr,
+                                                         nullptr, scratch.get(), scratch.bytes(),
+                                                         nullptr),
+                         doctest::Contains("more than one of the ReLU's output"), Error);
+  // The bits are written and read a byte a load of the shape's widest loads: 3x3 planes take one
+  // float a load, so a byte a value; 4x4 ones four a load (bfloat16 eight), which an x one
+  // element off its 16-byte alignment cannot give.
+  CHECK(cuda::batchnorm_relu_bits_bytes<float>(shape) == 2 * 4 * 3 * 3);
+  const cuda::BatchNormShape wide{2, 4, 4, 4, MemoryFormat::nchw};
+  CHECK(cuda::batchnorm_relu_bits_bytes<float>(wide) == 2 * 4 * 4 * 4 / 4);
+  CHECK(cuda::batchnorm_relu_bits_bytes<__nv_bfloat16>(wide) == 2 * 4 * 4 * 4 / 8);
+  cuda::DeviceBuffer<float> x(2 * 4 * 4 * 4 + 1), y(2 * 4 * 4 * 4), channel(4);
+  cuda::DeviceBuffer<std::byte> wide_scratch(cuda::batchnorm_scratch_bytes(wide));
+  cuda::DeviceBuffer<uint8_t> wide_bits(cuda::batchnorm_relu_bits_bytes<float>(wide));
+  const auto forward_with_bits = [&](const float* from, bool relu) {
+    cuda::batchnorm_forward_train<float>(wide, from, channel.get(), channel.get(), nullptr,
+                                         nullptr, channel.get(), channel.get(), nullptr, relu,
+                                         y.get(), wide_scratch.get(), wide_scratch.bytes(),
+                                         nullptr, wide_bits.get());
+  };
+  CHECK_THROWS_WITH_AS(forward_with_bits(x.get() + 1, true),
+                       doctest::Contains("not 16-byte aligned"), Error);
+  CHECK_THROWS_WITH_AS(forward_with_bits(x.get(), false), doctest::Contains("without a ReLU"),
+                       Error);
+  const auto of_bits = cuda::ReluMask<float>::of_bits(wide_bits.get());
+  CHECK_THROWS_WITH_AS(cuda::batchnorm_backward<float>(wide, x.get() + 1, y.get(), of_bits,
+                                                       channel.get(), channel.get(), channel.get(),
+                                                       y.get(), channel.get(), channel.get(),
+                                                       wide_scratch.get(), wide_scratch.bytes(),
+                                                       nullptr),
+                       doctest::Contains("not 16-byte aligned"), Error);
 }

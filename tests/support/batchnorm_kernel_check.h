@@ -285,6 +285,15 @@ inline BackwardReference backward_reference(const cpu::BatchNormShape& s, const 
   return r;
 }
 
+// Where the backward finds the mask of a fused ReLU: y read back (ReluMask::of_output), y
+// recomputed from x (ReluMask::recomputed; without a residual only), or the bits the forward
+// wrote (ReluMask::of_bits).
+enum class MaskSource { output, recomputed, bits };
+
+inline std::string to_string(MaskSource m) {
+  return m == MaskSource::output ? "output" : m == MaskSource::recomputed ? "recomputed" : "bits";
+}
+
 // How one run uses the API: the fused parts, and which buffers alias.
 struct Variant {
   bool residual, relu;
@@ -292,17 +301,25 @@ struct Variant {
   // 1: y written over the residual, dx over dy, evaluation's y over its x; no masked_dy;
   // 2: masked_dy written over dy.
   int aliasing;
-  // Under a ReLU with no residual: the mask recomputed from x (ReluMask::recomputed) instead of
-  // read from y.
-  bool recompute_mask;
+  MaskSource mask;  // output where there is no ReLU
 };
 
-// The turn-th run's variant: the fusions (4) and aliasings (3) in turn, and under a ReLU with no
-// residual the mask read and recomputed in alternate rounds of four turns, so that within 24
-// turns each aliasing meets both.
+// The turn-th run's variant: the fusions (4) and aliasings (3) in turn, and under a ReLU the
+// mask's sources in rounds of four turns: read, recomputed (bits under a residual), bits. The
+// aliasing steps one further every 12 turns, so that within 36 each source meets each aliasing.
 inline Variant variant_of(int turn) {
   const bool residual = turn % 4 == 1 || turn % 4 == 3, relu = turn % 4 >= 2;
-  return {residual, relu, turn % 3, relu && !residual && turn / 4 % 2 == 1};
+  const int round = turn / 4 % 3;
+  const MaskSource mask = !relu || round == 0             ? MaskSource::output
+                          : round == 1 && !residual       ? MaskSource::recomputed
+                                                          : MaskSource::bits;
+  return {residual, relu, (turn + turn / 12) % 3, mask};
+}
+
+// The shift a run of `v` takes when asked for `shift`: the ReLU's bits are written and read a
+// byte a load of the shape's widest loads, which 16-byte aligned pointers give (0).
+inline size_t shift_of(const Variant& v, size_t shift) {
+  return v.mask == MaskSource::bits ? 0 : shift;
 }
 
 template <typename T>
@@ -344,10 +361,11 @@ struct ChannelBuffers {
 // fused) and evaluation with the updated running statistics. Every activation (x, residual, y,
 // dy, dx, masked_dy, evaluation's y) starts `shift` elements past the start of its allocation:
 // a shift that leaves the pointers 8-byte or only element aligned makes the launchers take the
-// narrower loads.
+// narrower loads; the ReLU's bits take the widest loads only (shift_of).
 template <typename T>
 Outputs<T> run_ours(const cuda::BatchNormShape& shape, const Inputs& in, const Variant& v,
                     cudaStream_t stream, size_t shift = 0) {
+  shift = shift_of(v, shift);
   const cpu::BatchNormShape s{shape.batch, shape.channels, shape.height, shape.width};
   const bool nhwc = shape.format == MemoryFormat::nhwc;
   const size_t count = elements(s);
@@ -366,6 +384,12 @@ Outputs<T> run_ours(const cuda::BatchNormShape& shape, const Inputs& in, const V
   DeviceBuffer<std::byte> scratch(cuda::batchnorm_scratch_bytes(shape));
   RDDP_CUDA_CHECK(cudaMemsetAsync(scratch.get(), 0xff, scratch.bytes(), stream));
 
+  const bool bits = v.mask == MaskSource::bits;
+  REQUIRE((v.relu || v.mask == MaskSource::output));
+  // Poisoned: the forward must write every byte.
+  DeviceBuffer<uint8_t> relu_bits(bits ? cuda::batchnorm_relu_bits_bytes<T>(shape) : 1);
+  RDDP_CUDA_CHECK(cudaMemsetAsync(relu_bits.get(), 0x5a, relu_bits.bytes(), stream));
+
   const bool y_over_residual = v.aliasing == 1 && v.residual;
   DeviceBuffer<T> d_y = placed(y_over_residual ? &residual : nullptr);
   T* const y = d_y.get() + shift;
@@ -373,7 +397,7 @@ Outputs<T> run_ours(const cuda::BatchNormShape& shape, const Inputs& in, const V
       shape, d_x.get() + shift, c.gamma.get(), c.beta.get(), c.running_mean.get(),
       c.running_var.get(), c.save_mean.get(), c.save_invstd.get(),
       v.residual ? (y_over_residual ? y : d_residual.get() + shift) : nullptr, v.relu, y,
-      scratch.get(), scratch.bytes(), stream);
+      scratch.get(), scratch.bytes(), stream, bits ? relu_bits.get() : nullptr);
 
   auto d_dx = placed(nullptr), d_masked = placed(nullptr);
   T* dx = (v.aliasing == 1 ? d_dy.get() : d_dx.get()) + shift;
@@ -381,12 +405,15 @@ Outputs<T> run_ours(const cuda::BatchNormShape& shape, const Inputs& in, const V
               : v.aliasing == 2 ? d_dy.get() + shift
                                 : nullptr;
   const bool mask_recomputable = v.relu && !v.residual;  // no residual's values to recompute from
-  REQUIRE((mask_recomputable || !v.recompute_mask));
-  const cuda::ReluMask<T> mask = !v.relu           ? cuda::ReluMask<T>::none()
-                                 : v.recompute_mask ? cuda::ReluMask<T>::recomputed(c.beta.get())
-                                                    : cuda::ReluMask<T>::of_output(y);
+  REQUIRE((mask_recomputable || v.mask != MaskSource::recomputed));
+  const cuda::ReluMask<T> mask =
+      !v.relu                            ? cuda::ReluMask<T>::none()
+      : v.mask == MaskSource::recomputed ? cuda::ReluMask<T>::recomputed(c.beta.get())
+      : bits                             ? cuda::ReluMask<T>::of_bits(relu_bits.get())
+                                         : cuda::ReluMask<T>::of_output(y);
   Outputs<T> out;
-  if (v.recompute_mask) {
+  const bool y_unread = v.relu && v.mask != MaskSource::output;
+  if (y_unread) {
     // y read back, then poisoned with NaN, which masks nothing: a backward that read it would
     // fail the masked_dy and dx checks.
     out.y = cuda::download(y, count, stream);
@@ -404,7 +431,7 @@ Outputs<T> run_ours(const cuda::BatchNormShape& shape, const Inputs& in, const V
                                   v.residual ? d_residual.get() + shift : nullptr, v.relu, eval_y,
                                   stream);
 
-  if (!v.recompute_mask) out.y = cuda::download(y, count, stream);
+  if (!y_unread) out.y = cuda::download(y, count, stream);
   out.dx = cuda::download(dx, count, stream);
   if (masked) out.masked_dy = cuda::download(masked, count, stream);
   out.eval_y = cuda::download(eval_y, count, stream);

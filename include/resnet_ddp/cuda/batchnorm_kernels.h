@@ -61,11 +61,26 @@ void check_batchnorm_trainable(const BatchNormShape& shape);
 // BatchNorm output first: the fused result is the more accurate by up to one rounding of T.
 // y may be null: the statistics only, for a consumer that normalises on the fly
 // (maxpool_forward_of_batchnorm_relu).
+//
+// relu_bits, when not null (with relu and y), also receives the ReLU's mask as bits for
+// ReluMask::of_bits: batchnorm_relu_bits_bytes(shape) bytes. It needs the 16-byte loads the
+// shape allows, so x, y and residual must be 16-byte aligned (cudaMalloc and LifetimeArena give
+// 256); otherwise it throws Error before launching anything.
 template <typename T>
 void batchnorm_forward_train(const BatchNormShape& shape, const T* x, const float* gamma,
                              const float* beta, float* running_mean, float* running_var,
                              float* save_mean, float* save_invstd, const T* residual, bool relu,
-                             T* y, void* scratch, size_t scratch_bytes, cudaStream_t stream);
+                             T* y, void* scratch, size_t scratch_bytes, cudaStream_t stream,
+                             uint8_t* relu_bits = nullptr);
+
+// Bytes of a ReLU mask in bits for a BatchNorm of `shape` in T. Byte i holds the mask of the G
+// values y[i * G] ... y[i * G + G - 1] (offsets in y's own layout), value i * G + k in bit k, set
+// where the stored y is > 0 or NaN (where relu_backward lets the gradient through). G is the
+// widest load the shape allows (16 or 8 bytes, or one value), so that each byte is written by
+// one thread: one byte a value at worst (a plane of odd size in NCHW); where the loads are 16
+// bytes wide, as at every NHWC shape of ResNet-18, a sixteenth of y's bytes in every type.
+template <typename T>
+size_t batchnorm_relu_bits_bytes(const BatchNormShape& shape);
 
 // Evaluation mode: the same with the running statistics (invstd = 1 / sqrt(running_var + eps)).
 // One elementwise pass, no scratch; y may alias x or residual.
@@ -84,11 +99,16 @@ struct ReluMask {
   // it: the same mask, bit for bit, without reading y (two passes over memory fewer). beta must
   // hold the values the forward was given.
   const float* beta = nullptr;
+  // Or the bits forward_train wrote to relu_bits: the same mask, bit for bit, under a residual
+  // too, without reading y (batchnorm_relu_bits_bytes: a sixteenth of its bytes at most shapes).
+  // The backward then needs x, dy, dx and masked_dy 16-byte aligned, as the forward did.
+  const uint8_t* bits = nullptr;
 
   static ReluMask none() { return {}; }
-  static ReluMask of_output(const T* y) { return {y, nullptr}; }
-  static ReluMask recomputed(const float* forward_beta) { return {nullptr, forward_beta}; }
-  bool any() const { return output != nullptr || beta != nullptr; }
+  static ReluMask of_output(const T* y) { return {y, nullptr, nullptr}; }
+  static ReluMask recomputed(const float* forward_beta) { return {nullptr, forward_beta, nullptr}; }
+  static ReluMask of_bits(const uint8_t* relu_bits) { return {nullptr, nullptr, relu_bits}; }
+  bool any() const { return output != nullptr || beta != nullptr || bits != nullptr; }
 };
 
 // Backward of training mode, given forward_train's x, save_mean and save_invstd. The gradient
