@@ -150,18 +150,6 @@ def goal_cells(by_column, ours, eager, compiled):
             speed(compiled, 1.0 + 1e-9, "> 1", "torch.compile"), memory()]
 
 
-def sm_fitted(r):
-    """The graph-API table's cell for the SM carveout: how many plans cuDNN fitted to fewer SMs
-    and the fewest, where a run kept SMs from the weight gradients (--wgrad-sm-reserve)."""
-    reserve = r.get("wgrad_sm_reserve") or 0
-    if reserve <= 0:
-        return "none kept"
-    plans = r.get("conv_sm_limited_plans")
-    if plans is None:
-        return "not recorded"
-    return f"{plans} (to {r.get('conv_fewest_sms')} SMs)" if plans else "0"
-
-
 def markdown_table(header, rows):
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
@@ -267,13 +255,8 @@ def tables(records):
                              [f"{split[p]:.2f}" if split.get(p) is not None else "not measured"
                               for p in parts])
     # A convolution cuDNN's graph API has no plan for runs on the legacy API's algorithm, so a
-    # graph-API run's figure means what it says only with how many convolutions were on plans,
-    # and, where engines that sum in less than float were admitted, how many chose one; where
-    # SMs were kept from the weight gradients, how many plans cuDNN fitted to fewer.
+    # graph-API run's figure means what it says only with how many convolutions were on plans.
     graph_api = [describe_config(k) + [c, str(r["conv_graph_plans"]),
-                                       str(r.get("conv_reduced_precision_plans", "not recorded"))
-                                       if r.get("conv_reduction") == "any" else "not admitted",
-                                       sm_fitted(r),
                                        str(r["conv_legacy_algorithms"]),
                                        f"{r['setup_s']:.1f}" if r.get("setup_s") is not None
                                        else "not measured",
@@ -284,8 +267,6 @@ def tables(records):
     graph_section = [
         "### Convolutions on cuDNN's graph API (--conv-api graph)", "",
         markdown_table(config_header + ["implementation", "on graph-API plans",
-                                        "of them summing in less than float",
-                                        "of them fitted to fewer SMs",
                                         "on legacy algorithms", "set-up, s",
                                         "why the first fell back"], graph_api), "",
     ] if graph_api else []

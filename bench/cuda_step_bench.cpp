@@ -6,11 +6,8 @@
 //                   [--optimizer adamw|sgd] [--precision tf32|fp32|bf16|fp16]
 //                   [--memory-format auto|nchw|nhwc]
 //                   [--batchnorm cudnn|fused|cudnn-persistent|cudnn-fused] [--pad-input-channels N]
-//                   [--stem-gradient stored|gathered] [--wgrad-stream on|off]
-//                   [--wgrad-sm-reserve N]
 //                   [--warmup 15] [--windows 5] [--steps-per-window 30]
 //                   [--conv-algorithms timed|heuristic] [--conv-api legacy|graph]
-//                   [--conv-reduction float|any]
 //                   [--deterministic] [--ddp] [--bucket-mb 25]
 //                   [--grad-allreduce fp32|bf16] [--cuda-graphs on|off] [--input pixels|float]
 //                   [--profile] [--kernel-csv FILE] [--kernel-steps N]
@@ -41,18 +38,6 @@
 // (resnet_ddp-cudnnfusedbn, nhwc only) adds cuDNN's own fusion of the ReLU and the residual add.
 // `--pad-input-channels 4` (nhwc only; records named ...-pad4) zero-pads the 3 input channels to 4
 // on the GPU, so that the stem convolution's tensor-core kernels read whole vectors of channels.
-// `--stem-gradient gathered` (with --batchnorm fused and the imagenet stem; records named
-// ...-gatheredstem) has the stem BatchNorm's backward gather its gradient from the max-pool's in
-// both of its passes instead of reading it as the max-pool's backward stored it (`stored`, the
-// default): fewer bytes, more index maths (cuda/executor.h).
-// `--wgrad-stream on` (records named ...-wgradstream) computes each convolution's weight
-// gradient in backward on the compute stream beside the chain of data gradients and BatchNorm
-// passes on a stream of its own (cuda/executor.h, weight_gradient_stream): arithmetic-bound
-// weight gradients alongside memory-bound BatchNorm.
-// `--wgrad-sm-reserve N` (with --wgrad-stream on and --conv-api graph; records named
-// ...-wgradstream-smreserveN) asks cuDNN's heuristics for weight-gradient engines fitted to the
-// GPU's SMs less N (cuDNN's SM carveout, Hopper), so that the chain beside them keeps N SMs; the
-// report counts the plans cuDNN says it fitted.
 // `--kernel-csv FILE` runs --kernel-steps more steps (default: a window's) after the timed ones
 // with CUPTI recording every kernel, and writes their durations summed by name to FILE as
 // Nsight Systems' kernel summary (bench/kernel_times.h): bench/profile_breakdown.py sets it beside
@@ -60,9 +45,6 @@
 // CUPTI cannot be loaded or refuses, it says why and the measurement stands.
 // `--conv-api graph` (records named ...-cudnngraph) runs the convolutions through cuDNN's graph
 // API, choosing among every engine configuration its heuristics list, as PyTorch does.
-// `--conv-reduction any` (with --conv-api graph; records named ...-anyreduction) also admits the
-// engines cuDNN notes as reducing in less than float, which PyTorch's filter admits and ours
-// refuses by default; the report counts the convolutions that chose one.
 // --cuda-graphs on captures the step after the engine's own warm-up steps and replays it, with
 // the reducer's allreduces under --ddp or several ranks, and the split's events (events recorded
 // inside the graph: bench/step_events.h says how a replayed step is split); the report says how
@@ -130,13 +112,9 @@ struct Settings {
   std::string memory_format = "auto";  // resolved by parse(): nchw or nhwc
   BatchNormImpl batchnorm = BatchNormImpl::cudnn;
   int pad_input_channels = 0;  // 0: none
-  bool gather_stem_gradient = false;
-  bool weight_gradient_stream = false;
-  int weight_gradient_sm_reserve = 0;
   int warmup = 15, windows = 5, steps_per_window = 30;
   bool timed_search = true, deterministic = false, ddp = false, cuda_graphs = false;
   bool conv_graph_api = false;
-  bool conv_any_reduction = false;  // --conv-reduction any
   bool profile = false;  // profiler collects the timed windows only (cudaProfilerStart/Stop)
   std::string kernel_csv;  // --kernel-csv: the kernels of kernel_steps more steps, by name
   int kernel_steps = 0;    // 0: a window's steps
@@ -188,12 +166,6 @@ Settings parse(int argc, char** argv) {
     else if (flag == "--batchnorm") s.batchnorm = parse_batchnorm_impl(flag, value());
     else if (flag == "--pad-input-channels")
       s.pad_input_channels = parse_int(flag, value().c_str(), 3, 64);
-    else if (flag == "--stem-gradient")
-      s.gather_stem_gradient = one_of(flag, value(), {"stored"}, {"gathered"}) == "gathered";
-    else if (flag == "--wgrad-stream")
-      s.weight_gradient_stream = one_of(flag, value(), {"on"}, {"off"}) == "on";
-    else if (flag == "--wgrad-sm-reserve")
-      s.weight_gradient_sm_reserve = parse_int(flag, value().c_str(), 0, 1024);
     else if (flag == "--warmup") s.warmup = parse_int(flag, value().c_str(), 1, 100000);
     else if (flag == "--windows") s.windows = parse_int(flag, value().c_str(), 1, 1000);
     else if (flag == "--steps-per-window")
@@ -203,10 +175,6 @@ Settings parse(int argc, char** argv) {
           one_of(flag, value(), {"timed", " (as cudnn.benchmark)"}, {"heuristic"}) == "timed";
     else if (flag == "--conv-api")
       s.conv_graph_api = one_of(flag, value(), {"legacy"}, {"graph"}) == "graph";
-    else if (flag == "--conv-reduction")
-      s.conv_any_reduction =
-          one_of(flag, value(), {"float", " (engines that sum in float or wider)"},
-                 {"any", " (also those that sum in less, as PyTorch admits)"}) == "any";
     else if (flag == "--deterministic") s.deterministic = true;
     else if (flag == "--ddp") s.ddp = true;
     else if (flag == "--profile") s.profile = true;
@@ -245,16 +213,6 @@ Settings parse(int argc, char** argv) {
          "only: add --memory-format nhwc");
   if (s.pad_input_channels > 0 && s.memory_format != "nhwc")
     fail("--pad-input-channels pads the channels of NHWC activations: add --memory-format nhwc");
-  if (s.gather_stem_gradient && s.batchnorm != BatchNormImpl::fused)
-    fail("--stem-gradient chooses how our BatchNorm kernels take the stem's gradient: add "
-         "--batchnorm fused (cuDNN's BatchNorm always reads it stored)");
-  if (s.conv_any_reduction && !s.conv_graph_api)
-    fail("--conv-reduction any chooses among the graph API's engines: add --conv-api graph (the "
-         "legacy API's algorithms do not say how they sum)");
-  if (s.weight_gradient_sm_reserve > 0 && !(s.weight_gradient_stream && s.conv_graph_api))
-    fail("--wgrad-sm-reserve keeps SMs from the weight gradients' cuDNN engines for the chain of "
-         "data gradients beside them: add --wgrad-stream on and --conv-api graph (the legacy "
-         "API's algorithms take no SM count)");
   return s;
 }
 
@@ -283,13 +241,9 @@ EngineConfig engine_config(const Settings& s) {
   config.memory_format = s.memory_format == "nhwc" ? MemoryFormat::nhwc : MemoryFormat::nchw;
   config.batchnorm = s.batchnorm;
   config.pad_input_channels = s.pad_input_channels;
-  config.gather_stem_gradient = s.gather_stem_gradient;
-  config.weight_gradient_stream = s.weight_gradient_stream;
-  config.weight_gradient_sm_reserve = s.weight_gradient_sm_reserve;
   config.deterministic = s.deterministic;
   config.conv_timed_search = s.timed_search;
   config.conv_graph_api = s.conv_graph_api;
-  config.conv_reduced_precision_reduction = s.conv_any_reduction;
   config.cuda_graphs = s.cuda_graphs;
   config.input = s.input;
   // torchvision's ImageNet normalisation (any would do: the values do not change the speed).
@@ -317,12 +271,7 @@ std::string impl_name(const Settings& s) {
   if (s.batchnorm == BatchNormImpl::cudnn_persistent) name += "-persistentbn";
   if (s.batchnorm == BatchNormImpl::cudnn_fused) name += "-cudnnfusedbn";
   if (s.pad_input_channels > 0) name += "-pad" + std::to_string(s.pad_input_channels);
-  if (s.gather_stem_gradient) name += "-gatheredstem";
-  if (s.weight_gradient_stream) name += "-wgradstream";
-  if (s.weight_gradient_sm_reserve > 0)
-    name += "-smreserve" + std::to_string(s.weight_gradient_sm_reserve);
   if (s.conv_graph_api) name += "-cudnngraph";
-  if (s.conv_any_reduction) name += "-anyreduction";
   if (s.cuda_graphs) name += "-graphs";
   if (s.input == BatchInput::normalized_float) name += "-floatinput";
   return name;
@@ -345,9 +294,6 @@ JsonLine config_json(const char* record, const Settings& s, const EngineConfig& 
       .boolean("cuda_graphs", s.cuda_graphs)
       .string("batchnorm", to_string(s.batchnorm))
       .integer("pad_input_channels", s.pad_input_channels)
-      .string("stem_gradient", s.gather_stem_gradient ? "gathered" : "stored")
-      .boolean("wgrad_stream", s.weight_gradient_stream)
-      .integer("wgrad_sm_reserve", s.weight_gradient_sm_reserve)
       .string("input", s.input == BatchInput::pixels ? "uint8 pixels" : "float")
       .integer("params", static_cast<long long>(layout.parameter_count()))
       .number("flops_per_image", training_flops_per_image(describe(config.spec), s.size))
@@ -610,19 +556,9 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
   std::printf("engine built in  %.1f s (with the convolution algorithm search)\n", m.build_s);
   const cuda::ConvAlgorithmCache::ApiUse api_use = cuda_conv_api_use(engine);
   if (s.conv_graph_api) {
-    const std::string reduced =
-        s.conv_any_reduction ? ", " + std::to_string(api_use.reduced_precision_plans) +
-                                   " of the plans reducing in less than float"
-                             : "";
-    const std::string fitted =
-        s.weight_gradient_sm_reserve > 0
-            ? ", " + std::to_string(api_use.sm_limited_plans) + " of the plans fitted to " +
-                  (api_use.sm_limited_plans > 0 ? std::to_string(api_use.fewest_sms) + " SMs"
-                                                : "fewer SMs")
-            : "";
     std::printf("convolutions     %zu on plans of cuDNN's graph API, %zu on legacy "
-                "algorithms%s%s%s%s%s\n",
-                api_use.graph_plans, api_use.legacy_algorithms, reduced.c_str(), fitted.c_str(),
+                "algorithms%s%s%s\n",
+                api_use.graph_plans, api_use.legacy_algorithms,
                 api_use.first_fallback.empty() ? "" : " (the first: ",
                 api_use.first_fallback.c_str(), api_use.first_fallback.empty() ? "" : ")");
   }
@@ -694,11 +630,6 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
       .integer("conv_graph_plans", static_cast<long long>(api_use.graph_plans))
       .integer("conv_legacy_algorithms", static_cast<long long>(api_use.legacy_algorithms))
       .string("conv_graph_fallback", api_use.first_fallback)
-      .string("conv_reduction", s.conv_any_reduction ? "any" : "float")
-      .integer("conv_reduced_precision_plans",
-               static_cast<long long>(api_use.reduced_precision_plans))
-      .integer("conv_sm_limited_plans", static_cast<long long>(api_use.sm_limited_plans))
-      .integer("conv_fewest_sms", api_use.fewest_sms)
       .integer("warmup_steps", s.warmup)
       .integer("windows", s.windows)
       .integer("steps_per_window", s.steps_per_window)

@@ -361,22 +361,15 @@ void bench_batchnorm(const Reporter& report, const cuda::ComputeContext& context
                                               argmax, stream, format);
     });
     // Its backward from the pool's gradient (and the argmax just made): the pool's backward
-    // writing the stem's gradient and the BatchNorm's backward reading it twice, or the
-    // BatchNorm's backward gathering it from the pool's in both passes. Bytes: the pooled
-    // gradient and argmax read once, the stem's gradient written once, then x and it read twice
-    // and dx written; or x and the pooled gradient and argmax read twice and dx written.
+    // writing the stem's gradient and the BatchNorm's backward reading it twice. Bytes: the
+    // pooled gradient and argmax read once, the stem's gradient written once, then x and it read
+    // twice and dx written.
     T* pooled_grad = device_filled<T>(pooled_count, 5);
     time("stem maxpool bwd, bn bwd (ours)", 6 * n + pool_out, [&] {
       cuda::maxpool_backward(pool, static_cast<const T*>(pooled_grad), argmax, dy, stream, format);
       cuda::batchnorm_backward(shape, x, dy, cuda::ReluMask<T>::recomputed(beta), gamma,
                                save_mean, save_invstd, dx, dgamma, dbeta, scratch, scratch_bytes,
                                stream);
-    });
-    time("stem bn bwd through maxpool (ours)", 3 * n + 2 * pool_out, [&] {
-      cuda::batchnorm_backward_through_maxpool(
-          shape, x, cuda::PooledGradient<T>{pool, pooled_grad, argmax},
-          cuda::ReluMask<T>::recomputed(beta), gamma, save_mean, save_invstd, dx, dgamma, dbeta,
-          scratch, scratch_bytes, stream);
     });
     RDDP_CUDA_CHECK(cudaStreamSynchronize(stream));
     RDDP_CUDA_CHECK(cudaFree(pooled));
@@ -618,11 +611,9 @@ struct TimedConv {
   std::string why_legacy;  // under the graph API, why a direction of the shape fell back
 };
 
-// The three directions of `c` (two for the stem) through `api`, each as its timed search chose;
-// `any_reduction` admits the graph API's engines that sum in less than float.
+// The three directions of `c` (two for the stem) through `api`, each as its timed search chose.
 template <typename T>
-std::vector<TimedConv> time_network_conv(const NetworkConv& c, bool tf32, cuda::ConvApi api,
-                                         bool any_reduction = false) {
+std::vector<TimedConv> time_network_conv(const NetworkConv& c, bool tf32, cuda::ConvApi api) {
   constexpr int kBatch = kNetworkBatch;
   constexpr cudnnDataType_t type = cuda::data_type_of<T>();
   constexpr size_t kWorkspaceLimit = size_t{1} << 30;
@@ -633,7 +624,6 @@ std::vector<TimedConv> time_network_conv(const NetworkConv& c, bool tf32, cuda::
   policy.format = CUDNN_TENSOR_NHWC;
   policy.search = cuda::ConvAlgorithmSearch::timed;
   policy.api = api;
-  policy.admit_reduced_precision_reduction = any_reduction;
   cuda::ConvAlgorithmCache algorithms(policy);
   cuda::TensorDescriptorCache descriptors(type, CUDNN_TENSOR_NHWC);
   const cuda::ConvShape geometry{kBatch, c.in_channels, c.size, c.size, c.out_channels,
@@ -695,7 +685,7 @@ void engine_field(bench::JsonLine& line, const char* key, const TimedConv& row) 
 // A row of the network's convolutions as a JSON line, with its whole geometry: what
 // bench/pytorch_convs.py times PyTorch's convolutions on, beside ours.
 std::string conv_record(const char* precision, const NetworkConv& c, const TimedConv& legacy,
-                        const TimedConv& graph, const TimedConv* any) {
+                        const TimedConv& graph) {
   bench::JsonLine line;
   line.string("record", "conv").string("precision", precision).string("name", c.name);
   line.integer("batch", kNetworkBatch).integer("in_channels", c.in_channels);
@@ -706,53 +696,39 @@ std::string conv_record(const char* precision, const NetworkConv& c, const Timed
   line.number("legacy_us", legacy.us).integer("legacy_algorithm", legacy.choice);
   line.number("graph_us", graph.us);
   engine_field(line, "graph_engine", graph);
-  if (any != nullptr) {
-    line.number("graph_any_reduction_us", any->us);
-    engine_field(line, "graph_any_reduction_engine", *any);
-  }
   return line.text();
 }
 
 // Every convolution of the 224x224 network through both of cuDNN's APIs, side by side, and what
 // they add up to per training step: the convolutions' share of the step, and what
-// --conv-api graph changes in it. In 16 bits also the graph API with the engines that sum in
-// less than float admitted (PyTorch's filter admits them; `any us`, `engine`): the configuration
-// the goals are nearest in. Then each row again as a JSON line (conv_record).
+// --conv-api graph changes in it. Then each row again as a JSON line (conv_record).
 template <typename T>
 void bench_network_convolutions(const char* precision, bool tf32) {
-  constexpr bool kAnyReduction = sizeof(T) == 2;
-  std::printf("\n%-32s %-10s %11s %11s %7s %9s %9s",
+  std::printf("\n%-32s %-10s %11s %11s %7s %9s %9s\n",
               (std::string("224x224 convolutions, ") + precision).c_str(), "direction",
               "legacy us", "graph us", "ratio", "algorithm", "engine");
-  if (kAnyReduction) std::printf(" %11s %9s", "any us", "engine");
-  std::printf("\n");
-  double legacy_step = 0.0, graph_step = 0.0, any_step = 0.0;
+  double legacy_step = 0.0, graph_step = 0.0;
   int missing = 0;
   std::vector<std::string> records;
   for (const NetworkConv& c : kNetworkConvs) {
     // A shape one API refuses must not cost the others' rows; the sums then say they lack it.
-    std::vector<TimedConv> legacy, graph, any;
+    std::vector<TimedConv> legacy, graph;
     try {
       legacy = time_network_conv<T>(c, tf32, cuda::ConvApi::legacy);
       graph = time_network_conv<T>(c, tf32, cuda::ConvApi::graph);
-      if (kAnyReduction) any = time_network_conv<T>(c, tf32, cuda::ConvApi::graph, true);
     } catch (const Error& error) {
       std::printf("%-32s not measured: %s\n", c.name, error.what());
       ++missing;
       continue;
     }
     for (size_t i = 0; i < legacy.size(); ++i) {
-      std::printf("%-32s %-10s %11.1f %11.1f %7.3f %9d %9s", c.name, legacy[i].direction,
+      std::printf("%-32s %-10s %11.1f %11.1f %7.3f %9d %9s\n", c.name, legacy[i].direction,
                   legacy[i].us, graph[i].us, graph[i].us / legacy[i].us, legacy[i].choice,
                   engine_text(graph[i]).c_str());
-      if (kAnyReduction) std::printf(" %11.1f %9s", any[i].us, engine_text(any[i]).c_str());
-      std::printf("\n");
-      records.push_back(
-          conv_record(precision, c, legacy[i], graph[i], kAnyReduction ? &any[i] : nullptr));
+      records.push_back(conv_record(precision, c, legacy[i], graph[i]));
       if (!legacy[i].in_step_sum) continue;
       legacy_step += c.count * legacy[i].us;
       graph_step += c.count * graph[i].us;
-      if (kAnyReduction) any_step += c.count * any[i].us;
     }
     for (const TimedConv& row : graph)
       if (!row.graph) {
@@ -761,10 +737,9 @@ void bench_network_convolutions(const char* precision, bool tf32) {
         break;
       }
   }
-  std::printf("%-32s %-10s %11.1f %11.1f %7.3f", "per training step", "all", legacy_step,
-              graph_step, graph_step / legacy_step);
-  if (kAnyReduction) std::printf(" %9s %9s %11.1f", "", "", any_step);
-  std::printf("%s\n", missing > 0 ? "  (without the shapes not measured)" : "");
+  std::printf("%-32s %-10s %11.1f %11.1f %7.3f%s\n", "per training step", "all", legacy_step,
+              graph_step, graph_step / legacy_step,
+              missing > 0 ? "  (without the shapes not measured)" : "");
   for (const std::string& record : records) std::printf("%s\n", record.c_str());
 }
 

@@ -1,10 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch's convolutions beside ours: every convolution that bench/kernels_bench timed through
 cuDNN's legacy and graph APIs (its JSON lines, "record": "conv"), timed again the way PyTorch
-runs it, on the same GPU, and the three side by side with their sums per training step. Where
-kernels_bench also timed the graph API with the engines that sum in less than float admitted
-(its 16-bit rows, "graph_any_reduction_us"), that is a fourth side: PyTorch's filter admits those
-engines and ours refuses them by default.
+runs it, on the same GPU, and the three side by side with their sums per training step.
 
     pytorch_convs.py KERNELS_BENCH_OUTPUT [--device cuda|cpu] [--batch N] [--warmup 10]
                      [--runs 200] [--json FILE]
@@ -41,10 +38,8 @@ import torch.nn.functional as F
 
 DTYPES = {"bf16": torch.bfloat16, "tf32": torch.float32}
 GEOMETRY = ("batch", "in_channels", "size", "out_channels", "kernel", "stride", "pad")
-# Our sides of a row, as kernels_bench's records name them, and the table's titles; the graph
-# API with every reduction admitted is a side only where kernels_bench timed it.
+# Our sides of a row, as kernels_bench's records name them, and the table's titles.
 OURS = (("legacy_us", "ours, legacy API"), ("graph_us", "ours, graph API"))
-ANY_REDUCTION = "graph_any_reduction_us"
 
 
 def parse_args(argv):
@@ -212,8 +207,6 @@ def report(records, times, args):
     for precision in dict.fromkeys(row["precision"] for row in rows):
         mine = [row for row in rows if row["precision"] == precision]
         ours = list(OURS)
-        if any(ANY_REDUCTION in row for row in mine):
-            ours.append((ANY_REDUCTION, "ours, graph API, any reduction"))
         print(f"\n### {precision}: median µs a call; ratio = ours / PyTorch's (above 1: PyTorch's "
               "is faster)\n")
         print("| convolution | direction | a step | PyTorch | "

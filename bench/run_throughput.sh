@@ -37,32 +37,13 @@
 #
 # --impls LIST (comma-separated) measures only those columns: resnet_ddp, resnet_ddp-fusedbn,
 # resnet_ddp-graphs, resnet_ddp-fusedbn-graphs, pytorch-eager, pytorch-compile (all by default),
-# and, only when named, resnet_ddp-floatinput (batches uploaded as normalised floats, as before
-# they travelled as uint8 pixels: the before of that change) and resnet_ddp-persistentbn
-# (cuDNN's BatchNorm trained in its SPATIAL_PERSISTENT mode, PyTorch's mode for channels_last:
-# beside resnet_ddp-fusedbn in nhwc, the other candidate for NHWC's BatchNorm) and
-# resnet_ddp-cudnnfusedbn (that mode with cuDNN's own fusion of the ReLU and the residual add,
-# nhwc only; cuDNN documents it for fp16, and a refusal in another precision is recorded as the
-# run's failure), and both of those with --cuda-graphs on (resnet_ddp-persistentbn-graphs,
-# resnet_ddp-cudnnfusedbn-graphs), and resnet_ddp-fusedbn-pad4 and resnet_ddp-fusedbn-pad4-graphs
-# (nhwc only: the input's 3 channels zero-padded to 4 on the GPU for the stem convolution,
-# --pad-input-channels 4), and resnet_ddp-fusedbn-cudnngraph and resnet_ddp-fusedbn-cudnngraph-graphs
-# (nhwc only: the convolutions through cuDNN's graph API, --conv-api graph), and
-# resnet_ddp-fusedbn-gatheredstem-graphs (nhwc, the imagenet stem: the stem's gradient gathered
-# from the max-pool's in both BatchNorm backward passes rather than stored by the max-pool's
-# backward, --stem-gradient gathered), and resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs
-# (nhwc: the graph API's convolutions with the engines that sum in less than float admitted too,
-# as PyTorch's filter admits them, --conv-reduction any), and resnet_ddp-fusedbn-wgradstream-graphs
-# (nhwc: backward's weight gradients on the compute stream beside the chain of data gradients and
-# BatchNorm passes on a stream of its own, --wgrad-stream on), and
-# resnet_ddp-fusedbn-wgradstream-cudnngraph-graphs (nhwc: the same with the graph API's
-# convolutions) and resnet_ddp-fusedbn-wgradstream-smreserve16-cudnngraph-graphs (nhwc: that with
-# the weight gradients' engines fitted to 16 SMs fewer than the GPU has, cuDNN's SM carveout,
-# leaving them to the chain beside them, --wgrad-sm-reserve 16), so that a machine
-# lent for 10 minutes a command can measure them in two commands, each
-# writing its own results file; `bench/compare_throughput.py A.md B.md` merges their tables (a
-# measurement in one wins over "not run" in the other). --precisions LIST (tf32, bf16, fp32, fp16) and --sizes LIST (32,
-# 224) narrow the configurations the same way.
+# and, only when named, resnet_ddp-floatinput (batches uploaded as normalised floats rather than
+# uint8 pixels) and resnet_ddp-fusedbn-cudnngraph and resnet_ddp-fusedbn-cudnngraph-graphs (nhwc
+# only: the convolutions through cuDNN's graph API, --conv-api graph), so that a machine lent for
+# 10 minutes a command can measure them in two commands, each writing its own results file;
+# `bench/compare_throughput.py A.md B.md` merges their tables (a measurement in one wins over
+# "not run" in the other). --precisions LIST (tf32, bf16, fp32, fp16) and --sizes LIST (32, 224)
+# narrow the configurations the same way.
 #
 # --grad-allreduce TYPE runs every configuration with DDP in a world of one (--ddp on both sides)
 # and its gradients sent as TYPE (bf16: our reducer's bfloat16 buckets against DDP's
@@ -107,14 +88,8 @@ goals=0 tests_advisory=0 impls_given=0 precisions_given=0 kernel_times=0
 kernel_steps=10
 all_impls=resnet_ddp,resnet_ddp-fusedbn,resnet_ddp-graphs,resnet_ddp-fusedbn-graphs,pytorch-eager,pytorch-compile
 chosen_impls=$all_impls
-known_impls=$all_impls,resnet_ddp-floatinput,resnet_ddp-persistentbn,resnet_ddp-cudnnfusedbn
-known_impls+=,resnet_ddp-persistentbn-graphs,resnet_ddp-cudnnfusedbn-graphs
-known_impls+=,resnet_ddp-fusedbn-pad4,resnet_ddp-fusedbn-pad4-graphs
+known_impls=$all_impls,resnet_ddp-floatinput
 known_impls+=,resnet_ddp-fusedbn-cudnngraph,resnet_ddp-fusedbn-cudnngraph-graphs
-known_impls+=,resnet_ddp-fusedbn-gatheredstem-graphs,resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs
-known_impls+=,resnet_ddp-fusedbn-wgradstream-graphs
-known_impls+=,resnet_ddp-fusedbn-wgradstream-cudnngraph-graphs
-known_impls+=,resnet_ddp-fusedbn-wgradstream-smreserve16-cudnngraph-graphs
 all_precisions=tf32,bf16,fp32,fp16 chosen_precisions=tf32,bf16,fp32,fp16
 all_sizes=32,224 chosen_sizes=32,224
 results_dir=$here/results build=$root/build
@@ -376,45 +351,14 @@ measure() {
     resnet_ddp-graphs) command=("$bench_program" "${flags[@]}" --memory-format "$format" --cuda-graphs on) ;;
     resnet_ddp-floatinput) command=("$bench_program" "${flags[@]}" --memory-format "$format" --input float) ;;
     resnet_ddp-fusedbn) command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused) ;;
-    resnet_ddp-persistentbn)
-      command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm cudnn-persistent) ;;
-    resnet_ddp-cudnnfusedbn)
-      command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm cudnn-fused) ;;
     resnet_ddp-fusedbn-graphs)
       command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused --cuda-graphs on) ;;
-    resnet_ddp-persistentbn-graphs)
-      command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm cudnn-persistent
-               --cuda-graphs on) ;;
-    resnet_ddp-cudnnfusedbn-graphs)
-      command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm cudnn-fused
-               --cuda-graphs on) ;;
-    resnet_ddp-fusedbn-pad4)
-      command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused
-               --pad-input-channels 4) ;;
-    resnet_ddp-fusedbn-pad4-graphs)
-      command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused
-               --pad-input-channels 4 --cuda-graphs on) ;;
     resnet_ddp-fusedbn-cudnngraph)
       command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused
                --conv-api graph) ;;
     resnet_ddp-fusedbn-cudnngraph-graphs)
       command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused
                --conv-api graph --cuda-graphs on) ;;
-    resnet_ddp-fusedbn-gatheredstem-graphs)
-      command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused
-               --stem-gradient gathered --cuda-graphs on) ;;
-    resnet_ddp-fusedbn-wgradstream-graphs)
-      command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused
-               --wgrad-stream on --cuda-graphs on) ;;
-    resnet_ddp-fusedbn-wgradstream-cudnngraph-graphs)
-      command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused
-               --wgrad-stream on --conv-api graph --cuda-graphs on) ;;
-    resnet_ddp-fusedbn-wgradstream-smreserve16-cudnngraph-graphs)
-      command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused
-               --wgrad-stream on --wgrad-sm-reserve 16 --conv-api graph --cuda-graphs on) ;;
-    resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs)
-      command=("$bench_program" "${flags[@]}" --memory-format "$format" --batchnorm fused
-               --conv-api graph --conv-reduction any --cuda-graphs on) ;;
     pytorch-*)
       if [ -z "$python" ]; then
         status_record "$impl" "$stem" "$size" "$batch" "$classes" "$precision" "not run: no Python with torch and torchvision"
@@ -472,26 +416,11 @@ else
 fi
 
 # The runs of --goals for one configuration, as "IMPL FORMAT" lines: ours replayed from a graph
-# (on 2026-11-22 every replayed step was faster than the same step eager), the variants likeliest
-# to be fastest first; then PyTorch's. The input padded to 4 channels and cuDNN's persistent
-# BatchNorm left the goals' runs after 2026-11-27 (within 0.1 % of, and 13 % behind, fused
-# BatchNorm in NHWC at 224x224 bf16); they stay in --impls. At 224x224 (the imagenet stem, with
-# its max-pool) also the stem's gradient gathered in both BatchNorm backward passes instead of
-# stored: which is faster depends on the GPU's integer issue rate against its bandwidth. In
-# bf16 also the graph API with the engines that sum in 16 bits, which PyTorch admits: whether
-# they are where its convolutions gain (size and precision are $1 and $2). And everywhere the
-# weight gradients beside the chain of data gradients, on two streams: whether a weight
-# gradient's arithmetic hides BatchNorm's memory traffic; at 224x224 that through the graph API,
-# without and with 16 SMs kept from the weight gradients for the chain (cuDNN's SM carveout):
-# whether the chain waits for SMs a weight gradient holds.
+# (every replayed step measured faster than the same step eager), the variants likeliest to be
+# fastest first; then PyTorch's.
 goal_runs() {
-  echo "resnet_ddp-fusedbn-graphs nhwc"
-  echo "resnet_ddp-fusedbn-wgradstream-graphs nhwc"
   echo "resnet_ddp-fusedbn-cudnngraph-graphs nhwc"
-  [ "$2" != bf16 ] || echo "resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs nhwc"
-  [ "$1" != 224 ] || echo "resnet_ddp-fusedbn-gatheredstem-graphs nhwc"
-  [ "$1" != 224 ] || echo "resnet_ddp-fusedbn-wgradstream-cudnngraph-graphs nhwc"
-  [ "$1" != 224 ] || echo "resnet_ddp-fusedbn-wgradstream-smreserve16-cudnngraph-graphs nhwc"
+  echo "resnet_ddp-fusedbn-graphs nhwc"
   echo "resnet_ddp-fusedbn-graphs nchw"
   echo "resnet_ddp-graphs nchw"
   echo "pytorch-eager nchw"
@@ -529,16 +458,10 @@ for impls in "resnet_ddp pytorch-eager" "pytorch-compile"; do
         limit=$(limit_of "$impl")
         if [ "$impl" = resnet_ddp ]; then
           for format in $(formats_of "$precision"); do
-            variants=(resnet_ddp resnet_ddp-fusedbn resnet_ddp-persistentbn resnet_ddp-floatinput)
-            [ "$format" != nhwc ] || variants+=(resnet_ddp-cudnnfusedbn)
-            variants+=(resnet_ddp-graphs resnet_ddp-fusedbn-graphs resnet_ddp-persistentbn-graphs)
+            variants=(resnet_ddp resnet_ddp-fusedbn resnet_ddp-floatinput)
+            variants+=(resnet_ddp-graphs resnet_ddp-fusedbn-graphs)
             [ "$format" != nhwc ] ||
-              variants+=(resnet_ddp-cudnnfusedbn-graphs resnet_ddp-fusedbn-pad4 resnet_ddp-fusedbn-pad4-graphs
-                         resnet_ddp-fusedbn-cudnngraph resnet_ddp-fusedbn-cudnngraph-graphs
-                         resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs
-                         resnet_ddp-fusedbn-wgradstream-graphs
-                         resnet_ddp-fusedbn-wgradstream-cudnngraph-graphs
-                         resnet_ddp-fusedbn-wgradstream-smreserve16-cudnngraph-graphs)
+              variants+=(resnet_ddp-fusedbn-cudnngraph resnet_ddp-fusedbn-cudnngraph-graphs)
             for variant in "${variants[@]}"; do
               wanted "$variant" || continue
               measure "$variant" "$limit" "$stem" "$size" "$batch" "$classes" "$precision" \

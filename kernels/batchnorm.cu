@@ -8,8 +8,7 @@
 // three more: grad_sums_kernel (sums of g and g * (x - mean) per channel and block),
 // finish_grad_sums_kernel (dgamma, dbeta), data_grad_kernel (dx); both passes over the data read
 // the ReLU's mask from its output or from bits the forward wrote, or recompute it from x
-// (ReluMask), and read dy or gather it from the gradient of the max-pool that follows
-// (GradSource, PooledGradient). Which thread reads what is kernels/batchnorm_partition.h; every
+// (ReluMask). Which thread reads what is kernels/batchnorm_partition.h; every
 // formula is kernels/batchnorm_math.h.
 // Partials are folded in a fixed order and there are no atomics, so results repeat bit for bit.
 //
@@ -22,13 +21,10 @@
 
 #include <cstdint>
 #include <initializer_list>
-#include <limits>
 #include <type_traits>
 
 #include "batchnorm_math.h"
 #include "batchnorm_partition.h"
-#include "layout_math.h"
-#include "maxpool_math.h"
 #include "resnet_ddp/cuda/batchnorm_kernels.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/error.h"
@@ -365,62 +361,14 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- backward
 
-// Where the backward kernels take dy from: memory, or, where pooled_dy is set, the max-pool that
-// follows the BatchNorm (PooledGradient), gathered per element.
-template <typename T>
-struct GradSource {
-  const T* dy = nullptr;
-  const T* pooled_dy = nullptr;
-  const uint8_t* argmax = nullptr;
-  Window window{};
-  // The BatchNorm input's channels and sides as divisors (fast_divide.h): where the gather
-  // finds each element's place.
-  layout::SideDivisors sides{};
-};
-
-// The N loads' values of dy gathered from the max-pool's gradient, each as maxpool_backward
-// stores it (maxpool_math.h), sorted by slot as gather sorts them. One value a load: wider loads
-// would unroll the gather V times and spill (ptxas), and the pooled gradient is read a value at a
-// time anyway. Each place is split into coordinates by multiplications (fast_divide.h): divided
-// as written, that index maths took these kernels several times the instructions their bytes
-// needed.
+// g = dy, masked by the ReLU's output or by its bits when there are any (at most one of the
+// two).
 template <bool ChannelsLast, int V, int N, typename T>
-__device__ void gather_pooled(const bn::Partition& p, const GradSource<T>& source,
-                              const bn::Loads<N>& loads, SlotValues<ChannelsLast, V, N>& g) {
-  static_assert(V == 1, "the pooled gradient is gathered a value a load");
-  const Window& s = source.window;
-#pragma unroll
-  for (int u = 0; u < N; ++u) {
-    const auto offset = static_cast<uint64_t>(loads.offset[u]);
-    float value;
-    if constexpr (ChannelsLast) {
-      const layout::Coord4 at = layout::nhwc_coord(offset, source.sides);
-      value = stored_input_gradient_nhwc(s, p.channels, source.pooled_dy, source.argmax, at.n,
-                                         at.c, static_cast<int>(at.h), static_cast<int>(at.w));
-    } else {
-      const layout::Coord4 at = layout::nchw_coord(offset, source.sides);
-      value = stored_input_gradient_nchw(s, source.pooled_dy, source.argmax,
-                                         at.n * p.channels + at.c, static_cast<int>(at.h),
-                                         static_cast<int>(at.w));
-    }
-    g[bn::slot_of<ChannelsLast, V>(0)][bn::position_of<ChannelsLast, V>(u, 0)] = value;
-  }
-}
-
-// g = dy (Pooled: gathered from the max-pool's gradient), masked by the ReLU's output or by its
-// bits when there are any (at most one of the two). Pooled is a kernel's template parameter, not
-// a branch: the gather's arithmetic in every kernel would cost them all registers (spills,
-// measured with ptxas) for the stem's sake; the bits, a pointer, cost a branch.
-template <bool ChannelsLast, int V, bool Pooled, int N, typename T>
-__device__ void gather_grad(const bn::Partition& p, const GradSource<T>& dy, const T* relu_output,
-                            const uint8_t* relu_bits, const bn::Loads<N>& loads,
-                            SlotValues<ChannelsLast, V, N>& g) {
+__device__ void gather_grad(const T* dy, const T* relu_output, const uint8_t* relu_bits,
+                            const bn::Loads<N>& loads, SlotValues<ChannelsLast, V, N>& g) {
   constexpr int Slots = bn::kSlots<ChannelsLast, V>;
   constexpr int PerSlot = bn::kPerSlot<ChannelsLast, V, N>;
-  if constexpr (Pooled)
-    gather_pooled<ChannelsLast, V>(p, dy, loads, g);
-  else
-    gather<ChannelsLast, V>(dy.dy, loads, g);
+  gather<ChannelsLast, V>(dy, loads, g);
   if (relu_bits != nullptr) mask_by_bits<ChannelsLast, V>(relu_bits, loads, g);
   if (relu_output == nullptr) return;
   SlotValues<ChannelsLast, V, N> outputs;
@@ -462,9 +410,9 @@ __device__ void forward_coefficients(int first, const float* save_mean, const fl
 // recomputed from x with mask_beta (ReluMask::beta). A template parameter, not a branch: the
 // forward's coefficients it holds cost every kernel registers otherwise (164 rather than 100 a
 // thread in bfloat16 NHWC, by ptxas), so that one block of 256 threads fitted an SM, not two.
-template <typename T, int V, bool ChannelsLast, bool Pooled, bool Recompute>
+template <typename T, int V, bool ChannelsLast, bool Recompute>
 __global__ void __launch_bounds__(kThreads)
-    grad_sums_kernel(bn::Partition p, const T* __restrict__ x, GradSource<T> dy,
+    grad_sums_kernel(bn::Partition p, const T* __restrict__ x, const T* dy,
                      const T* relu_output, const uint8_t* relu_bits, T* masked_dy,
                      const float* __restrict__ save_mean,
                      const float* __restrict__ save_invstd, const float* __restrict__ gamma,
@@ -485,7 +433,7 @@ __global__ void __launch_bounds__(kThreads)
     constexpr int N = std::decay_t<decltype(loads)>::kCount;
     constexpr int PerSlot = bn::kPerSlot<ChannelsLast, V, N>;
     float g[Slots][PerSlot], values[Slots][PerSlot];
-    gather_grad<ChannelsLast, V, Pooled>(p, dy, relu_output, relu_bits, loads, g);
+    gather_grad<ChannelsLast, V>(dy, relu_output, relu_bits, loads, g);
     gather<ChannelsLast, V>(x, loads, values);
     if constexpr (Recompute) mask_by_recomputed_output<T>(g, values, forward);
     bn::add_grad_group(sums, g, values, mean);
@@ -535,9 +483,9 @@ __global__ void __launch_bounds__(kThreads)
 
 // No __restrict__ on dy, relu_output and dx: dx may alias dy. Recompute and mask_beta as
 // grad_sums_kernel's.
-template <typename T, int V, bool ChannelsLast, bool Pooled, bool Recompute>
+template <typename T, int V, bool ChannelsLast, bool Recompute>
 __global__ void __launch_bounds__(kThreads)
-    data_grad_kernel(bn::Partition p, const T* x, GradSource<T> dy, const T* relu_output,
+    data_grad_kernel(bn::Partition p, const T* x, const T* dy, const T* relu_output,
                      const uint8_t* relu_bits, T* dx,
                      const float* __restrict__ gamma, const float* __restrict__ save_mean,
                      const float* __restrict__ save_invstd, const float* __restrict__ dgamma,
@@ -560,7 +508,7 @@ __global__ void __launch_bounds__(kThreads)
     constexpr int N = std::decay_t<decltype(loads)>::kCount;
     constexpr int PerSlot = bn::kPerSlot<ChannelsLast, V, N>;
     float g[Slots][PerSlot], values[Slots][PerSlot];
-    gather_grad<ChannelsLast, V, Pooled>(p, dy, relu_output, relu_bits, loads, g);
+    gather_grad<ChannelsLast, V>(dy, relu_output, relu_bits, loads, g);
     gather<ChannelsLast, V>(x, loads, values);
     if constexpr (Recompute) mask_by_recomputed_output<T>(g, values, forward);
 #pragma unroll
@@ -732,14 +680,11 @@ void batchnorm_forward_eval(const BatchNormShape& shape, const T* x, const float
   });
 }
 
-namespace {
-
-// batchnorm_backward's and batchnorm_backward_through_maxpool's launches, with dy from `dy`.
 template <typename T>
-void launch_backward(const BatchNormShape& shape, const T* x, const GradSource<T>& dy,
-                     ReluMask<T> relu, const float* gamma, const float* save_mean,
-                     const float* save_invstd, T* dx, float* dgamma, float* dbeta, void* scratch,
-                     size_t scratch_bytes, cudaStream_t stream, T* masked_dy) {
+void batchnorm_backward(const BatchNormShape& shape, const T* x, const T* dy, ReluMask<T> relu,
+                        const float* gamma, const float* save_mean, const float* save_invstd,
+                        T* dx, float* dgamma, float* dbeta, void* scratch, size_t scratch_bytes,
+                        cudaStream_t stream, T* masked_dy) {
   const bn::Partition p = partition_of(shape);
   check_batchnorm_trainable(shape);
   check_scratch(shape, scratch, scratch_bytes);
@@ -750,30 +695,26 @@ void launch_backward(const BatchNormShape& shape, const T* x, const GradSource<T
          "bits and a beta to recompute it from; please report this");
   float* partials = static_cast<float*>(scratch);
   const T* relu_output = relu.output;
-  // The pooled gradient is gathered a value a load (gather_pooled).
-  const bool pooled = dy.pooled_dy != nullptr;
-  const int vector = pooled ? 1 : vector_width<T>(p, {x, dy.dy, relu_output, dx, masked_dy});
+  const int vector = vector_width<T>(p, {x, dy, relu_output, dx, masked_dy});
   // Each load reads its own byte of bits: the forward's loads, the shape's widest.
   if (relu.bits != nullptr && vector != relu_bits_group<T>(p))
-    fail("internal error: batchnorm_backward was given the ReLU's bits ",
-         pooled ? "with a pooled gradient" : "with x, dy, dx or masked_dy not 16-byte aligned",
-         " (", shape.batch, "x", shape.channels, "x", shape.height, "x", shape.width,
-         "); please report this");
+    fail("internal error: batchnorm_backward was given the ReLU's bits with x, dy, dx or ",
+         "masked_dy not 16-byte aligned (", shape.batch, "x", shape.channels, "x", shape.height,
+         "x", shape.width, "); please report this");
   // Masked in place by grad_sums_kernel, dy needs no second mask: masking is idempotent and the
   // stored value is the widened one rounded back, exactly, so leaving out the mask changes no
   // bit.
-  const bool dy_is_masked = masked_dy != nullptr && masked_dy == dy.dy && relu.any();
+  const bool dy_is_masked = masked_dy != nullptr && masked_dy == dy && relu.any();
   // 1 / M rounded once from the exact quotient, as the twin's n_inv.
   const float inv_count = static_cast<float>(1.0 / static_cast<double>(p.per_channel));
   // The data gradient recomputes the mask only where grad_sums_kernel did not mask dy in place.
   const bool sums_recompute = relu.beta != nullptr;
   const bool data_recompute = sums_recompute && !dy_is_masked;
-  const auto launch = [&](auto v, auto channels_last, auto pooled) {
+  dispatch<T>(p, vector, [&](auto v, auto channels_last) {
     constexpr int V = decltype(v)::value;
     constexpr bool kChannelsLast = decltype(channels_last)::value;
-    constexpr bool kPooled = decltype(pooled)::value;
-    const auto sums = sums_recompute ? grad_sums_kernel<T, V, kChannelsLast, kPooled, true>
-                                     : grad_sums_kernel<T, V, kChannelsLast, kPooled, false>;
+    const auto sums = sums_recompute ? grad_sums_kernel<T, V, kChannelsLast, true>
+                                     : grad_sums_kernel<T, V, kChannelsLast, false>;
     sums<<<grid_of(p), block_of(p, V), 0, stream>>>(p, x, dy, relu_output, relu.bits, masked_dy,
                                                      save_mean, save_invstd, gamma, relu.beta,
                                                      partials);
@@ -781,66 +722,14 @@ void launch_backward(const BatchNormShape& shape, const T* x, const GradSource<T
     finish_grad_sums_kernel<<<channel_warp_blocks(p), kThreads, 0, stream>>>(
         p, partials, save_invstd, dgamma, dbeta);
     RDDP_CUDA_CHECK_LAUNCH("finish_grad_sums_kernel");
-    const auto data = data_recompute ? data_grad_kernel<T, V, kChannelsLast, kPooled, true>
-                                     : data_grad_kernel<T, V, kChannelsLast, kPooled, false>;
+    const auto data = data_recompute ? data_grad_kernel<T, V, kChannelsLast, true>
+                                     : data_grad_kernel<T, V, kChannelsLast, false>;
     data<<<grid_of(p), block_of(p, V), 0, stream>>>(
         p, x, dy, dy_is_masked ? nullptr : relu_output, dy_is_masked ? nullptr : relu.bits, dx,
         gamma, save_mean, save_invstd, dgamma, dbeta, data_recompute ? relu.beta : nullptr,
         inv_count);
     RDDP_CUDA_CHECK_LAUNCH("data_grad_kernel");
-  };
-  dispatch<T>(p, vector, [&](auto v, auto channels_last) {
-    if constexpr (decltype(v)::value == 1) {
-      if (pooled) {
-        launch(v, channels_last, std::true_type{});
-        return;
-      }
-    }
-    launch(v, channels_last, std::false_type{});
   });
-}
-
-}  // namespace
-
-template <typename T>
-void batchnorm_backward(const BatchNormShape& shape, const T* x, const T* dy, ReluMask<T> relu,
-                        const float* gamma, const float* save_mean, const float* save_invstd,
-                        T* dx, float* dgamma, float* dbeta, void* scratch, size_t scratch_bytes,
-                        cudaStream_t stream, T* masked_dy) {
-  GradSource<T> source;
-  source.dy = dy;
-  launch_backward<T>(shape, x, source, relu, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
-                  scratch, scratch_bytes, stream, masked_dy);
-}
-
-bool batchnorm_through_maxpool_fits(const BatchNormShape& shape) {
-  return static_cast<int64_t>(shape.batch) * shape.channels * shape.height * shape.width <=
-         std::numeric_limits<uint32_t>::max();
-}
-
-template <typename T>
-void batchnorm_backward_through_maxpool(const BatchNormShape& shape, const T* x,
-                                        const PooledGradient<T>& pooled, ReluMask<T> relu,
-                                        const float* gamma, const float* save_mean,
-                                        const float* save_invstd, T* dx, float* dgamma,
-                                        float* dbeta, void* scratch, size_t scratch_bytes,
-                                        cudaStream_t stream) {
-  const cpu::PoolShape& pool = pooled.pool;
-  if (pool.batch != shape.batch || pool.channels != shape.channels ||
-      pool.in_h != shape.height || pool.in_w != shape.width || pooled.dy == nullptr ||
-      pooled.argmax == nullptr || !batchnorm_through_maxpool_fits(shape))
-    fail("internal error: batchnorm_backward_through_maxpool was given a max-pool of ",
-         pool.batch, "x", pool.channels, "x", pool.in_h, "x", pool.in_w, " inputs for a ",
-         "BatchNorm of ", shape.batch, "x", shape.channels, "x", shape.height, "x", shape.width,
-         ", no gradient or argmax, or more values than its 32-bit places reach; please report "
-         "this");
-  GradSource<T> source;
-  source.pooled_dy = pooled.dy;
-  source.argmax = pooled.argmax;
-  source.window = pool_window(pool);
-  source.sides = layout::side_divisors(shape.channels, shape.height, shape.width);
-  launch_backward<T>(shape, x, source, relu, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
-                  scratch, scratch_bytes, stream, nullptr);
 }
 
 #define RDDP_INSTANTIATE_BATCHNORM(T)                                                            \
@@ -854,10 +743,7 @@ void batchnorm_backward_through_maxpool(const BatchNormShape& shape, const T* x,
                                           bool, T*, cudaStream_t);                              \
   template void batchnorm_backward<T>(const BatchNormShape&, const T*, const T*, ReluMask<T>,  \
                                       const float*, const float*, const float*, T*, float*,     \
-                                      float*, void*, size_t, cudaStream_t, T*);             \
-  template void batchnorm_backward_through_maxpool<T>(                                          \
-      const BatchNormShape&, const T*, const PooledGradient<T>&, ReluMask<T>, const float*,     \
-      const float*, const float*, T*, float*, float*, void*, size_t, cudaStream_t);
+                                      float*, void*, size_t, cudaStream_t, T*);
 RDDP_INSTANTIATE_BATCHNORM(float)
 RDDP_INSTANTIATE_BATCHNORM(__nv_bfloat16)
 RDDP_INSTANTIATE_BATCHNORM(__half)

@@ -35,8 +35,10 @@ ptx() {
   # nvcc names an anonymous namespace <length>_GLOBAL__N__<hash of the file's path and text>,
   # and prefixes function-local statics (shared memory arrays) with <length>_INTERNAL_<hash>;
   # each becomes one fixed name of its own length, so the names stay well-formed for c++filt.
+  # Branch labels ($L__BB<function>_<block>) number the functions of the file in order, which a
+  # function added or removed before a kernel renumbers; the block number alone is kept.
   perl -pe 's/(\d+)(_GLOBAL__N__|_INTERNAL_)(??{ ".{" . ($1 - length($2)) . "}" })/
-            $2 eq "_INTERNAL_" ? "9_INTERNAL" : "6_ANON_"/gex' "$3.raw" |
+            $2 eq "_INTERNAL_" ? "9_INTERNAL" : "6_ANON_"/gex; s/\$L__BB\d+_/\$L__BB_/g' "$3.raw" |
     grep -v '^//' >"$3"
 }
 

@@ -132,16 +132,6 @@ struct EngineConfig {
   // spec.in_channels), for the stem convolution's tensor-core kernels; the results are those of
   // the unpadded network (cuda/executor.h). 0: no padding.
   int pad_input_channels = 0;
-  // CUDA, our BatchNorm kernels: the stem BatchNorm's backward gathers its gradient from the
-  // max-pool's rather than reading it stored (cuda/executor.h).
-  bool gather_stem_gradient = false;
-  // CUDA: backward computes each convolution's weight gradient on a stream beside the chain of
-  // data gradients and BatchNorm backward passes (cuda/executor.h, weight_gradient_stream).
-  bool weight_gradient_stream = false;
-  // CUDA, with weight_gradient_stream and conv_graph_api: SMs kept from the weight gradients'
-  // engines (cuDNN's SM carveout, cuda::MathPolicy::weight_gradient_sm_count) for the chain
-  // beside them; 0 keeps none.
-  int weight_gradient_sm_reserve = 0;
   // fp16 only: GradScaler's settings (its defaults unless a test wants a short growth interval).
   loss_scale::Config loss_scale;
   int device_index = 0;  // CUDA device of this rank
@@ -154,9 +144,6 @@ struct EngineConfig {
   // CUDA: run convolutions through cuDNN's graph API, choosing among every engine configuration
   // its heuristics list (as PyTorch does), rather than among the legacy API's algorithms.
   bool conv_graph_api = false;
-  // CUDA, with conv_graph_api: also the engines that reduce in less than float, which PyTorch's
-  // filter admits (cuda::MathPolicy::admit_reduced_precision_reduction).
-  bool conv_reduced_precision_reduction = false;
   // CUDA: capture the training step once (after a few eager warm-up steps) and replay it as a
   // CUDA graph; steps with StepHooks that are not capturable and batches smaller than max_batch
   // stay eager (cuda/graph_step_policy.h).

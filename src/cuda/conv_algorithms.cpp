@@ -390,10 +390,7 @@ std::string ConvAlgorithmCache::summary() const {
         << (accumulates ? ", accumulating" : "") << ": ";
     if (choice.graph) {
       out << "graph engine " << choice.algorithm
-          << (choice.graph->tensor_core ? ", tensor cores" : "")
-          << (choice.graph->reduced_precision_reduction ? ", reduced-precision reduction" : "");
-      if (choice.graph->sm_count_target > 0)
-        out << ", on " << choice.graph->sm_count_target << " SMs";
+          << (choice.graph->tensor_core ? ", tensor cores" : "");
     } else {
       out << "algorithm " << choice.algorithm << ", math " << static_cast<int>(choice.math);
     }
@@ -410,13 +407,6 @@ ConvAlgorithmCache::ApiUse ConvAlgorithmCache::api_use() const {
   ApiUse use;
   for (const auto& [key, choice] : choices_) {
     ++(choice.graph ? use.graph_plans : use.legacy_algorithms);
-    if (choice.graph && choice.graph->reduced_precision_reduction) ++use.reduced_precision_plans;
-    if (choice.graph && choice.graph->sm_count_target > 0) {
-      ++use.sm_limited_plans;
-      use.fewest_sms = use.fewest_sms == 0
-                           ? choice.graph->sm_count_target
-                           : std::min(use.fewest_sms, choice.graph->sm_count_target);
-    }
   }
   // The map's order is the key's, not the order of choosing: the first by direction and shape.
   if (!graph_fallbacks_.empty()) use.first_fallback = graph_fallbacks_.begin()->second;

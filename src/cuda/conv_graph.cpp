@@ -181,24 +181,13 @@ std::shared_ptr<ConvGraphSource> operation_graph(cudnnHandle_t handle, const Con
   return source;
 }
 
-// The engine configurations cuDNN's heuristics of `mode` list, best first, fitted to
-// `sm_count` SMs where it is not 0; none where they cannot handle the graph. `*target_refused`
-// is set where cuDNN would not take the SM count (a cuDNN before 8.9.5, or one that does not
-// carve out SMs on this GPU): the convolution then keeps the legacy API's choice and the
-// summary says why.
+// The engine configurations cuDNN's heuristics of `mode` list, best first; none where they
+// cannot handle the graph.
 std::vector<std::unique_ptr<BackendDescriptor>> listed_configs(const BackendDescriptor& graph,
-                                                               cudnnBackendHeurMode_t mode,
-                                                               int32_t sm_count,
-                                                               bool* target_refused) {
+                                                               cudnnBackendHeurMode_t mode) {
   BackendDescriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
   set_descriptor(heuristics, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
   set(heuristics, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
-  if (sm_count > 0 &&
-      cudnnBackendSetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET,
-                               CUDNN_TYPE_INT32, 1, &sm_count) != CUDNN_STATUS_SUCCESS) {
-    *target_refused = true;
-    return {};
-  }
   if (cudnnBackendFinalize(heuristics.get()) != CUDNN_STATUS_SUCCESS) return {};
   int64_t count = 0;
   if (cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
@@ -223,7 +212,6 @@ std::vector<std::unique_ptr<BackendDescriptor>> listed_configs(const BackendDesc
 
 struct EngineFacts {
   int64_t global_index = -1;
-  int32_t sm_count_target = 0;  // 0: none set, or cuDNN does not say
   std::vector<cudnnBackendNumericalNote_t> notes;
   std::vector<cudnnBackendBehaviorNote_t> behaviour;
   bool has(cudnnBackendNumericalNote_t note) const {
@@ -239,8 +227,7 @@ struct EngineFacts {
 
 // The facts of the configuration's engine, or nullopt where cuDNN will not tell them: an engine
 // whose notes are unknown cannot be held to the policy.
-std::optional<EngineFacts> engine_facts(const BackendDescriptor& config,
-                                        bool read_sm_count_target) {
+std::optional<EngineFacts> engine_facts(const BackendDescriptor& config) {
   BackendDescriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   cudnnBackendDescriptor_t raw = engine.get();
   int64_t count = 0;
@@ -261,13 +248,6 @@ std::optional<EngineFacts> engine_facts(const BackendDescriptor& config,
                                CUDNN_TYPE_BEHAVIOR_NOTE, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT,
                                &behaviours, facts.behaviour.data()) == CUDNN_STATUS_SUCCESS;
   if (!told) return std::nullopt;
-  // Only informative, and read only where a target was asked for: what cuDNN fitted the engine
-  // to.
-  if (!read_sm_count_target ||
-      cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_SM_COUNT_TARGET, CUDNN_TYPE_INT32,
-                               1, &count, &facts.sm_count_target) != CUDNN_STATUS_SUCCESS ||
-      count != 1)
-    facts.sm_count_target = 0;
   facts.notes.resize(static_cast<size_t>(std::clamp<int64_t>(notes, 0, facts.notes.size())));
   facts.behaviour.resize(
       static_cast<size_t>(std::clamp<int64_t>(behaviours, 0, facts.behaviour.size())));
@@ -279,12 +259,8 @@ std::optional<EngineFacts> engine_facts(const BackendDescriptor& config,
 struct Refusals {
   size_t listed = 0, unreadable = 0, compiled = 0, precision = 0, nondeterministic = 0,
          not_built = 0, over_limit = 0;
-  int32_t refused_sm_count = 0;  // the SM count target cuDNN's heuristics would not take
 
   std::string text(size_t workspace_limit) const {
-    if (refused_sm_count > 0)
-      return "cuDNN's heuristics would not take a target of " + std::to_string(refused_sm_count) +
-             " SMs (SM carveout: Hopper, cuDNN 8.9.5 or later)";
     if (listed == 0) return "cuDNN's heuristics listed no engine configuration";
     std::ostringstream out;
     out << "none of the " << listed << " engine configurations cuDNN listed was admitted:";
@@ -307,16 +283,16 @@ struct Refusals {
 };
 
 // Refused whatever the policy: engines that convert the inputs to a narrower type (the legacy
-// selection likewise refuses CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION). Those that reduce in less
-// than float only where the policy admits them, and never in strict float32, which admits no
-// tensor-core engine either (they are TF32 for float data), as PyTorch filters its own when
-// allow_tf32 is off.
+// selection likewise refuses CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) and those that reduce in
+// less than float (a weight gradient sums up to batch x height x width products; PyTorch's
+// filter admits them, and admitting them measured no faster: bench/results). Strict float32
+// admits no tensor-core engine either (they are TF32 for float data), as PyTorch filters its
+// own when allow_tf32 is off.
 bool refused_for_precision(const EngineFacts& facts, const MathPolicy& policy) {
-  if (facts.has(CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS)) return true;
-  const bool strict_float = policy.data_type == CUDNN_DATA_FLOAT && !policy.allow_tf32;
-  if (facts.has(CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION) &&
-      (strict_float || !policy.admit_reduced_precision_reduction))
+  if (facts.has(CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS) ||
+      facts.has(CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION))
     return true;
+  const bool strict_float = policy.data_type == CUDNN_DATA_FLOAT && !policy.allow_tf32;
   return strict_float && facts.has(CUDNN_NUMERICAL_NOTE_TENSOR_CORE);
 }
 
@@ -416,21 +392,13 @@ ConvGraphCandidates conv_graph_candidates(cudnnHandle_t handle, const ConvShape&
     return result;
   }
   Refusals refusals;
-  // Only the weight gradients run beside other work (the chain of data gradients).
-  const int32_t sm_count =
-      direction == ConvDirection::backward_filter ? policy.weight_gradient_sm_count : 0;
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-    bool target_refused = false;
     std::vector<std::unique_ptr<BackendDescriptor>> configs =
-        listed_configs(*source->graph, mode, sm_count, &target_refused);
-    if (target_refused) {
-      refusals.refused_sm_count = sm_count;
-      break;
-    }
+        listed_configs(*source->graph, mode);
     refusals.listed += configs.size();
     for (auto& config : configs) {
       if (result.plans.size() >= kMaxCandidates) return result;
-      const std::optional<EngineFacts> facts = engine_facts(*config, sm_count > 0);
+      const std::optional<EngineFacts> facts = engine_facts(*config);
       if (!facts) {
         ++refusals.unreadable;
         continue;
@@ -467,9 +435,6 @@ ConvGraphCandidates conv_graph_candidates(cudnnHandle_t handle, const ConvShape&
       candidate->workspace_bytes = workspace;
       candidate->deterministic = deterministic;
       candidate->tensor_core = facts->has(CUDNN_NUMERICAL_NOTE_TENSOR_CORE);
-      candidate->reduced_precision_reduction =
-          facts->has(CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION);
-      candidate->sm_count_target = facts->sm_count_target;
       result.plans.push_back(std::move(candidate));
     }
   }

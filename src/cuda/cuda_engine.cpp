@@ -87,38 +87,13 @@ bool has_second_moment(const OptimizerConfig& optimizer) {
   return optimizer.kind == OptimizerKind::adamw;
 }
 
-// cuDNN's SM carveout for the weight gradients (MathPolicy::weight_gradient_sm_count): the
-// device's SMs less those reserved for the chain of data gradients beside them; 0, every SM,
-// without a reserve.
-int weight_gradient_sm_count(const CudaEngineOptions& options, bool weight_gradient_stream) {
-  const int reserve = options.weight_gradient_sm_reserve;
-  if (reserve == 0) return 0;
-  if (reserve < 0)
-    fail("the SMs reserved beside the weight gradients must be >= 0, got ", reserve);
-  if (options.conv_api != cuda::ConvApi::graph)
-    fail("reserving SMs beside the weight gradients needs cuDNN's graph API for the "
-         "convolutions (--conv-api graph): the legacy API's algorithms take no SM count");
-  if (!weight_gradient_stream)
-    fail("reserving SMs beside the weight gradients is for the chain of data gradients that "
-         "runs beside them: add the weight gradients' stream (--wgrad-stream on)");
-  int device = 0, sms = 0;
-  RDDP_CUDA_CHECK(cudaGetDevice(&device));
-  RDDP_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  if (reserve >= sms)
-    fail("reserving ", reserve, " SMs beside the weight gradients leaves them none of this "
-         "GPU's ", sms, ": reserve fewer than ", sms);
-  return sms - reserve;
-}
-
 cuda::MathPolicy math_policy(Precision precision, MemoryFormat memory_format,
-                             bool weight_gradient_stream, const CudaEngineOptions& options) {
+                             const CudaEngineOptions& options) {
   cuda::MathPolicy policy;
   policy.allow_tf32 = precision == Precision::tf32;
   policy.deterministic = options.deterministic;
   policy.search = options.conv_search;
   policy.api = options.conv_api;
-  policy.admit_reduced_precision_reduction = options.admit_reduced_precision_reduction;
-  policy.weight_gradient_sm_count = weight_gradient_sm_count(options, weight_gradient_stream);
   policy.data_type = precision == Precision::bf16   ? CUDNN_DATA_BFLOAT16
                      : precision == Precision::fp16 ? CUDNN_DATA_HALF
                                                     : CUDNN_DATA_FLOAT;
@@ -204,10 +179,8 @@ class CudaEngine final : public Engine {
         graph_labels_(config.cuda_graphs ? static_cast<size_t>(config.max_batch) : 0),
         executor_(net_, layout_, device_model(), config.max_batch, config.height, config.width,
                   context_,
-                  math_policy(config.precision, config.memory_format,
-                              config.weight_gradient_stream, options),
-                  config.batchnorm, pixel_input(), config.pad_input_channels,
-                  config.gather_stem_gradient, config.weight_gradient_stream) {
+                  math_policy(config.precision, config.memory_format, options),
+                  config.batchnorm, pixel_input(), config.pad_input_channels) {
     if (pixel_input()) {
       std::vector<float> mean_stddev = config_.pixel_mean;
       mean_stddev.insert(mean_stddev.end(), config_.pixel_stddev.begin(),
@@ -722,8 +695,6 @@ std::unique_ptr<Engine> make_cuda_engine(const EngineConfig& config, uint64_t in
   options.conv_search = config.conv_timed_search ? cuda::ConvAlgorithmSearch::timed
                                                  : cuda::ConvAlgorithmSearch::heuristic;
   options.conv_api = config.conv_graph_api ? cuda::ConvApi::graph : cuda::ConvApi::legacy;
-  options.admit_reduced_precision_reduction = config.conv_reduced_precision_reduction;
-  options.weight_gradient_sm_reserve = config.weight_gradient_sm_reserve;
   return make_cuda_engine(config, init_seed, options);
 }
 

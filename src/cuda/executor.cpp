@@ -64,11 +64,9 @@ struct Conv {
   Activation<T> output;
   std::unique_ptr<ConvLayer> layer;
   // Its own workspaces, one for the forward call and one for the two backward calls: slices of
-  // the arena, free for other buffers at every other time. Both workspace_bytes long. With
-  // Plan::split_backward the weight gradient, which runs beside the data gradient, has a third.
+  // the arena, free for other buffers at every other time. Both workspace_bytes long.
   std::byte* forward_workspace = nullptr;
   std::byte* backward_workspace = nullptr;
-  std::byte* weight_grad_workspace = nullptr;
   size_t workspace_bytes = 0;
 };
 
@@ -181,12 +179,6 @@ struct Plan {
   BatchNorm<T> stem_bn;
   Activation<T> stem_out;  // ReLU in place
   bool stem_maxpool = false;
-  // The stem's BatchNorm backward gathers its gradient from the max-pool's
-  // (batchnorm_backward_through_maxpool): our BatchNorm, whose kernels can, at a size they take.
-  // The stem output's gradient, at 224x224 the network's largest activation, then has no buffer.
-  // Only where gather_stem_gradient (Executor's) asks for it.
-  bool stem_backward_through_maxpool = false;
-  bool gather_stem_gradient = false;
   cpu::PoolShape pool_shape;
   Activation<T> pooled;
   uint8_t* pool_argmax = nullptr;  // each output's place in its window
@@ -212,15 +204,6 @@ struct Plan {
   int batch = 0;
   bool has_training_forward = false;
 
-  // Executor's weight_gradient_stream: backward's chain (BatchNorm, data gradients, max-pool)
-  // runs on `chain`, the weight gradients on the context's stream (BackwardConvolutions).
-  // `active` is the stream the layers' calls enqueue on now (null: the context's); the cuDNN
-  // handle is bound to it likewise.
-  bool split_backward = false;
-  std::unique_ptr<Stream> chain;
-  std::unique_ptr<Event> chain_start, output_grad_ready, weight_grad_done;
-  cudaStream_t active = nullptr;
-
   // Every convolution and BatchNorm, listed once the plan is complete (set-up and checks walk
   // them; a step does not rebuild the lists).
   std::vector<Conv<T>*> convs;
@@ -238,7 +221,7 @@ struct Plan {
     }
   }
 
-  cudaStream_t stream() const { return active != nullptr ? active : context.stream(); }
+  cudaStream_t stream() const { return context.stream(); }
   CudnnCall forward_call(const Conv<T>& conv) const {
     return {context.cudnn(), conv.forward_workspace, conv.workspace_bytes};
   }
@@ -425,11 +408,12 @@ void conv_forward(const Plan<T>& plan, const Conv<T>& conv, int batch) {
                       plan.conv_weight(conv), conv.output.value);
 }
 
-// The weight's gradient, with `workspace` (workspace_bytes long), reported.
+// The weight's gradient, reported, then (unless `input_grad` is null) the input's gradient,
+// accumulated onto what is there when `accumulate`.
 template <typename T>
-void conv_weight_backward(const Plan<T>& plan, const Conv<T>& conv, int batch,
-                          std::byte* workspace, const GradReadyFn& ready) {
-  const CudnnCall call{plan.context.cudnn(), workspace, conv.workspace_bytes};
+void conv_backward(const Plan<T>& plan, const Conv<T>& conv, int batch, T* input_grad,
+                   bool accumulate, const GradReadyFn& ready) {
+  const CudnnCall call = plan.backward_call(conv);
   if (plan.nhwc) {
     // cuDNN writes dw as the NHWC filter is laid out, OHWI, in the filter's type; the pass that
     // widens it under NCHW (below) also permutes it here, into the OIHW float gradient.
@@ -451,146 +435,10 @@ void conv_weight_backward(const Plan<T>& plan, const Conv<T>& conv, int batch,
                                 plan.grad(conv.weight));
   }
   if (ready) ready(*conv.weight);
+  if (input_grad != nullptr)
+    conv.layer->backward_data(call, batch, conv.output.grad, plan.conv_weight(conv), input_grad,
+                              accumulate ? 1.0f : 0.0f);
 }
-
-// The input's gradient, accumulated onto what is there when `accumulate`.
-template <typename T>
-void conv_data_backward(const Plan<T>& plan, const Conv<T>& conv, int batch, T* input_grad,
-                        bool accumulate) {
-  conv.layer->backward_data(plan.backward_call(conv), batch, conv.output.grad,
-                            plan.conv_weight(conv), input_grad, accumulate ? 1.0f : 0.0f);
-}
-
-// The weight's gradient, reported, then (unless `input_grad` is null) the input's gradient.
-template <typename T>
-void conv_backward(const Plan<T>& plan, const Conv<T>& conv, int batch, T* input_grad,
-                   bool accumulate, const GradReadyFn& ready) {
-  conv_weight_backward(plan, conv, batch, conv.backward_workspace, ready);
-  if (input_grad != nullptr) conv_data_backward(plan, conv, batch, input_grad, accumulate);
-}
-
-// Enqueues the layers' calls on `stream` from now on: the plan's own launches and the cuDNN
-// handle's.
-template <typename T>
-void enqueue_on(Plan<T>& plan, cudaStream_t stream) {
-  plan.active = stream == plan.context.stream() ? nullptr : stream;
-  RDDP_CUDNN_CHECK(cudnnSetStream(plan.context.cudnn(), stream));
-}
-
-// Backward's convolutions under Plan::split_backward (Executor's weight_gradient_stream), else
-// conv_backward as it is. Split, the chain runs on plan.chain. At each convolution the chain
-// records that the output's gradient is there and goes on with the input's gradient and the
-// next BatchNorm; the context's stream waits for that record, reports the BatchNorm gradients
-// the chain made before it (held back till then: a reducer watches the context's stream) and
-// computes the weight's gradient with the convolution's third workspace. Before its next
-// convolution the chain waits for that weight gradient: record_uses keeps what the gradient
-// reads (the input, the output's gradient, its workspace) alive until then.
-//
-// The weight gradient's calls are enqueued only when the chain reaches that next convolution,
-// after the operations in between: a GPU runs them as their events allow whatever the order of
-// enqueueing (and a CUDA graph keeps no order but its edges), but the CUDA emulator runs work
-// as it is enqueued, so there the gradient reads its buffers after the chain's operations in
-// between have run, and a lifetime that record_uses failed to extend shows as a wrong gradient.
-//
-// The context's stream ends waiting for the chain's last work (after the stem's BatchNorm), so
-// it holds the whole backward again, and a CUDA graph capture joins the chain back.
-template <typename T>
-class BackwardConvolutions {
- public:
-  BackwardConvolutions(Plan<T>& plan, const GradReadyFn& ready) : plan_(plan), ready_(ready) {
-    if (!plan.split_backward) return;
-    held_ready_ = [this](const TensorInfo& info) { held_.push_back(&info); };
-    RDDP_CUDA_CHECK(cudaEventRecord(plan.chain_start->get(), plan.context.stream()));
-    RDDP_CUDA_CHECK(cudaStreamWaitEvent(plan.chain->get(), plan.chain_start->get(), 0));
-    enqueue_on(plan, plan.chain->get());
-  }
-  ~BackwardConvolutions() {
-    // On an error mid-way: the context's stream again, whatever the status.
-    if (plan_.split_backward && plan_.active != nullptr) {
-      plan_.active = nullptr;
-      cudnnSetStream(plan_.context.cudnn(), plan_.context.stream());
-    }
-  }
-  BackwardConvolutions(const BackwardConvolutions&) = delete;
-  BackwardConvolutions& operator=(const BackwardConvolutions&) = delete;
-
-  // Where BatchNorm's backward reports its gradients.
-  const GradReadyFn& batchnorm_ready() const { return plan_.split_backward ? held_ready_ : ready_; }
-
-  void backward(const Conv<T>& conv, int batch, T* input_grad, bool accumulate) {
-    if (!plan_.split_backward) {
-      conv_backward(plan_, conv, batch, input_grad, accumulate, ready_);
-      return;
-    }
-    enqueue_pending_weight_grad();
-    const cudaStream_t chain = plan_.chain->get();
-    if (weight_grad_enqueued_)
-      RDDP_CUDA_CHECK(cudaStreamWaitEvent(chain, plan_.weight_grad_done->get(), 0));
-    RDDP_CUDA_CHECK(cudaEventRecord(plan_.output_grad_ready->get(), chain));
-    pending_ = Pending{&conv, batch, std::move(held_)};
-    held_.clear();
-    // The stem's: no input gradient, so nothing of the chain follows to enqueue before it, and
-    // the context's stream, waiting for this record, holds all the chain did.
-    if (input_grad == nullptr) {
-      enqueue_pending_weight_grad();
-      return;
-    }
-    enqueue_on(plan_, chain);
-    conv_data_backward(plan_, conv, batch, input_grad, accumulate);
-  }
-
-  // After the last convolution: the context's stream holds everything the chain did.
-  void finish() {
-    if (!plan_.split_backward) return;
-    enqueue_pending_weight_grad();
-    if (plan_.active != nullptr) {  // the chain did more after the last record
-      RDDP_CUDA_CHECK(cudaEventRecord(plan_.output_grad_ready->get(), plan_.chain->get()));
-      enqueue_on(plan_, plan_.context.stream());
-      RDDP_CUDA_CHECK(
-          cudaStreamWaitEvent(plan_.context.stream(), plan_.output_grad_ready->get(), 0));
-    }
-    report(held_);
-  }
-
- private:
-  // A convolution whose weight gradient is still to be enqueued, and the BatchNorm gradients
-  // the chain made before its output's gradient.
-  struct Pending {
-    const Conv<T>* conv = nullptr;
-    int batch = 0;
-    std::vector<const TensorInfo*> batchnorm_grads;
-  };
-
-  // On the context's stream, after the chain's record for the pending convolution (the event
-  // is recorded again only by the next convolution, after this). Leaves the layers' calls on the
-  // context's stream.
-  void enqueue_pending_weight_grad() {
-    if (pending_.conv == nullptr) return;
-    const cudaStream_t compute = plan_.context.stream();
-    enqueue_on(plan_, compute);
-    RDDP_CUDA_CHECK(cudaStreamWaitEvent(compute, plan_.output_grad_ready->get(), 0));
-    report(pending_.batchnorm_grads);
-    conv_weight_backward(plan_, *pending_.conv, pending_.batch,
-                         pending_.conv->weight_grad_workspace, ready_);
-    RDDP_CUDA_CHECK(cudaEventRecord(plan_.weight_grad_done->get(), compute));
-    weight_grad_enqueued_ = true;
-    pending_ = Pending{};
-  }
-
-  // Reports gradients held back, once the context's stream holds them, and forgets them.
-  void report(std::vector<const TensorInfo*>& grads) {
-    if (ready_)
-      for (const TensorInfo* info : grads) ready_(*info);
-    grads.clear();
-  }
-
-  Plan<T>& plan_;
-  const GradReadyFn& ready_;
-  GradReadyFn held_ready_;
-  std::vector<const TensorInfo*> held_;
-  Pending pending_;
-  bool weight_grad_enqueued_ = false;
-};
 
 template <typename T>
 BatchNormShape batchnorm_shape(const Plan<T>& plan, const BatchNorm<T>& bn, int batch) {
@@ -659,12 +507,9 @@ void batchnorm_forward(const Plan<T>& plan, const BatchNorm<T>& bn, int batch, b
 // identity branch needs the masked gradient too), else on the fly where ours does it.
 template <typename T>
 void batchnorm_backward(const Plan<T>& plan, const BatchNorm<T>& bn, int batch, T* output_grad,
-                        bool relu, bool keep_masked, const GradReadyFn& ready,
-                        const PooledGradient<T>* pooled = nullptr) {
+                        bool relu, bool keep_masked, const GradReadyFn& ready) {
   RDDP_ASSERT(relu == (bn.fusion != BatchNormFusion::none) &&
               keep_masked == (bn.fusion == BatchNormFusion::add_relu));
-  // Only our kernels take the gradient from a max-pool's (Plan::stem_backward_through_maxpool).
-  RDDP_ASSERT(pooled == nullptr || (plan.fused_bn && output_grad == nullptr && !keep_masked));
   const T* relu_output = relu ? bn.output->value : nullptr;
   if (plan.fused_bn) {
     const ReluMask<T> mask = !relu ? ReluMask<T>::none()
@@ -672,18 +517,11 @@ void batchnorm_backward(const Plan<T>& plan, const BatchNorm<T>& bn, int batch, 
                                  ? ReluMask<T>::recomputed(plan.param(bn.bias))
                              : reads_relu_bits(plan, bn) ? ReluMask<T>::of_bits(bn.relu_bits)
                                                          : ReluMask<T>::of_output(relu_output);
-    const BatchNormShape shape = batchnorm_shape(plan, bn, batch);
-    if (pooled != nullptr)
-      batchnorm_backward_through_maxpool(shape, bn.input->value, *pooled, mask,
-                                         plan.param(bn.weight), bn.save_mean, bn.save_invstd,
-                                         bn.input->grad, plan.grad(bn.weight),
-                                         plan.grad(bn.bias), plan.bn_scratch,
-                                         plan.bn_scratch_bytes, plan.stream());
-    else
-      batchnorm_backward(shape, bn.input->value, output_grad, mask, plan.param(bn.weight),
-                         bn.save_mean, bn.save_invstd, bn.input->grad, plan.grad(bn.weight),
-                         plan.grad(bn.bias), plan.bn_scratch, plan.bn_scratch_bytes,
-                         plan.stream(), relu && keep_masked ? output_grad : nullptr);
+    batchnorm_backward(batchnorm_shape(plan, bn, batch), bn.input->value, output_grad, mask,
+                       plan.param(bn.weight), bn.save_mean, bn.save_invstd, bn.input->grad,
+                       plan.grad(bn.weight), plan.grad(bn.bias), plan.bn_scratch,
+                       plan.bn_scratch_bytes, plan.stream(),
+                       relu && keep_masked ? output_grad : nullptr);
   } else if (bn.layer->fusion() != BatchNormFusion::none) {
     // Under the residual add cuDNN's dz, the masked gradient that keep_masked asks for, is
     // written over dy itself. cuDNN does not document dz aliasing dy, but nothing can go wrong
@@ -724,26 +562,14 @@ void record_uses(Plan<T>& plan) {
   LifetimeArena& arena = plan.arena;
   arena.clear_uses();
   int op = 0;
-  // Under split_backward, what the weight gradient of the last convolution reads while the
-  // chain goes on (BackwardConvolutions): in use at every operation until the chain's next
-  // convolution, before which the chain waits for it.
-  std::function<void(int)> weight_grad_reads;
-  const auto next_op = [&] {
-    ++op;
-    if (weight_grad_reads) weight_grad_reads(op);
-  };
   // Forward reads the input and writes the output; backward reads the input and the output's
   // gradient and writes the weight's gradient (through the scratch copy) and the input's.
   const auto conv_op = [&](Conv<T>& conv, bool forward) {
     ++op;
-    weight_grad_reads = nullptr;
-    const auto input_value = [&](int at) {
-      if (conv.input != nullptr)
-        arena.use(&conv.input->value, at);
-      else
-        arena.use(&plan.input_copy, at);
-    };
-    input_value(op);
+    if (conv.input != nullptr)
+      arena.use(&conv.input->value, op);
+    else
+      arena.use(&plan.input_copy, op);
     if (conv.input != nullptr && !forward) arena.use(&conv.input->grad, op);
     if (forward) {
       arena.use(&conv.output.value, op);
@@ -752,14 +578,6 @@ void record_uses(Plan<T>& plan) {
       arena.use(&conv.output.grad, op);
       arena.use(&plan.weight_grad_copy, op);
       arena.use(&conv.backward_workspace, op);
-      if (plan.split_backward) {
-        weight_grad_reads = [&arena, &conv, input_value](int at) {
-          input_value(at);
-          arena.use(&conv.output.grad, at);
-          arena.use(&conv.weight_grad_workspace, at);
-        };
-        weight_grad_reads(op);
-      }
     }
   };
   // A BatchNorm with its ReLU and residual add folded in (whoever's kernels run them). Backward
@@ -769,7 +587,7 @@ void record_uses(Plan<T>& plan) {
   // output's.
   const auto batchnorm_op = [&](BatchNorm<T>& bn, bool forward, bool relu,
                                 Activation<T>* residual, T* const* output_grad) {
-    next_op();
+    ++op;
     arena.use(&bn.input->value, op);
     arena.use(&bn.save_mean, op);
     arena.use(&bn.save_invstd, op);
@@ -843,19 +661,13 @@ void record_uses(Plan<T>& plan) {
       conv_op(block.downsample_conv, false);
     }
   }
-  if (plan.stem_backward_through_maxpool) {
-    // One operation: the BatchNorm's backward reads the pool's gradient and argmax.
-    batchnorm_op(plan.stem_bn, false, true, nullptr, &plan.pooled.grad);
+  if (plan.stem_maxpool) {
+    ++op;
+    arena.use(&plan.pooled.grad, op);
     arena.use(&plan.pool_argmax, op);
-  } else {
-    if (plan.stem_maxpool) {
-      next_op();
-      arena.use(&plan.pooled.grad, op);
-      arena.use(&plan.pool_argmax, op);
-      arena.use(&plan.stem_out.grad, op);
-    }
-    batchnorm_op(plan.stem_bn, false, true, nullptr, &plan.stem_out.grad);
+    arena.use(&plan.stem_out.grad, op);
   }
+  batchnorm_op(plan.stem_bn, false, true, nullptr, &plan.stem_out.grad);
   conv_op(plan.stem_conv, false);
 
   const int last_op = op;
@@ -890,12 +702,8 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
   stem_conv.in_channels = plan.input_channels;
   plan_conv<T>(plan, plan.stem_conv, stem_conv, nullptr, height, width, max_batch);
   const Activation<T>& stem_conv_out = plan.stem_conv.output;
-  plan.stem_backward_through_maxpool =
-      net.stem_maxpool && plan.fused_bn && plan.gather_stem_gradient &&
-      batchnorm_through_maxpool_fits({max_batch, stem_conv_out.channels, stem_conv_out.height,
-                                      stem_conv_out.width, plan.format});
   plan.stem_out.plan(plan.arena, max_batch, stem_conv_out.channels, stem_conv_out.height,
-                     stem_conv_out.width, !plan.stem_backward_through_maxpool);
+                     stem_conv_out.width, /*needs_grad=*/true);
   plan_batchnorm(plan, plan.stem_bn, net.stem_bn, &plan.stem_conv.output, &plan.stem_out,
                  BatchNormFusion::relu, max_batch);
   Activation<T>* current = &plan.stem_out;
@@ -1047,14 +855,6 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
   for (Conv<T>* conv : plan.convs) {
     plan.arena.request(&conv->forward_workspace, conv->workspace_bytes);
     plan.arena.request(&conv->backward_workspace, conv->workspace_bytes);
-    if (plan.split_backward)
-      plan.arena.request(&conv->weight_grad_workspace, conv->workspace_bytes);
-  }
-  if (plan.split_backward) {
-    plan.chain = std::make_unique<Stream>();
-    plan.chain_start = std::make_unique<Event>();
-    plan.output_grad_ready = std::make_unique<Event>();
-    plan.weight_grad_done = std::make_unique<Event>();
   }
   record_uses(plan);
   plan.arena.allocate(context.stream());
@@ -1192,48 +992,39 @@ void backward_of(Plan<T>& plan, const float* dlogits, const GradReadyFn& ready) 
   global_avgpool_backward(batch, last.channels, last.height * last.width, plan.features.grad,
                           last.grad, stream, plan.format);
 
-  BackwardConvolutions<T> convs(plan, ready);
-  const GradReadyFn& bn_ready = convs.batchnorm_ready();
   for (auto it = plan.blocks.rbegin(); it != plan.blocks.rend(); ++it) {
     Block<T>& block = *it;
     // d(loss)/d(bn2 + identity): the block output's gradient through its ReLU, masked in place,
     // for both branches receive it.
     T* sum_grad = block.output.grad;
     batchnorm_backward(plan, block.bn2, batch, sum_grad, /*relu=*/true, /*keep_masked=*/true,
-                       bn_ready);
-    convs.backward(block.conv2, batch, block.hidden.grad, false);
+                       ready);
+    conv_backward(plan, block.conv2, batch, block.hidden.grad, false, ready);
     batchnorm_backward(plan, block.bn1, batch, block.hidden.grad, /*relu=*/true,
-                       /*keep_masked=*/false, bn_ready);
+                       /*keep_masked=*/false, ready);
     // With a downsample branch conv1 writes the block input's gradient and the branch adds its
     // share on top. Without, the input's gradient is sum_grad's buffer (see build), which
     // holds the identity branch's share already: conv1 adds its own.
     T* input_grad = block.input->grad;
     RDDP_ASSERT(block.has_downsample || input_grad == sum_grad);
-    convs.backward(block.conv1, batch, input_grad, /*accumulate=*/!block.has_downsample);
+    conv_backward(plan, block.conv1, batch, input_grad, /*accumulate=*/!block.has_downsample,
+                  ready);
     if (block.has_downsample) {
       batchnorm_backward(plan, block.downsample_bn, batch, sum_grad, /*relu=*/false,
-                         /*keep_masked=*/false, bn_ready);
-      convs.backward(block.downsample_conv, batch, input_grad, true);
+                         /*keep_masked=*/false, ready);
+      conv_backward(plan, block.downsample_conv, batch, input_grad, true, ready);
     }
   }
 
   Activation<T>& stem_out = plan.stem_out;
   cpu::PoolShape pool_shape = plan.pool_shape;
   pool_shape.batch = batch;
-  if (plan.stem_backward_through_maxpool) {
-    // The max-pool's backward folded into the BatchNorm's: no stem output gradient is stored.
-    const PooledGradient<T> pooled{pool_shape, plan.pooled.grad, plan.pool_argmax};
-    batchnorm_backward<T>(plan, plan.stem_bn, batch, nullptr, /*relu=*/true, /*keep_masked=*/false,
-                          bn_ready, &pooled);
-  } else {
-    if (plan.stem_maxpool)
-      maxpool_backward(pool_shape, plan.pooled.grad, plan.pool_argmax, stem_out.grad,
-                       plan.stream(), plan.format);
-    batchnorm_backward(plan, plan.stem_bn, batch, stem_out.grad, /*relu=*/true,
-                       /*keep_masked=*/false, bn_ready);
-  }
-  convs.backward(plan.stem_conv, batch, nullptr, false);
-  convs.finish();
+  if (plan.stem_maxpool)
+    maxpool_backward(pool_shape, plan.pooled.grad, plan.pool_argmax, stem_out.grad,
+                     plan.stream(), plan.format);
+  batchnorm_backward(plan, plan.stem_bn, batch, stem_out.grad, /*relu=*/true,
+                     /*keep_masked=*/false, ready);
+  conv_backward<T>(plan, plan.stem_conv, batch, nullptr, false, ready);
 }
 
 }  // namespace
@@ -1263,12 +1054,10 @@ class TypedExecutor final : public detail::ExecutorImpl {
   TypedExecutor(const NetDesc& net, const ParamLayout& layout, const DeviceModel& model,
                 int max_batch, int height, int width, ComputeContext& context,
                 const MathPolicy& policy, BatchNormImpl batchnorm, bool pixel_input,
-                int input_channels, bool gather_stem_gradient, bool weight_gradient_stream)
+                int input_channels)
       : max_batch_(max_batch), plan_(layout, model, context, policy, batchnorm) {
     plan_.pixel_input = pixel_input;
     plan_.input_channels = input_channels;
-    plan_.gather_stem_gradient = gather_stem_gradient;
-    plan_.split_backward = weight_gradient_stream;
     build(plan_, net, max_batch, height, width, policy);
   }
   void check_batch(int batch, bool training) const override {
@@ -1296,31 +1085,26 @@ std::unique_ptr<detail::ExecutorImpl> make_impl(const NetDesc& net, const ParamL
                                                 int height, int width, ComputeContext& context,
                                                 const MathPolicy& policy,
                                                 BatchNormImpl batchnorm, bool pixel_input,
-                                                int input_channels, bool gather_stem_gradient,
-                                                bool weight_gradient_stream) {
+                                                int input_channels) {
   switch (policy.data_type) {
     case CUDNN_DATA_FLOAT:
       return std::make_unique<TypedExecutor<float>>(net, layout, model, max_batch, height, width,
                                                     context, policy, batchnorm, pixel_input,
-                                                    input_channels, gather_stem_gradient,
-                                                    weight_gradient_stream);
+                                                    input_channels);
     case CUDNN_DATA_BFLOAT16:
       if (model.params_bf16 == nullptr)
         fail("internal error: a bfloat16 executor needs the bfloat16 copy of the parameters; ",
              "please report this");
       return std::make_unique<TypedExecutor<__nv_bfloat16>>(net, layout, model, max_batch, height,
                                                             width, context, policy, batchnorm,
-                                                            pixel_input, input_channels,
-                                                            gather_stem_gradient,
-                                                            weight_gradient_stream);
+                                                            pixel_input, input_channels);
     case CUDNN_DATA_HALF:
       if (model.params_fp16 == nullptr)
         fail("internal error: a float16 executor needs the float16 copy of the parameters; ",
              "please report this");
       return std::make_unique<TypedExecutor<__half>>(net, layout, model, max_batch, height, width,
                                                      context, policy, batchnorm, pixel_input,
-                                                     input_channels, gather_stem_gradient,
-                                                     weight_gradient_stream);
+                                                     input_channels);
     default:
       fail("the CUDA executor stores activations in float32, bfloat16 or float16, not ",
            to_string(policy.data_type));
@@ -1332,12 +1116,12 @@ std::unique_ptr<detail::ExecutorImpl> make_impl(const NetDesc& net, const ParamL
 Executor::Executor(const NetDesc& net, const ParamLayout& layout, const DeviceModel& model,
                    int max_batch, int height, int width, ComputeContext& context,
                    const MathPolicy& policy, BatchNormImpl batchnorm, bool pixel_input,
-                   int input_channels, bool gather_stem_gradient, bool weight_gradient_stream)
+                   int input_channels)
     : max_batch_(max_batch) {
   if (max_batch < 1) fail("batch size must be >= 1, got ", max_batch);
   if (height < 1 || width < 1) fail("input images must be at least 1x1, got ", height, "x", width);
   impl_ = make_impl(net, layout, model, max_batch, height, width, context, policy, batchnorm,
-                    pixel_input, input_channels, gather_stem_gradient, weight_gradient_stream);
+                    pixel_input, input_channels);
 }
 
 Executor::~Executor() = default;

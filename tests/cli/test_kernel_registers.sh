@@ -44,7 +44,7 @@ expect_blocks() {
     [ "$found" -gt 0 ]
 }
 
-expect_blocks 2 '^(grad_sums|data_grad)_kernel<(__nv_bfloat16|__half), 8, true, false, (true|false)>$'
+expect_blocks 2 '^(grad_sums|data_grad)_kernel<(__nv_bfloat16|__half), 8, true, (true|false)>$'
 expect_blocks 2 '^normalize_kernel<(__nv_bfloat16|__half), 8, true, true>$'
 expect_blocks 3 '^normalize_kernel<(__nv_bfloat16|__half), 8, true, false>$'
 expect_blocks 3 '^(grad_sums|data_grad|normalize)_kernel<float, 4, true, .*>$'

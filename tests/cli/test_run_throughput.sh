@@ -16,17 +16,9 @@ expect 2 "--budget needs whole seconds, got 'soon'" -- "$script" --dry-run --bud
 expect 2 "--sizes: '64' is not one of 32,224" -- "$script" --dry-run --sizes 64
 expect 2 "--grad-allreduce must be fp32 or bf16, got 'fp8'" -- "$script" --dry-run --grad-allreduce fp8
 expect 2 "--compile-limit needs whole seconds, got '0'" -- "$script" --dry-run --compile-limit 0
-# And the benchmark's own variants' flags, before it builds anything.
-expect 2 "--wgrad-stream must be 'on' or 'off', got 'maybe'" -- "$RDDP_EMULATED_STEP_BENCH" --wgrad-stream maybe
-expect 2 "--conv-reduction any chooses among the graph API's engines: add --conv-api graph" -- \
-  "$RDDP_EMULATED_STEP_BENCH" --conv-reduction any
-expect 2 "--conv-reduction must be 'float' .* or 'any'" -- "$RDDP_EMULATED_STEP_BENCH" --conv-api graph --conv-reduction half
-expect 2 "--wgrad-sm-reserve keeps SMs .*: add --wgrad-stream on and --conv-api graph" -- \
-  "$RDDP_EMULATED_STEP_BENCH" --wgrad-stream on --wgrad-sm-reserve 8
-# The engine's own refusal, on the emulator's one SM.
-expect 1 "reserving 8 SMs beside the weight gradients leaves them none of this GPU's 1" -- \
-  "$RDDP_EMULATED_STEP_BENCH" --size 32 --batch 4 --memory-format nhwc --batchnorm fused \
-  --wgrad-stream on --conv-api graph --wgrad-sm-reserve 8
+# And the benchmark's own flags, before it builds anything.
+expect 2 "--cuda-graphs must be 'on' or 'off', got 'maybe'" -- "$RDDP_EMULATED_STEP_BENCH" --cuda-graphs maybe
+expect 2 "unknown flag '--wgrad-stream'" -- "$RDDP_EMULATED_STEP_BENCH" --wgrad-stream on
 
 # Without a GPU the real command skips, visibly; the dry run prints what it would run.
 mkdir -p "$work/empty-path"
@@ -34,13 +26,13 @@ expect 0 "^SKIPPED: run_throughput.sh: no GPU answers" -- \
   env PATH="$work/empty-path:/usr/bin:/bin" "$script" --prebuilt --build-dir "$work/none"
 mkdir -p "$work/real/bench"
 ln -s "$RDDP_EMULATED_STEP_BENCH" "$work/real/bench/cuda_step_bench"
-expect 0 "resnet_ddp-fusedbn-pad4-graphs, 224x224, batch 256, fp16, nhwc" -- \
+expect 0 "resnet_ddp-fusedbn-cudnngraph-graphs, 224x224, batch 256, fp16, nhwc" -- \
   "$script" --dry-run --prebuilt --build-dir "$work/real" --with-nhwc \
-  --impls resnet_ddp-fusedbn-pad4-graphs,pytorch-eager
+  --impls resnet_ddp-fusedbn-cudnngraph-graphs,pytorch-eager
 dry=$(cat "$work/out")
-check "the padded variant runs only in NHWC, with its flags" \
-  grep -qE "cuda_step_bench .*--memory-format nhwc --batchnorm fused --pad-input-channels 4 --cuda-graphs on" <<<"$dry"
-check "no padded run in NCHW" bash -c '! grep -qE "memory-format nchw .*--pad-input-channels" <<<"$1"' _ "$dry"
+check "the graph-API variant runs only in NHWC, with its flags" \
+  grep -qE "cuda_step_bench .*--memory-format nhwc --batchnorm fused --conv-api graph --cuda-graphs on" <<<"$dry"
+check "no graph-API run in NCHW" bash -c '! grep -qE "memory-format nchw .*--conv-api graph" <<<"$1"' _ "$dry"
 check "eager PyTorch runs channels_last where resnet_ddp runs NHWC" \
   grep -qE "pytorch_ddp.py --mode eager .*--precision bf16 .*--channels-last" <<<"$dry"
 # The compiled run that needs longer than the others gets a command of its own.
@@ -55,16 +47,8 @@ expect 0 "pytorch-compile, 32x32, batch 128, tf32" -- \
 goal_order=$(grep -oE '^== [a-z0-9_-]+, [0-9x]+, batch [0-9]+, [a-z0-9]+, [a-z_]+' "$work/out" | cut -c4-)
 expected_order=$(for config in "224x224, batch 256, bf16" "32x32, batch 128, bf16" \
                                 "224x224, batch 256, tf32" "32x32, batch 128, tf32"; do
-  echo "resnet_ddp-fusedbn-graphs, $config, nhwc"
-  echo "resnet_ddp-fusedbn-wgradstream-graphs, $config, nhwc"
   echo "resnet_ddp-fusedbn-cudnngraph-graphs, $config, nhwc"
-  # The engines that sum in 16 bits: only where the data is 16-bit.
-  [[ $config != *bf16 ]] || echo "resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs, $config, nhwc"
-  # The stem's gradient gathered: only where there is a max-pool to take it from.
-  [[ $config != 224x224* ]] || echo "resnet_ddp-fusedbn-gatheredstem-graphs, $config, nhwc"
-  # Two streams through the graph API, without and with SMs kept for the chain: at 224x224.
-  [[ $config != 224x224* ]] || echo "resnet_ddp-fusedbn-wgradstream-cudnngraph-graphs, $config, nhwc"
-  [[ $config != 224x224* ]] || echo "resnet_ddp-fusedbn-wgradstream-smreserve16-cudnngraph-graphs, $config, nhwc"
+  echo "resnet_ddp-fusedbn-graphs, $config, nhwc"
   echo "resnet_ddp-fusedbn-graphs, $config, nchw"
   echo "resnet_ddp-graphs, $config, nchw"
   echo "pytorch-eager, $config, nchw"
@@ -72,20 +56,12 @@ expected_order=$(for config in "224x224, batch 256, bf16" "32x32, batch 128, bf1
   echo "pytorch-compile, $config, nchw"
 done)
 check "--goals runs each configuration whole, bf16 and 224x224 first" [ "$goal_order" = "$expected_order" ]
-check "the gathered stem gradient runs with its flags" \
-  grep -qE "cuda_step_bench .*--size 224 .*--memory-format nhwc --batchnorm fused --stem-gradient gathered --cuda-graphs on" "$work/out"
-check "the weight gradients on a stream of their own run with their flags" \
-  grep -qE "cuda_step_bench .*--memory-format nhwc --batchnorm fused --wgrad-stream on --cuda-graphs on" "$work/out"
-check "the SM carveout runs with its flags" \
-  grep -qE "cuda_step_bench .*--size 224 .*--batchnorm fused --wgrad-stream on --wgrad-sm-reserve 16 --conv-api graph --cuda-graphs on" "$work/out"
-check "the engines that sum in 16 bits are admitted with their flags" \
-  grep -qE "cuda_step_bench .*--precision bf16 .*--memory-format nhwc --batchnorm fused --conv-api graph --conv-reduction any --cuda-graphs on" "$work/out"
 check "--goals replays our steps from a graph, with the variant's flags" \
   grep -qE "cuda_step_bench --stem cifar --size 32 .*--precision tf32 .*--memory-format nhwc --batchnorm fused --conv-api graph --cuda-graphs on" "$work/out"
 expect 0 "pytorch-compile, 32x32, batch 128, bf16" -- \
   "$script" --dry-run --prebuilt --build-dir "$work/real" --goals --sizes 32 --precisions bf16
-check "--sizes and --precisions narrow --goals to one configuration, all 9 of its runs" \
-  [ "$(grep -c '^== .*, 32x32, batch 128, bf16, ' "$work/out")/$(grep -c '^== [a-z0-9_-]*, ' "$work/out")" = 9/9 ]
+check "--sizes and --precisions narrow --goals to one configuration, all 7 of its runs" \
+  [ "$(grep -c '^== .*, 32x32, batch 128, bf16, ' "$work/out")/$(grep -c '^== [a-z0-9_-]*, ' "$work/out")" = 7/7 ]
 if "$RDDP_SOURCE_DIR/scripts/find_python.sh" torch torchvision >/dev/null 2>&1; then
   check "the dry run compared both sides' models (no mismatch reported)" \
     bash -c '! grep -q "count different models" <<<"$1" && ! grep -q "model check left out" <<<"$1"' _ "$dry"
@@ -146,36 +122,31 @@ check "the tables are marked as counting toward no goal" \
 check "the run was measured all the same" grep -qE '"impl":"resnet_ddp",.*"status":"ok"' "$anyway"
 mv "$work/build/tests/gpu_tests-passing" "$work/build/tests/gpu_tests"
 
-# The measurement: our padded-input NHWC variant and the two with cuDNN's graph API (with and
-# without the engines that sum in less than float), replayed from a graph, and eager PyTorch in
-# both layouts, which has no GPU here.
+# The measurement: our fused-BatchNorm NHWC variant with the legacy and with cuDNN's graph API,
+# replayed from a graph, and eager PyTorch in both layouts, which has no GPU here.
 expect 0 "results: .*/throughput-Stand-in-GPU-[0-9-]+\.md" -- \
   run --results-dir "$work/results" --with-nhwc --sizes 32 --precisions bf16 --budget 400 \
-  --impls resnet_ddp-fusedbn-pad4-graphs,resnet_ddp-fusedbn-cudnngraph-graphs,resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs,pytorch-eager
+  --impls resnet_ddp-fusedbn-graphs,resnet_ddp-fusedbn-cudnngraph-graphs,pytorch-eager
 results=$(ls "$work"/results/throughput-Stand-in-GPU-*.md)
 log=${results%.md}.log
 check "the results name the GPU, its driver, the commit and the passed GPU tests" \
   grep -qzE "GPU: Stand-in GPU, driver 999.99, compute capability 9.0.*commit test-commit.*GPU tests: passed" "$results"
 check "the device's own view is kept" grep -q '"record":"device","gpu":"emulated CUDA device (CPU)"' "$results"
-check "three runs of ours, measured" \
+check "three runs of ours (fused in both layouts, the graph API in NHWC), measured" \
   bash -c '[ "$(grep "\"impl\":\"resnet_ddp" "$1" | grep -c "\"status\":\"ok\"")" = 3 ]' _ "$results"
 check "the graph-API run says so and replayed its graph" \
   grep -qE '"impl":"resnet_ddp-fusedbn-cudnngraph-graphs".*"conv_api":"graph","conv_graph_plans":[1-9][0-9]*,"conv_legacy_algorithms":0,.*"graph_replays":[1-9]' "$results"
-check "the run admitting every reduction says so and counts the plans that sum in less than float" \
-  grep -qE '"impl":"resnet_ddp-fusedbn-cudnngraph-anyreduction-graphs".*"conv_legacy_algorithms":0,"conv_graph_fallback":"","conv_reduction":"any","conv_reduced_precision_plans":[0-9]+,' "$results"
-check "the run without says so" \
-  grep -qE '"impl":"resnet_ddp-fusedbn-cudnngraph-graphs".*"conv_reduction":"float","conv_reduced_precision_plans":0,' "$results"
 check "the table counts its convolutions on graph-API plans" \
-  grep -qE "\| resnet_ddp-fusedbn-cudnngraph-graphs \(nhwc\) \| [1-9][0-9]* \| not admitted \| none kept \| 0 \| [0-9.]+ \| none fell back \|" "$results"
-padded=$(grep '"impl":"resnet_ddp-fusedbn-pad4-graphs"' "$results")
-check "the padded run padded its input and replayed its graph" \
-  grep -qE '"memory_format":"nhwc".*"pad_input_channels":4.*"graph_replays":[1-9]' <<<"$padded"
+  grep -qE "\| resnet_ddp-fusedbn-cudnngraph-graphs \(nhwc\) \| [1-9][0-9]* \| 0 \| [0-9.]+ \| none fell back \|" "$results"
+fused=$(grep '"impl":"resnet_ddp-fusedbn-graphs".*"memory_format":"nhwc"' "$results")
+check "the fused run ran in NHWC and replayed its graph" \
+  grep -qE '"memory_format":"nhwc".*"graph_replays":[1-9]' <<<"$fused"
 check "PyTorch's cells say why they hold no figure" \
   grep -qE '"impl": ?"pytorch-eager".*"status": ?"(SKIPPED: pytorch_ddp.py: torch.cuda.is_available\(\) is False|not run: no Python with torch)' "$results"
 check "the tables were written, with our figure in the images/s table" \
   grep -qE '^\| 1 \| 32x32, cifar stem, 10 classes \| 4 \| adamw \| bf16 \|.* [0-9]+ \|' "$results"
 check "the graph run's step is split too, by the events recorded inside its graph" \
-  grep -qE '"split_ms":\{"data":[0-9.e+-]+,"forward_backward":[0-9.e+-]+,"comm_exposed":[0-9.e+-]+,"optimizer":[0-9.e+-]+,' <<<"$padded"
+  grep -qE '"split_ms":\{"data":[0-9.e+-]+,"forward_backward":[0-9.e+-]+,"comm_exposed":[0-9.e+-]+,"optimizer":[0-9.e+-]+,' <<<"$fused"
 # PyTorch's runs are in the log where a Python with torch was found to run them.
 torch_runs=0
 ! "$RDDP_SOURCE_DIR/scripts/find_python.sh" torch torchvision >/dev/null 2>&1 || torch_runs=2

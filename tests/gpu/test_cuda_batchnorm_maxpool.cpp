@@ -4,9 +4,7 @@
 // output (BatchNorm with its ReLU, then maxpool_forward), bit for bit: pooled values, argmax,
 // saved and running statistics. Both formats, every activation type; the shifts (beta) are
 // negative, so that the ReLU zeroes most values and windows hold ties at 0, where the first must
-// win. Likewise its backward without the output's gradient stored: the BatchNorm's backward
-// gathering it from the pool's (batchnorm_backward_through_maxpool) against maxpool_backward
-// into a buffer and batchnorm_backward from it, loading as many values at a time.
+// win.
 #include <doctest/doctest.h>
 
 #include <cuda_bf16.h>
@@ -112,46 +110,6 @@ const cpu::PoolShape kShapes[] = {
     {1, 3, 6, 6, 2, 2, 0},     // another window
 };
 
-// What one way of running the stem's backward leaves.
-struct StemBackward {
-  std::vector<float> dx, dgamma, dbeta;  // dx widened from T
-};
-
-// The stem's forward as training runs it (statistics, then the pool on the fly), then its
-// backward from the pool's gradient `pooled_dy`: through a stored stem gradient
-// (`through_pool` false) or gathered from the pool's.
-template <typename T>
-StemBackward run_stem_backward(const cpu::PoolShape& pool, MemoryFormat format,
-                               const std::vector<T>& x, const std::vector<float>& gamma,
-                               const std::vector<float>& beta, const std::vector<T>& pooled_dy,
-                               bool through_pool, cudaStream_t stream) {
-  const StemOnDevice<T> d = stem_forward(pool, format, x, gamma, beta, true, stream);
-  const size_t channels = static_cast<size_t>(pool.channels);
-  const DeviceBuffer<T> d_pooled_dy = to_device(pooled_dy, stream);
-  auto dx = poisoned<T>(x.size(), stream);
-  auto dgamma = poisoned<float>(channels, stream), dbeta = poisoned<float>(channels, stream);
-  const auto mask = cuda::ReluMask<T>::recomputed(d.beta.get());
-  if (through_pool) {
-    cuda::batchnorm_backward_through_maxpool<T>(
-        d.shape, d.x.get(), {pool, d_pooled_dy.get(), d.argmax.get()}, mask, d.gamma.get(),
-        d.save_mean.get(), d.save_invstd.get(), dx.get(), dgamma.get(), dbeta.get(),
-        d.scratch.get(), d.scratch.bytes(), stream);
-  } else {
-    // The stored gradient one element past its buffer's aligned start: batchnorm_backward then
-    // loads a value at a time, as the gather does, and its sums add in the same order (the order
-    // depends on the loads' width; batchnorm_kernels.h).
-    auto stem_grad_buffer = poisoned<T>(x.size() + 1, stream);
-    T* stem_grad = stem_grad_buffer.get() + 1;
-    cuda::maxpool_backward<T>(pool, d_pooled_dy.get(), d.argmax.get(), stem_grad, stream, format);
-    cuda::batchnorm_backward<T>(d.shape, d.x.get(), stem_grad, mask, d.gamma.get(),
-                                d.save_mean.get(), d.save_invstd.get(), dx.get(), dgamma.get(),
-                                dbeta.get(), d.scratch.get(), d.scratch.bytes(), stream);
-  }
-  std::vector<float> dx_values;
-  for (T v : to_host(dx, stream)) dx_values.push_back(static_cast<float>(v));
-  return {dx_values, to_host(dgamma, stream), to_host(dbeta, stream)};
-}
-
 // Calls check(pool, format, inputs) for every shape in both formats, where inputs is the
 // BatchNorm's number of values, with the case in doctest's context for a failure's message.
 template <typename Check>
@@ -213,32 +171,6 @@ void check_type() {
   });
 }
 
-template <typename T>
-void check_backward_type() {
-  cuda::ComputeContext context;
-  cudaStream_t stream = context.stream();
-  for_each_case([&](const cpu::PoolShape& pool, MemoryFormat format, size_t count) {
-    const size_t outputs =
-        static_cast<size_t>(pool.batch) * pool.channels * pool.out_h() * pool.out_w();
-    Rng rng(derive_seed(count, "batchnorm maxpool backward"));
-    // Shifts around 0: the ReLU keeps some of each channel's values, so the gradient reaches x.
-    const StemInputs<T> in = random_inputs<T>(rng, pool, count, -0.5, 0.5);
-    const std::vector<T> pooled_dy =
-        testing::converted<T>(testing::random_uniform<float>(rng, outputs));
-    const StemBackward stored =
-        run_stem_backward(pool, format, in.x, in.gamma, in.beta, pooled_dy, false, stream);
-    const StemBackward gathered =
-        run_stem_backward(pool, format, in.x, in.gamma, in.beta, pooled_dy, true, stream);
-    CHECK(bitwise_equal(gathered.dx, stored.dx));
-    CHECK(bitwise_equal(gathered.dgamma, stored.dgamma));
-    CHECK(bitwise_equal(gathered.dbeta, stored.dbeta));
-    // The gradient went through: some of x's gradient is not 0.
-    size_t nonzero = 0;
-    for (float v : stored.dx) nonzero += v != 0.0f;
-    CHECK(nonzero > 0);
-  });
-}
-
 }  // namespace
 
 TEST_CASE("the stem's max-pool of BatchNorm normalised on the fly matches the stored output's") {
@@ -253,31 +185,5 @@ TEST_CASE("the max-pool of BatchNorm on the fly refuses missing statistics") {
   CHECK_THROWS_AS(cuda::maxpool_forward_of_batchnorm_relu<float>(pool, nullptr, {}, nullptr,
                                                                  nullptr, context.stream(),
                                                                  MemoryFormat::nchw),
-                  Error);
-}
-
-TEST_CASE("the stem's BatchNorm backward gathering from the max-pool's gradient matches the "
-          "stored gradient's") {
-  check_backward_type<float>();
-  check_backward_type<__nv_bfloat16>();
-  check_backward_type<__half>();
-}
-
-TEST_CASE("the BatchNorm backward through the max-pool refuses a pool of another shape") {
-  cuda::ComputeContext context;
-  const cuda::BatchNormShape shape{1, 2, 4, 4, MemoryFormat::nchw};
-  DeviceBuffer<std::byte> scratch(cuda::batchnorm_scratch_bytes(shape));
-  DeviceBuffer<float> values(64);
-  DeviceBuffer<uint8_t> argmax(16);
-  const cpu::PoolShape other{1, 2, 4, 6, 3, 2, 1};
-  // Its places are 32-bit: 2^32 values and more are refused (the executor then stores the
-  // gradient).
-  CHECK(cuda::batchnorm_through_maxpool_fits({5000, 64, 112, 112, MemoryFormat::nhwc}));
-  CHECK_FALSE(cuda::batchnorm_through_maxpool_fits({6000, 64, 112, 112, MemoryFormat::nhwc}));
-  CHECK_THROWS_AS(cuda::batchnorm_backward_through_maxpool<float>(
-                      shape, values.get(), {other, values.get(), argmax.get()},
-                      cuda::ReluMask<float>::none(), values.get(), values.get(), values.get(),
-                      values.get(), values.get(), values.get(), scratch.get(), scratch.bytes(),
-                      context.stream()),
                   Error);
 }

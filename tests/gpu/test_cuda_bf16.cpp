@@ -111,29 +111,6 @@ TEST_CASE("the bfloat16 NHWC executor with cuDNN's graph API for convolutions ma
   MESSAGE(ledger.summary(kBf16Roundoff, kTolerance));
 }
 
-// The same with the engines that sum in less than float admitted, as PyTorch's filter admits
-// them (cuda_step_bench --conv-reduction any): at these small shapes, within the same tolerance.
-// How many convolutions chose one is printed: it is what cuDNN lists on this GPU.
-TEST_CASE("the bfloat16 NHWC executor with every reduction of the graph API admitted matches "
-          "the CPU") {
-  if (!device_has_bf16("bfloat16 cases")) return;
-  ledger = {};
-  testing::ExecutorSetting setting{Stem::imagenet, /*bf16=*/true, CUDNN_TENSOR_NHWC,
-                                   BatchNormImpl::fused, cuda::ConvAlgorithmSearch::timed};
-  setting.api = cuda::ConvApi::graph;
-  setting.any_reduction = true;
-  const testing::ExecutorRun run =
-      testing::check_executor_against_cpu(setting, kTolerance, &ledger);
-  CHECK_MESSAGE(run.algorithms.find(": algorithm") == std::string::npos,
-                "a convolution fell back to the legacy API:\n" << run.algorithms);
-  size_t reduced = 0;
-  for (size_t at = run.algorithms.find("reduced-precision reduction"); at != std::string::npos;
-       at = run.algorithms.find("reduced-precision reduction", at + 1))
-    ++reduced;
-  MESSAGE(reduced << " convolution choices sum in less than float:\n" << run.algorithms);
-  MESSAGE(ledger.summary(kBf16Roundoff, kTolerance));
-}
-
 TEST_CASE("one bfloat16 AdamW step of the CUDA engine matches the CPU engine's float32 step") {
   ledger = {};
   if (!device_has_bf16("bfloat16 cases")) return;

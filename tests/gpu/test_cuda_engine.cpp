@@ -141,130 +141,6 @@ TEST_CASE("float32 NCHW fused BatchNorm on the imagenet stem: runs agree bit for
           << with_cudnn.algorithms);
 }
 
-namespace {
-
-// Two settings of one network, each checked against the CPU executor. They must choose the same
-// convolution algorithms, so that what differs between their gradients is the setting.
-std::pair<testing::ExecutorRun, testing::ExecutorRun> check_both_against_cpu(
-    const testing::ExecutorSetting& first, const testing::ExecutorSetting& second) {
-  std::pair<testing::ExecutorRun, testing::ExecutorRun> runs{
-      testing::check_executor_against_cpu(first, kExecutorTolerance, nullptr),
-      testing::check_executor_against_cpu(second, kExecutorTolerance, nullptr)};
-  CHECK(runs.first.algorithms == runs.second.algorithms);
-  return runs;
-}
-
-}  // namespace
-
-// The stem's gradient stored by the max-pool's backward and read by our BatchNorm's, instead of
-// gathered from the pool's in both of the BatchNorm backward's passes: both compute the network,
-// in both layouts. Not bit for bit: the gathering kernels load a value at a time, the stored
-// gradient is read in vectors, and the stem BatchNorm's sums add in another order.
-TEST_CASE("the stem's gradient stored or gathered: both match the CPU executor (fused BatchNorm)") {
-  for (const cudnnTensorFormat_t format : {CUDNN_TENSOR_NCHW, CUDNN_TENSOR_NHWC}) {
-    testing::ExecutorSetting stored{Stem::imagenet, /*bf16=*/false, format,
-                                    BatchNormImpl::fused, cuda::ConvAlgorithmSearch::heuristic};
-    testing::ExecutorSetting gathered = stored;
-    gathered.gather_stem_gradient = true;
-    const auto [a, b] = check_both_against_cpu(gathered, stored);
-    size_t differ = 0;
-    for (size_t i = 0; i < a.grads.size(); ++i) differ += a.grads[i] != b.grads[i];
-    MESSAGE(differ << " of " << a.grads.size() << " gradient values differ between the two");
-  }
-}
-
-// Backward on two streams (Executor's weight_gradient_stream): with the same algorithms, the
-// same bits as on one, in both layouts and with both BatchNorms (ours gathers the stem's
-// gradient from the max-pool's in one of them), and so the CPU executor's results. On a GPU
-// the streams run side by side, and a wait missing between them shows as other bits.
-TEST_CASE("weight gradients on a stream of their own: the bits of one stream, and the CPU "
-          "executor's results") {
-  struct Case {
-    cudnnTensorFormat_t format;
-    BatchNormImpl batchnorm;
-    bool gather_stem_gradient;
-  };
-  for (const Case c : {Case{CUDNN_TENSOR_NCHW, BatchNormImpl::cudnn, false},
-                       Case{CUDNN_TENSOR_NHWC, BatchNormImpl::fused, false},
-                       Case{CUDNN_TENSOR_NHWC, BatchNormImpl::fused, true}}) {
-    testing::ExecutorSetting one{Stem::imagenet, /*bf16=*/false, c.format, c.batchnorm,
-                                 cuda::ConvAlgorithmSearch::heuristic};
-    one.gather_stem_gradient = c.gather_stem_gradient;
-    testing::ExecutorSetting two = one;
-    two.weight_gradient_stream = true;
-    const auto [a, b] = check_both_against_cpu(one, two);
-    REQUIRE(a.grads.size() == b.grads.size());
-    CHECK(std::memcmp(a.grads.data(), b.grads.data(), a.grads.size() * sizeof(float)) == 0);
-  }
-}
-
-// The same with the weight gradients' graph-API engines fitted to seven eighths of the SMs
-// (cuDNN's SM carveout, cuda_step_bench --wgrad-sm-reserve), the rest left to the chain beside
-// them: other engines, so not the bits of one stream, but the same network. How many plans
-// cuDNN reports fitted is printed, and so is a weight gradient left to the legacy API where
-// cuDNN refused the target: a fact of this cuDNN and GPU, not a fault of ours.
-TEST_CASE("weight gradients on their own stream and fewer SMs (graph API) match the CPU "
-          "executor") {
-  int device = 0, sms = 0;
-  RDDP_CUDA_CHECK(cudaGetDevice(&device));
-  RDDP_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  testing::ExecutorSetting setting{Stem::imagenet, /*bf16=*/false, CUDNN_TENSOR_NHWC,
-                                   BatchNormImpl::fused, cuda::ConvAlgorithmSearch::timed};
-  setting.api = cuda::ConvApi::graph;
-  setting.weight_gradient_stream = true;
-  setting.weight_gradient_sm_count = std::max(1, sms - std::max(1, sms / 8));
-  CAPTURE(setting.weight_gradient_sm_count);
-  const testing::ExecutorRun run =
-      testing::check_executor_against_cpu(setting, kExecutorTolerance, nullptr);
-  const auto occurrences = [&](const std::string& text) {
-    size_t count = 0;
-    for (size_t at = run.algorithms.find(text); at != std::string::npos;
-         at = run.algorithms.find(text, at + 1))
-      ++count;
-    return count;
-  };
-  const std::string fitted = ", on " + std::to_string(setting.weight_gradient_sm_count) + " SMs";
-  MESSAGE(occurrences(fitted) << " convolution choices fitted to "
-                              << setting.weight_gradient_sm_count << " of " << sms << " SMs, "
-                              << occurrences(": algorithm") << " on the legacy API:\n"
-                              << run.algorithms);
-  // Only weight gradients set a target: every other convolution is on a graph-API plan.
-  std::istringstream lines(run.algorithms);
-  for (std::string line; std::getline(lines, line);)
-    if (line.find(": algorithm") != std::string::npos)
-      CHECK_MESSAGE(line.rfind("backward-filter", 0) == 0, line);
-}
-
-// The engine's refusals of an SM reserve it cannot honour, each naming what to add or change,
-// before anything is built on the device.
-TEST_CASE("an SM reserve beside the weight gradients is refused without the graph API, without "
-          "their stream, or where it leaves them no SM") {
-  int device = 0, sms = 0;
-  RDDP_CUDA_CHECK(cudaGetDevice(&device));
-  RDDP_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const auto refusal = [](const EngineConfig& config, const CudaEngineOptions& options) {
-    try {
-      make_cuda_engine(config, 3, options);
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("(not refused)");
-  };
-  EngineConfig config = small_image_config(Stem::cifar, 2);
-  CudaEngineOptions options = exact_options();
-  options.weight_gradient_sm_reserve = 1;
-  config.weight_gradient_stream = true;
-  CHECK(refusal(config, options).find("needs cuDNN's graph API") != std::string::npos);
-  options.conv_api = cuda::ConvApi::graph;
-  config.weight_gradient_stream = false;
-  CHECK(refusal(config, options).find("add the weight gradients' stream") != std::string::npos);
-  config.weight_gradient_stream = true;
-  options.weight_gradient_sm_reserve = sms;
-  CHECK(refusal(config, options) ==
-        "reserving " + std::to_string(sms) + " SMs beside the weight gradients leaves them none "
-        "of this GPU's " + std::to_string(sms) + ": reserve fewer than " + std::to_string(sms));
-}
-
 // The graph API's plans compute the same network as the legacy algorithms: on the imagenet stem
 // (every stride, the max-pool, the downsample branch's accumulating backward data) in both
 // layouts, with a timed choice as training makes it. Every convolution must have found a plan.
@@ -291,10 +167,8 @@ namespace {
 
 // Each report copies the gradient on the compute stream at that moment; every copy must equal
 // the final gradient, so nothing still to be enqueued may change a reported tensor.
-void check_reports_follow_their_work(bool weight_gradient_stream) {
-  CAPTURE(weight_gradient_stream);
+void check_reports_follow_their_work() {
   EngineConfig config = small_image_config(Stem::imagenet, 2);
-  config.weight_gradient_stream = weight_gradient_stream;
   auto engine = make_cuda_engine(config, 3, exact_options());
   const ParamLayout& layout = engine->layout();
   auto stream = static_cast<cudaStream_t>(engine->compute_stream());
@@ -344,10 +218,7 @@ void check_reports_follow_their_work(bool weight_gradient_stream) {
 }  // namespace
 
 TEST_CASE("the CUDA executor reports every gradient after the work that finalises it") {
-  check_reports_follow_their_work(false);
-  // With the weight gradients on a stream of their own, BatchNorm's gradients are made on the
-  // other and reported once the compute stream has waited for them.
-  check_reports_follow_their_work(true);
+  check_reports_follow_their_work();
 }
 
 TEST_CASE("the CUDA engine leaves BatchNorm and biases out of weight decay under the flag") {

@@ -21,7 +21,7 @@ namespace {
 constexpr int kBatch = 8, kLastBatch = 5, kClasses = 10;
 
 EngineConfig graph_config(OptimizerKind optimizer, Precision precision, bool graphs,
-                          BatchNormImpl batchnorm, bool weight_gradient_stream = false) {
+                          BatchNormImpl batchnorm) {
   EngineConfig config;
   config.spec.stem = Stem::cifar;
   config.spec.num_classes = kClasses;
@@ -42,7 +42,6 @@ EngineConfig graph_config(OptimizerKind optimizer, Precision precision, bool gra
   }
   config.cuda_graphs = graphs;
   config.batchnorm = batchnorm;
-  config.weight_gradient_stream = weight_gradient_stream;
   return config;
 }
 
@@ -76,10 +75,8 @@ struct Outcome {
 // Three epochs of five full batches and a smaller last one, with a learning rate that changes
 // every step (as a warm-up or cosine schedule does), metrics taken at each epoch's end. Every
 // batch is a fresh host buffer, as the loader's ring hands out different ones.
-Outcome train(OptimizerKind optimizer, Precision precision, bool graphs, BatchNormImpl batchnorm,
-              bool weight_gradient_stream) {
-  const EngineConfig config =
-      graph_config(optimizer, precision, graphs, batchnorm, weight_gradient_stream);
+Outcome train(OptimizerKind optimizer, Precision precision, bool graphs, BatchNormImpl batchnorm) {
+  const EngineConfig config = graph_config(optimizer, precision, graphs, batchnorm);
   CudaEngineOptions options;
   options.deterministic = true;
   options.conv_search = cuda::ConvAlgorithmSearch::heuristic;
@@ -104,14 +101,12 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 void check_identical(OptimizerKind optimizer, Precision precision,
-                     BatchNormImpl batchnorm = BatchNormImpl::cudnn,
-                     bool weight_gradient_stream = false) {
+                     BatchNormImpl batchnorm = BatchNormImpl::cudnn) {
   CAPTURE(to_string(optimizer));
   CAPTURE(to_string(precision));
   CAPTURE(to_string(batchnorm));
-  CAPTURE(weight_gradient_stream);
-  const Outcome eager = train(optimizer, precision, false, batchnorm, weight_gradient_stream);
-  const Outcome graphed = train(optimizer, precision, true, batchnorm, weight_gradient_stream);
+  const Outcome eager = train(optimizer, precision, false, batchnorm);
+  const Outcome graphed = train(optimizer, precision, true, batchnorm);
 
   // The graph was really captured and replayed: 3 epochs x 6 steps, of which the 3 smaller
   // batches and the warm-up steps ran eagerly.
@@ -175,15 +170,6 @@ TEST_CASE("CUDA graph replays give the bits of eager steps: AdamW, fp16, fused B
 // reserve space lives in the arena from its forward to its backward, and the workspace is shared
 // scratch, so a replay reuses every one of those bytes as the eager step did. cuDNN documents its
 // persistent reduction as deterministic, so the bits must match here too.
-// Backward on two streams (weight gradients beside the chain of data gradients): the capture
-// forks the chain off the compute stream and joins it back, and a replay runs both as the eager
-// step did.
-TEST_CASE("CUDA graph replays give the bits of eager steps: AdamW, fp16, fused BatchNorm, "
-          "weight gradients on a stream of their own") {
-  check_identical(OptimizerKind::adamw, Precision::fp16, BatchNormImpl::fused,
-                  /*weight_gradient_stream=*/true);
-}
-
 TEST_CASE("CUDA graph replays give the bits of eager steps: AdamW, fp16, cuDNN's fused BatchNorm") {
   check_identical(OptimizerKind::adamw, Precision::fp16, BatchNormImpl::cudnn_fused);
 }

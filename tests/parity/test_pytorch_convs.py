@@ -25,8 +25,7 @@ from numbered_checks import check  # noqa: E402
 SCRIPT = os.path.join(SOURCE_DIR, "bench", "pytorch_convs.py")
 
 
-def record(precision, name, geometry, count, direction, legacy, graph, in_step_sum=True,
-           any_reduction=None):
+def record(precision, name, geometry, count, direction, legacy, graph, in_step_sum=True):
     batch, cin, size, cout, kernel, stride, pad = geometry
     fields = {"record": "conv", "precision": precision, "name": name, "batch": batch,
               "in_channels": cin, "size": size, "out_channels": cout, "kernel": kernel,
@@ -34,8 +33,6 @@ def record(precision, name, geometry, count, direction, legacy, graph, in_step_s
               "in_step_sum": in_step_sum, "layout": "nhwc", "legacy_us": legacy,
               "legacy_algorithm": 1, "graph_us": graph,
               "graph_engine": None if graph is None else 7}
-    if any_reduction is not None:
-        fields.update(graph_any_reduction_us=any_reduction, graph_any_reduction_engine=9)
     return fields
 
 
@@ -50,9 +47,8 @@ RECORDS = [
     record("tf32", "block", BLOCK, 4, "data +=", 12.0, 11.0, in_step_sum=False),
     record("tf32", "block", BLOCK, 4, "filter", 13.0, 12.0),
     record("tf32", "down", DOWN, 1, "forward", 5.0, None),
-    # kernels_bench's 16-bit rows also time the graph API with every reduction admitted.
-    record("bf16", "block", BLOCK, 4, "forward", 8.0, 7.0, any_reduction=6.0),
-    record("bf16", "block", BLOCK, 4, "filter", 9.0, 8.0, any_reduction=5.0),
+    record("bf16", "block", BLOCK, 4, "forward", 8.0, 7.0),
+    record("bf16", "block", BLOCK, 4, "filter", 9.0, 8.0),
 ]
 
 
@@ -127,22 +123,16 @@ def the_table_and_sums(workdir):
           step.group(3) == f"{expected['legacy_us'] / expected['pytorch_us']:.3f}")
     check("a shape missing a figure is named as left out",
           "down: left out of the sums: ours not measured" in text)
-    tf32_text, bf16_text = text.split("### bf16")
-    check("tf32's table has no column for engines summing in less than float",
-          "any reduction" not in tf32_text)
-    check("bf16's table has one", "| ours, graph API, any reduction | ratio |" in bf16_text)
+    bf16_text = text.split("### bf16")[1]
     bf16 = [r for r in rows if r["precision"] == "bf16"]
     expected = {side: sum(r["count"] * r[side] for r in bf16)
-                for side in ("pytorch_us", "legacy_us", "graph_us", "graph_any_reduction_us")}
+                for side in ("pytorch_us", "legacy_us", "graph_us")}
     step = re.search(r"^\| per training step \| all \| \| ([0-9.]+) \| ([0-9.]+) \| [0-9.]+ "
-                     r"\| ([0-9.]+) \| [0-9.]+ \| ([0-9.]+) \| ([0-9.]+) \|$", bf16_text, re.M)
-    check("bf16's step sums all four sides", step is not None, bf16_text)
-    check(f"the fourth is count × µs of its rows ({expected})",
+                     r"\| ([0-9.]+) \| [0-9.]+ \|$", bf16_text, re.M)
+    check("bf16's step sums both of our sides", step is not None, bf16_text)
+    check(f"each is count × µs of its rows ({expected})",
           float(step.group(2)) == expected["legacy_us"] == 4 * (8 + 9)
-          and float(step.group(3)) == expected["graph_us"]
-          and float(step.group(4)) == expected["graph_any_reduction_us"] == 4 * (6 + 5)
-          and step.group(5) == f"{expected['graph_any_reduction_us'] / expected['pytorch_us']:.3f}")
-
+          and float(step.group(3)) == expected["graph_us"] == 4 * (7 + 8))
 
 def bad_inputs(workdir):
     empty = os.path.join(workdir, "empty.txt")
@@ -181,7 +171,7 @@ def kernels_bench_writes_the_keys_read():
     body = body[:body.index("\n}\n")]
     written = set(re.findall(r'\.(?:string|integer|number|boolean|null)\("([a-z_]+)"', body))
     read = set(pytorch_convs.GEOMETRY) | {"record", "precision", "name", "count", "direction",
-                                          "in_step_sum", pytorch_convs.ANY_REDUCTION} | {
+                                          "in_step_sum"} | {
         side for side, _ in pytorch_convs.OURS}
     check("kernels_bench's conv records carry every key the script reads",
           read <= written, f"missing: {sorted(read - written)}")

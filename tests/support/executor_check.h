@@ -52,13 +52,6 @@ struct ExecutorSetting {
   BatchNormImpl batchnorm = BatchNormImpl::cudnn;
   cuda::ConvAlgorithmSearch search = cuda::ConvAlgorithmSearch::timed;
   cuda::ConvApi api = cuda::ConvApi::legacy;
-  bool gather_stem_gradient = false;  // Executor's: the stem's gradient gathered, or stored
-  // MathPolicy's: the graph API's engines that sum in less than float admitted too.
-  bool any_reduction = false;
-  // Executor's: backward's weight gradients on a stream of their own.
-  bool weight_gradient_stream = false;
-  // MathPolicy's: the SMs the weight gradients' graph-API engines are fitted to (0: every SM).
-  int weight_gradient_sm_count = 0;
 };
 
 // What one check saw, for checks that compare runs: every gradient as downloaded, and the
@@ -123,14 +116,11 @@ inline ExecutorRun check_executor_against_cpu(const ExecutorSetting& setting,
   policy.format = setting.format;
   policy.search = setting.search;
   policy.api = setting.api;
-  policy.admit_reduced_precision_reduction = setting.any_reduction;
-  policy.weight_gradient_sm_count = setting.weight_gradient_sm_count;
   cuda::Executor executor(model.net, model.layout,
                           cuda::DeviceModel{params.get(), grads.get(), running.get(),
                                             setting.bf16 ? params_bf16.get() : nullptr},
                           batch, config.height, config.width, context, policy,
-                          setting.batchnorm, /*pixel_input=*/false, /*input_channels=*/0,
-                          setting.gather_stem_gradient, setting.weight_gradient_stream);
+                          setting.batchnorm, /*pixel_input=*/false, /*input_channels=*/0);
   cpu::Executor<double> cpu_executor(reference, batch, config.height, config.width);
 
   const cuda::DeviceBuffer<float> input = to_device(data.images, stream);

@@ -26,7 +26,6 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "resnet_ddp/cpu/layers.h"
 #include "resnet_ddp/memory_format.h"
 
 namespace rddp::cuda {
@@ -124,33 +123,5 @@ void batchnorm_backward(const BatchNormShape& shape, const T* x, const T* dy, Re
                         const float* gamma, const float* save_mean, const float* save_invstd,
                         T* dx, float* dgamma, float* dbeta, void* scratch, size_t scratch_bytes,
                         cudaStream_t stream, T* masked_dy = nullptr);
-
-// A max-pool's output gradient, as the BatchNorm before the pool (the imagenet stem's) takes its
-// own: `dy` [N, C, pool.out_h(), pool.out_w()] and `argmax` (maxpool_forward's one byte a value),
-// in the BatchNorm's format. pool's batch, channels, in_h and in_w are the BatchNorm's shape.
-template <typename T>
-struct PooledGradient {
-  cpu::PoolShape pool;
-  const T* dy = nullptr;
-  const uint8_t* argmax = nullptr;
-};
-
-// Whether batchnorm_backward_through_maxpool takes `shape`: its places are found in 32-bit
-// arithmetic, so at most 2^32 - 1 values (at 224x224 a batch of over 5,000).
-bool batchnorm_through_maxpool_fits(const BatchNormShape& shape);
-
-// batchnorm_backward with dy gathered from the max-pool that follows: each element's gradient
-// computed and rounded exactly as maxpool_backward stores it, in both of backward's passes over
-// the data, without a buffer for it (at 224x224 the network's largest activation): it is not
-// written once and read twice. Its loads take one value at a time, so its sums add in the order
-// of batchnorm_backward loading one value at a time, and give those results bit for bit; where
-// batchnorm_backward would load wider, the sums differ by their order only.
-template <typename T>
-void batchnorm_backward_through_maxpool(const BatchNormShape& shape, const T* x,
-                                        const PooledGradient<T>& pooled, ReluMask<T> relu,
-                                        const float* gamma, const float* save_mean,
-                                        const float* save_invstd, T* dx, float* dgamma,
-                                        float* dbeta, void* scratch, size_t scratch_bytes,
-                                        cudaStream_t stream);
 
 }  // namespace rddp::cuda

@@ -51,17 +51,6 @@ struct MathPolicy {
   // The graph API's candidates are chosen the same way (timed or by cuDNN's ranking, with the
   // same refusals); a convolution it offers none for uses the legacy API's choice.
   ConvApi api = ConvApi::legacy;
-  // Graph API only: also admit engines whose notes say they reduce in less than float (partial
-  // sums in the data's own 16-bit type, or TF32's), as PyTorch's filter does; never in strict
-  // float32. Refused by default, because a weight gradient sums up to batch x height x width
-  // products; admitted, a benchmark can say whether they are what makes PyTorch's faster.
-  bool admit_reduced_precision_reduction = false;
-  // Graph API only: the SMs cuDNN's heuristics are asked to fit each weight gradient's engine
-  // configurations to (cuDNN's SM carveout, Hopper, cuDNN 8.9.5 on); 0 leaves them every SM.
-  // With the weight gradients on a stream beside the data-gradient chain (Executor's
-  // weight_gradient_stream), the SMs left over are the chain's, so that its memory-bound
-  // BatchNorm passes need not wait for a weight gradient's last wave.
-  int weight_gradient_sm_count = 0;
 };
 
 struct ConvGraphPlan;
@@ -137,13 +126,6 @@ class ConvAlgorithmCache {
   struct ApiUse {
     size_t graph_plans = 0;
     size_t legacy_algorithms = 0;
-    // Of graph_plans, those whose engine reduces in less than float
-    // (MathPolicy::admit_reduced_precision_reduction).
-    size_t reduced_precision_plans = 0;
-    // Of graph_plans, those whose engine cuDNN reports fitted to an SM count
-    // (MathPolicy::weight_gradient_sm_count), and the fewest SMs of any (0 where none).
-    size_t sm_limited_plans = 0;
-    int fewest_sms = 0;
     std::string first_fallback;
   };
   ApiUse api_use() const;

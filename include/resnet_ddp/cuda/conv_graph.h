@@ -42,10 +42,6 @@ struct ConvGraphPlan {
   size_t workspace_bytes = 0;
   bool deterministic = true;
   bool tensor_core = false;
-  bool reduced_precision_reduction = false;
-  // The SMs cuDNN fitted the engine to, as it reports them (MathPolicy::weight_gradient_sm_count);
-  // 0 where no target was set or cuDNN does not say.
-  int sm_count_target = 0;
   // Variant packs by their pointers (x, w, y, workspace), finalized once: a layer runs on the
   // same buffers every step, and building a pack per call would cost an eager step host time
   // for every convolution. Bounded (conv_graph.cpp); one thread runs a plan.

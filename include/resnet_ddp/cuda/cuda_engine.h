@@ -1,8 +1,7 @@
 #pragma once
 // The CUDA engine's settings beyond EngineConfig, for tests that choose them one by one;
 // make_cuda_engine(config, seed) (engine.h) takes them from EngineConfig's deterministic and
-// conv_timed_search, conv_graph_api, conv_reduced_precision_reduction and
-// weight_gradient_sm_reserve.
+// conv_timed_search and conv_graph_api.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -21,10 +20,6 @@ struct CudaEngineOptions {
   cuda::ConvAlgorithmSearch conv_search = cuda::ConvAlgorithmSearch::timed;
   // Which cuDNN interface runs the convolutions (EngineConfig::conv_graph_api).
   cuda::ConvApi conv_api = cuda::ConvApi::legacy;
-  // EngineConfig::conv_reduced_precision_reduction.
-  bool admit_reduced_precision_reduction = false;
-  // EngineConfig::weight_gradient_sm_reserve.
-  int weight_gradient_sm_reserve = 0;
 };
 
 std::unique_ptr<Engine> make_cuda_engine(const EngineConfig& config, uint64_t init_seed,

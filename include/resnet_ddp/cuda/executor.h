@@ -79,29 +79,10 @@ class Executor {
   // channels on the device, and the stem convolution reads them with zero weights, so that its
   // tensor-core kernels read whole vectors of channels (3 channels of 16-bit values do not fill
   // one). The parameters, gradients and results are those of the unpadded network. 0: no padding.
-  //
-  // `gather_stem_gradient` (our BatchNorm kernels, a stem with a max-pool): the stem BatchNorm's
-  // backward gathers its gradient from the max-pool's in both of its passes, and the stem's
-  // gradient is never stored. By default (false) the max-pool's backward stores it, a vector of
-  // channels a thread, and the BatchNorm's backward reads it in 16-byte loads, as with cuDNN's
-  // BatchNorm: 0.8 GB more traffic a step at 224x224 bf16, against a gather that searches every
-  // element's windows, one value a load, in each of two passes (bench/results/predictions-H100-
-  // 2026-11-27.md, section 10). Both match the CPU twin; their sums add in other orders.
-  //
-  // `weight_gradient_stream`: in backward, the chain that carries the gradient down the network
-  // (BatchNorm backward, each convolution's data gradient, the max-pool's backward) runs on a
-  // stream of the executor's own, while each convolution's weight gradient runs on the
-  // context's stream as soon as its output's gradient is there, beside the chain's next
-  // operations: a weight gradient (bound by arithmetic) can overlap BatchNorm's backward (bound
-  // by memory). The chain waits for a weight gradient before it reaches the next convolution,
-  // and the memory plan keeps what that gradient reads alive until then. Every gradient is
-  // reported (`ready`) in the same order as without, once the context's stream holds it, so a
-  // reducer watching that stream sees it complete. The same algorithms, so the same bits.
   Executor(const NetDesc& net, const ParamLayout& layout, const DeviceModel& model, int max_batch,
            int height, int width, ComputeContext& context, const MathPolicy& policy,
            BatchNormImpl batchnorm = BatchNormImpl::cudnn, bool pixel_input = false,
-           int input_channels = 0, bool gather_stem_gradient = false,
-           bool weight_gradient_stream = false);
+           int input_channels = 0);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;

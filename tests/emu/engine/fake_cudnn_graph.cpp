@@ -24,9 +24,6 @@
 // - engine configurations with numerical notes and workspaces for the engine's selection to sort
 //   through, one of which cuDNN lists but will not build a plan of (CUDNN_STATUS_NOT_SUPPORTED
 //   from the plan's finalize), as real heuristics do (the list below);
-// - the heuristics' SM count target (cuDNN's SM carveout; a negative count is
-//   CUDNN_STATUS_BAD_PARAM), which every engine they list then reports as its
-//   CUDNN_ATTR_ENGINE_SM_COUNT_TARGET; it changes nothing else here, having no SMs to leave;
 // - execution as the legacy calls' (fake_cudnn.cpp): the same computation, y = alpha * result +
 //   beta * y where beta 0 never reads y, the plan's workspace filled with 0xff first (scratch),
 //   the same refusal of an output or a workspace over another operand, and the work enqueued on
@@ -35,8 +32,7 @@
 //   moment. cudnnGetStream is here too;
 // - on a test's request (fake_cudnn_graph_faults.h), refusals a GPU's cuDNN may have where this
 //   stand-in has none: an operation graph refused at finalize, an engine whose notes cannot be
-//   read, a plan whose execution fails, an SM count target refused (a cuDNN or GPU without the
-//   carveout).
+//   read, a plan whose execution fails.
 //
 // What it does not model (refused with CUDNN_STATUS_NOT_SUPPORTED, never computed wrongly):
 // - descriptor types other than the eleven above, graphs of more than one operation, virtual or
@@ -159,8 +155,7 @@ bool injected(FakeGraphFault fault, int64_t engine = -1) {
   const std::lock_guard<std::mutex> lock(fault_mutex());
   const InjectedFault& current = injected_fault();
   return current.fault == fault &&
-         (fault == FakeGraphFault::graph_refused || fault == FakeGraphFault::sm_count_refused ||
-          current.engine == engine);
+         (fault == FakeGraphFault::graph_refused || current.engine == engine);
 }
 
 size_t workspace_bytes(const EngineSpec& engine, const ConvProblem& p) {
@@ -236,11 +231,9 @@ std::string attribute_name(cudnnBackendAttributeName_t name) {
     FAKE_CUDNN_NAME(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH)
     FAKE_CUDNN_NAME(CUDNN_ATTR_ENGINEHEUR_MODE)
     FAKE_CUDNN_NAME(CUDNN_ATTR_ENGINEHEUR_RESULTS)
-    FAKE_CUDNN_NAME(CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET)
     FAKE_CUDNN_NAME(CUDNN_ATTR_ENGINECFG_ENGINE)
     FAKE_CUDNN_NAME(CUDNN_ATTR_ENGINE_GLOBAL_INDEX)
     FAKE_CUDNN_NAME(CUDNN_ATTR_ENGINE_NUMERICAL_NOTE)
-    FAKE_CUDNN_NAME(CUDNN_ATTR_ENGINE_SM_COUNT_TARGET)
     FAKE_CUDNN_NAME(CUDNN_ATTR_EXECUTION_PLAN_HANDLE)
     FAKE_CUDNN_NAME(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG)
     FAKE_CUDNN_NAME(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE)
@@ -372,13 +365,11 @@ struct GraphState {
 struct EngineValue {
   const EngineSpec* spec = nullptr;
   GraphValue graph;
-  int32_t sm_count_target = 0;  // what the heuristics were asked for; 0: every SM
 };
 
 struct HeuristicState {
   std::optional<GraphValue> graph;
   std::optional<cudnnBackendHeurMode_t> mode;
-  int32_t sm_count_target = 0;
   std::vector<EngineValue> results;
 };
 
@@ -998,15 +989,6 @@ cudnnStatus_t set(HeuristicState& h, const SetCall& call) {
       return CUDNN_STATUS_SUCCESS;
     }
     case CUDNN_ATTR_ENGINEHEUR_MODE: return set_heuristic_mode(call, &h.mode);
-    case CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET: {
-      FAKE_CUDNN_TRY(expect(call, CUDNN_TYPE_INT32, 1, 1));
-      if (injected(FakeGraphFault::sm_count_refused))
-        return refuse(CUDNN_STATUS_NOT_SUPPORTED, call, "refused (an injected fault)");
-      const int32_t value = element<int32_t>(call.elements, 0);
-      if (value < 0) return refuse(CUDNN_STATUS_BAD_PARAM, call, "a negative SM count, ", value);
-      h.sm_count_target = value;
-      return CUDNN_STATUS_SUCCESS;
-    }
     default: break;
   }
   return not_modelled(call);
@@ -1023,7 +1005,7 @@ cudnnStatus_t finalize(HeuristicState& h) {
       *h.mode == CUDNN_HEUR_MODE_A ? mode_a_engines() : fallback_engines();
   h.results.clear();
   for (const EngineSpec& engine : engines)
-    h.results.push_back(EngineValue{&engine, *h.graph, h.sm_count_target});
+    h.results.push_back(EngineValue{&engine, *h.graph});
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -1204,8 +1186,6 @@ cudnnStatus_t get(EngineState& e, const GetCall& call) {
       return give(call, CUDNN_TYPE_NUMERICAL_NOTE, engine.notes);
     case CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE:
       return give(call, CUDNN_TYPE_BEHAVIOR_NOTE, engine.behaviour);
-    case CUDNN_ATTR_ENGINE_SM_COUNT_TARGET:
-      return give(call, CUDNN_TYPE_INT32, std::vector<int32_t>{e.value->sm_count_target});
     default: break;
   }
   return not_modelled(call);

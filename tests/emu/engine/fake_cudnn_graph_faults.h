@@ -9,11 +9,9 @@ enum class FakeGraphFault : int {
   graph_refused = 1,     // every operation graph's finalize: CUDNN_STATUS_NOT_SUPPORTED
   notes_unreadable = 2,  // reading the engine's numerical notes: CUDNN_STATUS_NOT_SUPPORTED
   execution_fails = 3,   // executing a plan of the engine: CUDNN_STATUS_EXECUTION_FAILED
-  sm_count_refused = 4,  // setting the heuristics' SM count target: CUDNN_STATUS_NOT_SUPPORTED
 };
 
-// `engine` is the global index the fault applies to (ignored by graph_refused and
-// sm_count_refused).
+// `engine` is the global index the fault applies to (ignored by graph_refused).
 extern "C" void fake_cudnn_graph_inject_fault(int fault, int64_t engine);
 
 // Injects a fault for one scope.

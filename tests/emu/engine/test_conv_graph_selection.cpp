@@ -1,9 +1,8 @@
 // How the engine chooses among the graph API's engine configurations (src/cuda/conv_graph.cpp,
 // src/cuda/conv_algorithms.cpp), held to the fake's fixed engine table (the head comment of
 // fake_cudnn_graph.cpp), which a GPU's cuDNN does not have: engines compiled at run time,
-// converting their inputs are never chosen, nor those reducing in less than float unless the
-// policy admits them (never in strict float32); tensor cores only where TF32 or 16-bit data allow
-// them; non-deterministic ones not under --deterministic;
+// converting their inputs or reducing in less than float are never chosen; tensor cores only
+// where TF32 or 16-bit data allow them; non-deterministic ones not under --deterministic;
 // workspace limits honoured, with the fallback list behind; a search sized for every candidate.
 #include <cudnn.h>
 #include <doctest/doctest.h>
@@ -28,7 +27,7 @@ namespace {
 // tensor cores), 2 never builds a plan, 3 runs on tensor cores with a workspace of the larger
 // tensor, 4 is non-deterministic and needs over 1 GiB, 5 reduces in reduced precision, 0 is
 // plain with half the larger tensor's workspace; 6, the fallback, is plain with none.
-constexpr int kTensorCore = 3, kPlain = 0, kReducedPrecision = 5, kFallback = 6;
+constexpr int kTensorCore = 3, kPlain = 0, kFallback = 6;
 
 const cuda::ConvShape kShape{2, 8, 6, 6, 16, 3, 1, 1};
 constexpr size_t kLimit = size_t{64} << 20;
@@ -78,53 +77,16 @@ TEST_CASE("graph-API candidates: the policy's refusals, in cuDNN's order, fallba
   }
 }
 
-TEST_CASE("graph-API candidates: engines reducing in less than float, only where admitted and "
-          "never in strict float32") {
+TEST_CASE("graph-API candidates: engines reducing in less than float are never candidates") {
   cuda::ComputeContext context;
-  const auto candidates = [&](cudnnDataType_t type, bool tf32, bool admit) {
-    cuda::MathPolicy policy = graph_policy(type, tf32, false);
-    policy.admit_reduced_precision_reduction = admit;
-    return cuda::conv_graph_candidates(context.cudnn(), kShape, cuda::ConvDirection::forward,
-                                       0.0f, policy, kLimit);
-  };
-  // Where cuDNN's list ranks it (before the plain engine), as PyTorch's filter keeps it.
-  for (const cudnnDataType_t type : {CUDNN_DATA_BFLOAT16, CUDNN_DATA_HALF}) {
+  for (const cudnnDataType_t type : {CUDNN_DATA_FLOAT, CUDNN_DATA_BFLOAT16, CUDNN_DATA_HALF}) {
     CAPTURE(static_cast<int>(type));
-    const cuda::ConvGraphCandidates admitted = candidates(type, false, true);
-    CHECK(engines_of(admitted) ==
-          std::vector<int64_t>{kTensorCore, kReducedPrecision, kPlain, kFallback});
-    for (const auto& plan : admitted.plans)
-      CHECK(plan->reduced_precision_reduction == (plan->engine == kReducedPrecision));
-    CHECK(engines_of(candidates(type, false, false)) ==
-          std::vector<int64_t>{kTensorCore, kPlain, kFallback});
+    const cuda::ConvGraphCandidates found = cuda::conv_graph_candidates(
+        context.cudnn(), kShape, cuda::ConvDirection::forward, 0.0f,
+        graph_policy(type, /*allow_tf32=*/true, false), kLimit);
+    // cuDNN's list ranks it before the plain engine; the filter takes it out.
+    CHECK(engines_of(found) == std::vector<int64_t>{kTensorCore, kPlain, kFallback});
   }
-  CHECK(engines_of(candidates(CUDNN_DATA_FLOAT, true, true)) ==
-        std::vector<int64_t>{kTensorCore, kReducedPrecision, kPlain, kFallback});
-  // Strict float32 refuses them even when admitted, as it refuses tensor cores.
-  CHECK(engines_of(candidates(CUDNN_DATA_FLOAT, false, true)) ==
-        std::vector<int64_t>{kPlain, kFallback});
-  // Converted inputs stay refused: engine 1 is in no list above.
-}
-
-TEST_CASE("graph-API choices: an admitted engine reducing in less than float is counted and "
-          "named") {
-  cuda::ComputeContext context;
-  cuda::MathPolicy policy = graph_policy(CUDNN_DATA_BFLOAT16, false, false);
-  policy.admit_reduced_precision_reduction = true;
-  cuda::ConvAlgorithmCache cache(policy);
-  // Workspace only for engines that need none: of those, cuDNN's list ranks the
-  // reduced-precision engine first, so the heuristic choice is it.
-  const cuda::ConvAlgorithm& chosen =
-      cache.choose(context.cudnn(), kShape, cuda::ConvDirection::forward, nullptr, 0);
-  REQUIRE(chosen.graph != nullptr);
-  CHECK(chosen.algorithm == kReducedPrecision);
-  CHECK(chosen.graph->reduced_precision_reduction);
-  cache.choose(context.cudnn(), kShape, cuda::ConvDirection::backward_data, nullptr, kLimit);
-  const cuda::ConvAlgorithmCache::ApiUse use = cache.api_use();
-  CHECK(use.graph_plans == 2);
-  CHECK(use.reduced_precision_plans == 1);
-  CHECK(cache.summary().find("graph engine 5, reduced-precision reduction, workspace 0 bytes") !=
-        std::string::npos);
 }
 
 TEST_CASE("graph-API choices: cuDNN's first admitted by heuristic, any admitted when timed") {
@@ -269,54 +231,3 @@ TEST_CASE("graph-API faults: a refused graph, unreadable notes or plans that fai
   }
 }
 
-TEST_CASE("graph-API SM carveout: the target reaches the weight gradients' heuristics only, what "
-          "cuDNN fitted is counted and named, and a refused target leaves the legacy API") {
-  cuda::ComputeContext context;
-  cuda::MathPolicy policy = graph_policy(CUDNN_DATA_BFLOAT16, false, false);
-  policy.weight_gradient_sm_count = 3;
-  const auto fitted_to = [&](cuda::ConvDirection direction) {
-    std::vector<int> sms;
-    for (const auto& plan :
-         cuda::conv_graph_candidates(context.cudnn(), kShape, direction, 0.0f, policy, kLimit)
-             .plans)
-      sms.push_back(plan->sm_count_target);
-    return sms;
-  };
-  // The same candidates as without a target (the stand-in lists the same engines), each
-  // reporting the SMs it was fitted to; the data-gradient chain's own convolutions keep every SM.
-  CHECK(fitted_to(cuda::ConvDirection::backward_filter) == std::vector<int>{3, 3, 3});
-  CHECK(fitted_to(cuda::ConvDirection::forward) == std::vector<int>{0, 0, 0});
-  CHECK(fitted_to(cuda::ConvDirection::backward_data) == std::vector<int>{0, 0, 0});
-
-  {
-    cuda::ConvAlgorithmCache cache(policy);
-    cache.choose(context.cudnn(), kShape, cuda::ConvDirection::backward_filter, nullptr, kLimit);
-    cache.choose(context.cudnn(), kShape, cuda::ConvDirection::backward_data, nullptr, kLimit);
-    const cuda::ConvAlgorithmCache::ApiUse use = cache.api_use();
-    CHECK(use.graph_plans == 2);
-    CHECK(use.sm_limited_plans == 1);
-    CHECK(use.fewest_sms == 3);
-    CHECK(cache.summary().find("tensor cores, on 3 SMs, workspace") != std::string::npos);
-  }
-
-  // A cuDNN (or GPU) without the carveout: the weight gradient keeps the legacy API's algorithm,
-  // and the summary says why; the other directions set no target and keep the graph API.
-  const InjectedGraphFault fault(FakeGraphFault::sm_count_refused);
-  const cuda::ConvGraphCandidates none = cuda::conv_graph_candidates(
-      context.cudnn(), kShape, cuda::ConvDirection::backward_filter, 0.0f, policy, kLimit);
-  CHECK(none.plans.empty());
-  CHECK(none.why_none ==
-        "cuDNN's heuristics would not take a target of 3 SMs (SM carveout: Hopper, cuDNN 8.9.5 "
-        "or later)");
-  cuda::ConvAlgorithmCache cache(policy);
-  const cuda::ConvAlgorithm& weight_gradient = cache.choose(
-      context.cudnn(), kShape, cuda::ConvDirection::backward_filter, nullptr, kLimit);
-  CHECK(weight_gradient.graph == nullptr);
-  CHECK(cache.choose(context.cudnn(), kShape, cuda::ConvDirection::forward, nullptr, kLimit)
-            .graph != nullptr);
-  const cuda::ConvAlgorithmCache::ApiUse use = cache.api_use();
-  CHECK(use.sm_limited_plans == 0);
-  CHECK(use.first_fallback == none.why_none);
-  CHECK(cache.summary().find("(legacy API: cuDNN's heuristics would not take a target of 3 SMs") !=
-        std::string::npos);
-}

@@ -727,16 +727,6 @@ TEST_CASE("fake cuDNN graph API: the descriptor life cycle and its refusals") {
     const int not_a_heuristic = CUDNN_HEUR_MODES_COUNT;
     CHECK(h.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &not_a_heuristic) ==
           CUDNN_STATUS_BAD_PARAM);
-    // An SM count target is an int32, one, and not negative.
-    const int32_t negative_sms = -1, sms = 8;
-    CHECK(h.set(CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET, CUDNN_TYPE_INT32, 1, &negative_sms) ==
-          CUDNN_STATUS_BAD_PARAM);
-    CHECK(last_error_has("a negative SM count"));
-    const int64_t wide_sms = 8;
-    CHECK(h.set(CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET, CUDNN_TYPE_INT64, 1, &wide_sms) ==
-          CUDNN_STATUS_BAD_PARAM);
-    CHECK(h.set(CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET, CUDNN_TYPE_INT32, 1, &sms) ==
-          CUDNN_STATUS_SUCCESS);
   }
   SUBCASE("attributes of another descriptor type, computed ones, and ones not modelled") {
     Backend t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
