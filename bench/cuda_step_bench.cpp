@@ -5,7 +5,7 @@
 //   cuda_step_bench [--batch 256] [--size 224] [--stem auto|imagenet|cifar] [--classes 1000]
 //                   [--optimizer adamw|sgd] [--precision tf32|fp32|bf16|fp16]
 //                   [--memory-format auto|nchw|nhwc]
-//                   [--batchnorm cudnn|fused|cudnn-persistent|cudnn-fused] [--pad-input-channels N]
+//                   [--batchnorm cudnn|fused] [--pad-input-channels N]
 //                   [--warmup 15] [--windows 5] [--steps-per-window 30]
 //                   [--conv-algorithms timed|heuristic] [--conv-api legacy|graph]
 //                   [--deterministic] [--ddp] [--bucket-mb 25]
@@ -32,10 +32,7 @@
 // what the two cast kernels and NCCL's bf16 pass cost.
 // `--memory-format auto` is resnet_ddp's default: nchw at every precision. `--batchnorm fused`
 // runs our BatchNorm kernels with ReLU and the residual add folded in (batchnorm_impl.h); its
-// records are named resnet_ddp-fusedbn, so that tables set them beside cuDNN's;
-// `--batchnorm cudnn-persistent` (resnet_ddp-persistentbn) trains cuDNN's BatchNorm in its
-// SPATIAL_PERSISTENT mode, as PyTorch does in channels_last; `--batchnorm cudnn-fused`
-// (resnet_ddp-cudnnfusedbn, nhwc only) adds cuDNN's own fusion of the ReLU and the residual add.
+// records are named resnet_ddp-fusedbn, so that tables set them beside cuDNN's.
 // `--pad-input-channels 4` (nhwc only; records named ...-pad4) zero-pads the 3 input channels to 4
 // on the GPU, so that the stem convolution's tensor-core kernels read whole vectors of channels.
 // `--kernel-csv FILE` runs --kernel-steps more steps (default: a window's) after the timed ones
@@ -208,9 +205,6 @@ Settings parse(int argc, char** argv) {
     fail("--memory-format must be auto, nchw or nhwc, got '", s.memory_format, "'");
   // As resnet_ddp's default (include/resnet_ddp/train/options.h says why).
   if (s.memory_format == "auto") s.memory_format = "nchw";
-  if (s.batchnorm == BatchNormImpl::cudnn_fused && s.memory_format != "nhwc")
-    fail("--batchnorm cudnn-fused is cuDNN's fused BatchNorm, which cuDNN offers for NHWC data "
-         "only: add --memory-format nhwc");
   if (s.pad_input_channels > 0 && s.memory_format != "nhwc")
     fail("--pad-input-channels pads the channels of NHWC activations: add --memory-format nhwc");
   return s;
@@ -268,8 +262,6 @@ std::string optimizer_text(const OptimizerConfig& o) {
 std::string impl_name(const Settings& s) {
   std::string name = "resnet_ddp";
   if (s.batchnorm == BatchNormImpl::fused) name += "-fusedbn";
-  if (s.batchnorm == BatchNormImpl::cudnn_persistent) name += "-persistentbn";
-  if (s.batchnorm == BatchNormImpl::cudnn_fused) name += "-cudnnfusedbn";
   if (s.pad_input_channels > 0) name += "-pad" + std::to_string(s.pad_input_channels);
   if (s.conv_graph_api) name += "-cudnngraph";
   if (s.cuda_graphs) name += "-graphs";

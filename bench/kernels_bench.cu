@@ -3,16 +3,12 @@
 // Each case: 10 warm-up launches, then 200 timed ones, each between its own pair of CUDA
 // events; the median is printed. Without a CUDA device it prints SKIPPED and exits 0.
 // BatchNorm is timed beside cuDNN's legacy BatchNorm (BatchNormLayer), which it replaces, at
-// ResNet-18's shapes, so that one run gives the before and the after; in NHWC also beside
-// cuDNN's SPATIAL_PERSISTENT mode through its *Ex calls, as PyTorch trains channels_last, and
-// that mode with cuDNN's own fusion of the residual add and ReLU; NHWC also in fp16, the type
-// cuDNN documents that fusion for.
+// ResNet-18's shapes, so that one run gives the before and the after.
 // At the imagenet stem's shape, its BatchNorm and max-pool through the stored output and with the
 // pool normalising on the fly. Last, a table of its own: the 224x224 network's stem convolution
 // in NHWC (cuDNN, timed algorithm search) on its 3 input channels and on an input zero-padded to
 // 4 and 8, in TFLOP/s. Then every convolution of that network in NHWC, bf16 and tf32, through the
-// legacy API's timed choice and the graph API's (--conv-api), and their sums per training step;
-// in bf16 also the graph API's with the engines that sum in less than float admitted.
+// legacy API's timed choice and the graph API's (--conv-api), and their sums per training step.
 //   kernels_bench                              every table
 //   kernels_bench --only convolutions,stem     these (softmax, optimizers, weights, batchnorm,
 //                                              stem, convolutions)
@@ -25,7 +21,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -218,25 +213,6 @@ T* device_filled(size_t count, uint32_t seed) {
   return pointer;
 }
 
-// A cuDNN BatchNorm layer's *Ex workspace and reserve space, allocated by the first call, which
-// is a warm-up launch inside time_if_supported, where cuDNN's refusal of the shape becomes the
-// row's.
-class LazyExMemory {
- public:
-  LazyExMemory(const cuda::BatchNormLayer& layer, cudnnHandle_t handle, int batch)
-      : layer_(layer), handle_(handle), batch_(batch) {}
-  cuda::BatchNormExBuffers operator()() {
-    if (!memory_) memory_.emplace(layer_, handle_, batch_);
-    return memory_->get();
-  }
-
- private:
-  const cuda::BatchNormLayer& layer_;
-  cudnnHandle_t handle_;
-  int batch_;
-  std::optional<cuda::OwnedBatchNormExBuffers> memory_;
-};
-
 // One BatchNorm of ResNet-18: our kernels (plain, then with the fusions the executor will use:
 // bn2's residual add and ReLU forward, the ReLU's mask backward) and cuDNN's legacy BatchNorm.
 // The bytes are what our kernels move: the training forward reads x twice (statistics, then
@@ -274,35 +250,12 @@ void bench_batchnorm(const Reporter& report, const cuda::ComputeContext& context
   cuda::TensorDescriptorCache descriptors(cuda::data_type_of<T>(), cudnn_format);
   cuda::BatchNormLayer layer(channels, size, size, cuda::data_type_of<T>(), cudnn_format);
   layer.prepare(batch, descriptors);
-  // PyTorch's cuDNN BatchNorm trains channels_last tensors in this mode.
-  cuda::BatchNormLayer persistent(channels, size, size, cuda::data_type_of<T>(), cudnn_format,
-                                  CUDNN_BATCHNORM_SPATIAL_PERSISTENT);
-  persistent.prepare(batch, descriptors);
-  LazyExMemory persistent_ex(persistent, context.cudnn(), batch);
-  // cuDNN's own fusion of a block's residual add and ReLU into that mode (--batchnorm
-  // cudnn-fused), NHWC only, with memory of its own likewise.
-  cuda::BatchNormLayer cudnn_fused(channels, size, size, cuda::data_type_of<T>(), cudnn_format,
-                                   CUDNN_BATCHNORM_SPATIAL_PERSISTENT,
-                                   cuda::BatchNormFusion::add_relu);
-  cudnn_fused.prepare(batch, descriptors);
-  LazyExMemory cudnn_fused_ex(cudnn_fused, context.cudnn(), batch);
-  const bool nhwc = format == MemoryFormat::nhwc;
-
   const std::string label = std::to_string(batch) + "x" + std::to_string(channels) + "x" +
                             std::to_string(size) + "x" + std::to_string(size) + " " +
                             to_string(format) + " " + type_name;
   const double n = count * static_cast<double>(sizeof(T));
   auto time = [&](const char* kernel, double bytes, auto launch) {
     report.row(kernel, label, median_microseconds(launch, stream), bytes);
-  };
-  // cuDNN's persistent mode may refuse a shape: a row that says so, and the table goes on.
-  auto time_if_supported = [&](const char* kernel, double bytes, auto launch) {
-    try {
-      time(kernel, bytes, launch);
-    } catch (const Error& refused) {
-      std::printf("%-36s %-26s refused: %s\n", kernel, label.c_str(), refused.what());
-      RDDP_CUDA_CHECK(cudaStreamSynchronize(stream));
-    }
   };
   time("batchnorm fwd train (ours)", 3 * n, [&] {
     cuda::batchnorm_forward_train(shape, x, gamma, beta, running_mean, running_var, save_mean,
@@ -325,17 +278,6 @@ void bench_batchnorm(const Reporter& report, const cuda::ComputeContext& context
     layer.forward_train(context.cudnn(), batch, x, gamma, beta, running_mean, running_var, y,
                         save_mean, save_invstd);
   });
-  if (nhwc)
-    time_if_supported("batchnorm fwd train (cuDNN persist)", 3 * n, [&] {
-      persistent.forward_train(context.cudnn(), batch, x, gamma, beta, running_mean, running_var,
-                               y, save_mean, save_invstd, persistent_ex());
-    });
-  if (nhwc)
-    time_if_supported("batchnorm fwd +add+relu (cuDNN fused)", 4 * n, [&] {
-      cudnn_fused.forward_train_fused(context.cudnn(), batch, x, static_cast<const T*>(residual),
-                                      gamma, beta, running_mean, running_var, y, save_mean,
-                                      save_invstd, cudnn_fused_ex());
-    });
   // The imagenet stem (64 channels of 112x112): BatchNorm with its ReLU and then the 3x3/2
   // max-pool, through the stored output or with the pool normalising on the fly, as the executor
   // trains it with our kernels. Bytes: x read twice and y written and read back, or x read twice
@@ -394,11 +336,6 @@ void bench_batchnorm(const Reporter& report, const cuda::ComputeContext& context
     layer.backward(context.cudnn(), batch, x, dy, gamma, save_mean, save_invstd, dx, dgamma,
                    dbeta);
   });
-  if (nhwc)
-    time_if_supported("batchnorm bwd (cuDNN persist)", 5 * n, [&] {
-      persistent.backward(context.cudnn(), batch, x, dy, gamma, save_mean, save_invstd, dx,
-                          dgamma, dbeta, persistent_ex());
-    });
   // A block's bn2 as the executor trains it with our kernels: the output gradient masked in
   // place (it feeds the identity branch too), the mask from the stored output or from the bits
   // "fwd +add+relu, bits" wrote. After the rows that read dy as it was: masking it in place
@@ -413,14 +350,6 @@ void bench_batchnorm(const Reporter& report, const cuda::ComputeContext& context
                              save_mean, save_invstd, dx, dgamma, dbeta, scratch, scratch_bytes,
                              stream, dy);
   });
-  // Last, since it writes the residual's gradient over dy, as the executor does: our masked
-  // backward's bytes plus that write.
-  if (nhwc)
-    time_if_supported("batchnorm bwd +add+relu (cuDNN fused)", 8 * n, [&] {
-      cudnn_fused.backward_fused(context.cudnn(), batch, x, static_cast<const T*>(y), dy, dy,
-                                 gamma, beta, save_mean, save_invstd, dx, dgamma, dbeta,
-                                 cudnn_fused_ex());
-    });
   RDDP_CUDA_CHECK(cudaStreamSynchronize(stream));
   for (void* p : {static_cast<void*>(x), static_cast<void*>(residual), static_cast<void*>(dy),
                   static_cast<void*>(y), static_cast<void*>(dx), static_cast<void*>(gamma),
@@ -497,9 +426,6 @@ void bench_batchnorms(const Reporter& report) {
       bench_batchnorm<float>(report, context, l.batch, l.channels, l.size, format, "fp32");
       bench_batchnorm<__nv_bfloat16>(report, context, l.batch, l.channels, l.size, format,
                                      "bf16");
-      // Half precision in NHWC: the type cuDNN documents its fused BatchNorm for.
-      if (format == MemoryFormat::nhwc)
-        bench_batchnorm<__half>(report, context, l.batch, l.channels, l.size, format, "fp16");
     }
 }
 

@@ -35,8 +35,7 @@
 #                 flags (the GPU at its fastest is the hardest to feed), and the data-wait
 #                 share of every epoch side by side
 #   7 kernels     bench/kernels_bench: bandwidth of our kernels, and our BatchNorm (plain, and
-#                 with residual + ReLU) beside cuDNN's (and in NHWC its SPATIAL_PERSISTENT mode)
-#                 at every BatchNorm shape of ResNet-18 (32x32 batch 128, 224x224 batch 256;
+#                 with residual + ReLU) beside cuDNN's at every BatchNorm shape of ResNet-18 (32x32 batch 128, 224x224 batch 256;
 #                 NCHW and NHWC; fp32 and bf16); then every convolution of the 224x224 network
 #                 in NHWC (bf16, tf32) through cuDNN's legacy API and its graph API
 #                 (--conv-api), and their sums per training step; the whole table in
@@ -104,7 +103,7 @@ describe_part() {
     fashion) echo "Fashion-MNIST, $epochs cosine epochs, resnet_ddp and PyTorch on the GPU: losses within 5 %, accuracy within half a point" ;;
     precision) echo "Fashion-MNIST, $precision_epochs epochs in fp32, tf32, bf16, fp16: curves PNG and verdict" ;;
     engine) echo "resume and --cuda-graphs on bit-identical to a straight eager run under --deterministic; one process and mpirun -np 1 through NCCL, also with a bfloat16 gradient allreduce; the step replayed with its NCCL allreduces as one CUDA graph; a whole fp32 training run step by step against PyTorch" ;;
-    mixed) echo "300 synthetic steps in bf16 and fp16, NCHW and NHWC, cuDNN's and our fused BatchNorm (NHWC: also cuDNN's persistent, fp16 NHWC: cuDNN's fused); fp16's skipped steps" ;;
+    mixed) echo "300 synthetic steps in bf16 and fp16, NCHW and NHWC, cuDNN's and our fused BatchNorm; fp16's skipped steps" ;;
     data) echo "JPEG folder vs resnet_ddp_pack pack: data-wait share per epoch" ;;
     kernels) echo "bench/kernels_bench: our kernels' bandwidth, our BatchNorm beside cuDNN's at ResNet-18's shapes, the 224x224 convolutions through both cuDNN APIs and through PyTorch" ;;
     sanitize) echo "compute-sanitizer memcheck, racecheck and synccheck on the gpu tests of our kernels" ;;
@@ -459,16 +458,11 @@ part_mixed() {
   # Synthetic data has 1024 training images: 8 steps of 128 an epoch, so 300 steps take 38
   # epochs, each with its epoch line and record.
   # Each with cuDNN's BatchNorm and with ours (--batchnorm fused); on an H100 the runs with
-  # cuDNN's took 12 to 36 s. In NHWC also cuDNN's persistent mode through its *Ex calls, and in
-  # fp16 NHWC cuDNN's own fusion of the ReLU and the residual add, the type cuDNN offers it in;
-  # these come last in each format, so that a short budget cuts them first.
-  local precision format batchnorm batchnorms file rows=""
+  # cuDNN's took 12 to 36 s.
+  local precision format batchnorm file rows=""
   for precision in bf16 fp16; do
     for format in nchw nhwc; do
-      batchnorms=(cudnn fused)
-      [ $format = nhwc ] && batchnorms+=(cudnn-persistent)
-      [ $format-$precision = nhwc-fp16 ] && batchnorms+=(cudnn-fused)
-      for batchnorm in "${batchnorms[@]}"; do
+      for batchnorm in cudnn fused; do
         file=$logs/mixed-$precision-$format-$batchnorm.jsonl
         step 60 "$precision $format $batchnorm: 300 synthetic steps" "$bin" --dataset synthetic --device cuda \
           --precision "$precision" --memory-format "$format" --batchnorm "$batchnorm" --batch-size 128 \

@@ -5,10 +5,9 @@
 namespace rddp {
 
 BatchNormImpl parse_batchnorm_impl(const std::string& flag, const std::string& text) {
-  for (BatchNormImpl impl : {BatchNormImpl::cudnn, BatchNormImpl::fused,
-                            BatchNormImpl::cudnn_persistent, BatchNormImpl::cudnn_fused})
+  for (BatchNormImpl impl : {BatchNormImpl::cudnn, BatchNormImpl::fused})
     if (text == to_string(impl)) return impl;
-  fail(flag, ": '", text, "' is not one of: cudnn, fused, cudnn-persistent, cudnn-fused");
+  fail(flag, ": '", text, "' is not one of: cudnn, fused");
 }
 
 }  // namespace rddp

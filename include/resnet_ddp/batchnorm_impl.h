@@ -12,23 +12,11 @@ enum class BatchNormImpl {
   // BatchNorm the residual add, folded into the pass that writes the output, and the ReLU's
   // mask into the backward's passes; their NHWC reductions read along channels.
   fused,
-  // cudnn, with training's forward and backward in CUDNN_BATCHNORM_SPATIAL_PERSISTENT mode
-  // through cuDNN's *Ex calls, as PyTorch trains channels_last models: the same maths in
-  // cuDNN's kernels for that mode, whose reduction cuDNN documents as deterministic but able to
-  // overflow to Inf or NaN on inputs of extreme range, where SPATIAL's does not.
-  cudnn_persistent,
-  // cudnn_persistent with the ReLU, and in a block's second BatchNorm the residual add, inside
-  // cuDNN's *Ex calls (CUDNN_BATCHNORM_OPS_BN_ACTIVATION and BN_ADD_ACTIVATION): cuDNN's own
-  // fusion, which its documentation offers for NHWC (and, in the versions we read, half
-  // precision); elsewhere cuDNN refuses the call and the run stops with its error.
-  cudnn_fused,
 };
 
 inline const char* to_string(BatchNormImpl impl) {
   switch (impl) {
     case BatchNormImpl::fused: return "fused";
-    case BatchNormImpl::cudnn_persistent: return "cudnn-persistent";
-    case BatchNormImpl::cudnn_fused: return "cudnn-fused";
     case BatchNormImpl::cudnn: break;
   }
   return "cudnn";

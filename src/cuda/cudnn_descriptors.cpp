@@ -19,13 +19,6 @@ ConvolutionDescriptor::ConvolutionDescriptor() {
 }
 ConvolutionDescriptor::~ConvolutionDescriptor() { cudnnDestroyConvolutionDescriptor(descriptor_); }
 
-ReluDescriptor::ReluDescriptor() {
-  RDDP_CUDNN_CHECK(cudnnCreateActivationDescriptor(&descriptor_));
-  RDDP_CUDNN_CHECK(
-      cudnnSetActivationDescriptor(descriptor_, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
-}
-ReluDescriptor::~ReluDescriptor() { cudnnDestroyActivationDescriptor(descriptor_); }
-
 const char* to_string(cudnnDataType_t type) {
   switch (type) {
     case CUDNN_DATA_FLOAT: return "float32";

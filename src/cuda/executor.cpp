@@ -84,6 +84,10 @@ size_t copy_elements(const Conv<T>& conv) {
   return static_cast<size_t>(s.out_channels) * s.in_channels * s.kernel * s.kernel;
 }
 
+// What the network folds into a BatchNorm: nothing, the ReLU after it, or the residual add and
+// then the ReLU.
+enum class BatchNormFusion { none, relu, add_relu };
+
 template <typename T>
 struct BatchNorm {
   const TensorInfo *weight = nullptr, *bias = nullptr;
@@ -97,10 +101,6 @@ struct BatchNorm {
   // Our kernels under a residual add: the ReLU's mask as bits, written by the training forward
   // for the backward (reads_relu_bits).
   uint8_t* relu_bits = nullptr;
-  // cuDNN's *Ex calls only: what the training forward leaves for the backward (its workspace
-  // is the plan's bn_scratch).
-  std::byte* reserve = nullptr;
-  size_t reserve_bytes = 0;
   std::unique_ptr<BatchNormLayer> layer;
 };
 
@@ -132,11 +132,7 @@ struct Plan {
         descriptors(policy.data_type, policy.format),
         format(policy.format == CUDNN_TENSOR_NHWC ? MemoryFormat::nhwc : MemoryFormat::nchw),
         nhwc(format == MemoryFormat::nhwc),
-        fused_bn(batchnorm_impl == BatchNormImpl::fused),
-        cudnn_fused_bn(batchnorm_impl == BatchNormImpl::cudnn_fused),
-        bn_training_mode(batchnorm_impl == BatchNormImpl::cudnn_persistent || cudnn_fused_bn
-                             ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT
-                             : CUDNN_BATCHNORM_SPATIAL) {}
+        fused_bn(batchnorm_impl == BatchNormImpl::fused) {}
 
   const ParamLayout& layout;
   DeviceModel model;
@@ -155,13 +151,8 @@ struct Plan {
   bool nhwc;
   // Our BatchNorm kernels (batchnorm_kernels.h), with the ReLU and the residual add inside,
   // rather than cuDNN's BatchNorm followed by passes of their own; their partial sums go to
-  // bn_scratch, which every BatchNorm uses in turn. (In SPATIAL_PERSISTENT mode cuDNN's *Ex
-  // calls take bn_scratch as their workspace in the same way.)
+  // bn_scratch, which every BatchNorm uses in turn.
   bool fused_bn;
-  // cuDNN's BatchNorm with the ReLU and the residual add inside its *Ex training calls.
-  bool cudnn_fused_bn;
-  // cuDNN's BatchNorm mode for the training forward and backward (cuDNN's layers only).
-  cudnnBatchNormMode_t bn_training_mode;
   std::byte* bn_scratch = nullptr;
   size_t bn_scratch_bytes = 0;
 
@@ -297,9 +288,7 @@ void plan_batchnorm(Plan<T>& plan, BatchNorm<T>& bn, const BatchNormDesc& desc,
   bn.output = output;
   bn.fusion = fusion;
   bn.layer = std::make_unique<BatchNormLayer>(desc.channels, input->height, input->width,
-                                              data_type_of<T>(), plan.cudnn_format(),
-                                              plan.bn_training_mode,
-                                              plan.cudnn_fused_bn ? fusion : BatchNormFusion::none);
+                                              data_type_of<T>(), plan.cudnn_format());
   plan.arena.request(&bn.save_mean, static_cast<size_t>(desc.channels));
   plan.arena.request(&bn.save_invstd, static_cast<size_t>(desc.channels));
   if (reads_relu_bits(plan, bn))
@@ -445,15 +434,9 @@ BatchNormShape batchnorm_shape(const Plan<T>& plan, const BatchNorm<T>& bn, int 
   return {batch, bn.input->channels, bn.input->height, bn.input->width, plan.format};
 }
 
-template <typename T>
-BatchNormExBuffers ex_buffers(const Plan<T>& plan, const BatchNorm<T>& bn) {
-  if (!bn.layer->uses_ex()) return {};
-  return {plan.bn_scratch, plan.bn_scratch_bytes, bn.reserve, bn.reserve_bytes};
-}
-
 // bn's output from its input: relu?(bn(input) + residual?). Under cuDNN's BatchNorm the residual
-// add and the ReLU are passes of their own (add_relu, relu_forward), except in training under
-// cudnn-fused, where cuDNN's *Ex call does them; ours does them in its own output pass.
+// add and the ReLU are passes of their own (add_relu, relu_forward); ours does them in its own
+// output pass.
 // `residual` may be null. Without `store_output` (our kernels in training only) the statistics
 // alone are computed, for a consumer that normalises on the fly.
 template <typename T>
@@ -477,19 +460,10 @@ void batchnorm_forward(const Plan<T>& plan, const BatchNorm<T>& bn, int batch, b
     return;
   }
   cudnnHandle_t handle = plan.context.cudnn();
-  if (training && bn.layer->fusion() != BatchNormFusion::none) {
-    RDDP_ASSERT(relu && (residual != nullptr) == (bn.layer->fusion() == BatchNormFusion::add_relu));
-    bn.layer->forward_train_fused(handle, batch, bn.input->value, residual, plan.param(bn.weight),
-                                  plan.param(bn.bias), plan.running(bn.running_mean),
-                                  plan.running(bn.running_var), y, bn.save_mean, bn.save_invstd,
-                                  ex_buffers(plan, bn));
-    return;
-  }
   if (training)
     bn.layer->forward_train(handle, batch, bn.input->value, plan.param(bn.weight),
                             plan.param(bn.bias), plan.running(bn.running_mean),
-                            plan.running(bn.running_var), y, bn.save_mean, bn.save_invstd,
-                            ex_buffers(plan, bn));
+                            plan.running(bn.running_var), y, bn.save_mean, bn.save_invstd);
   else
     bn.layer->forward_eval(handle, batch, bn.input->value, plan.param(bn.weight),
                            plan.param(bn.bias), plan.running(bn.running_mean),
@@ -522,25 +496,13 @@ void batchnorm_backward(const Plan<T>& plan, const BatchNorm<T>& bn, int batch, 
                        plan.grad(bn.weight), plan.grad(bn.bias), plan.bn_scratch,
                        plan.bn_scratch_bytes, plan.stream(),
                        relu && keep_masked ? output_grad : nullptr);
-  } else if (bn.layer->fusion() != BatchNormFusion::none) {
-    // Under the residual add cuDNN's dz, the masked gradient that keep_masked asks for, is
-    // written over dy itself. cuDNN does not document dz aliasing dy, but nothing can go wrong
-    // with it: each element of dz is its own element of dy times the ReLU's mask, and every use
-    // cuDNN makes of dy is through that mask, which leaves a masked value as it is. The GPU
-    // executor tests check it against the CPU executor.
-    RDDP_ASSERT(relu && keep_masked == (bn.layer->fusion() == BatchNormFusion::add_relu));
-    bn.layer->backward_fused(plan.context.cudnn(), batch, bn.input->value, relu_output,
-                             output_grad, keep_masked ? output_grad : nullptr,
-                             plan.param(bn.weight), plan.param(bn.bias), bn.save_mean,
-                             bn.save_invstd, bn.input->grad, plan.grad(bn.weight),
-                             plan.grad(bn.bias), ex_buffers(plan, bn));
   } else {
     if (relu)
       relu_backward(bn.output->count(batch), relu_output, output_grad, output_grad,
                     plan.stream());
     bn.layer->backward(plan.context.cudnn(), batch, bn.input->value, output_grad,
                        plan.param(bn.weight), bn.save_mean, bn.save_invstd, bn.input->grad,
-                       plan.grad(bn.weight), plan.grad(bn.bias), ex_buffers(plan, bn));
+                       plan.grad(bn.weight), plan.grad(bn.bias));
   }
   if (ready) {
     ready(*bn.weight);
@@ -592,7 +554,6 @@ void record_uses(Plan<T>& plan) {
     arena.use(&bn.save_mean, op);
     arena.use(&bn.save_invstd, op);
     arena.use(&plan.bn_scratch, op);
-    arena.use(&bn.reserve, op);
     arena.use(&bn.relu_bits, op);
     if (forward) {
       arena.use(&bn.output->value, op);
@@ -784,15 +745,6 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
       plan.bn_scratch_bytes = std::max(plan.bn_scratch_bytes,
                                        batchnorm_scratch_bytes(batchnorm_shape(plan, *bn, max_batch)));
     plan.arena.request(&plan.bn_scratch, plan.bn_scratch_bytes);
-  } else if (plan.bn_training_mode == CUDNN_BATCHNORM_SPATIAL_PERSISTENT) {
-    for (BatchNorm<T>* bn : plan.batchnorms) {
-      bn->layer->prepare(max_batch, plan.descriptors);
-      const BatchNormExBytes bytes = bn->layer->ex_bytes(context.cudnn(), max_batch);
-      plan.bn_scratch_bytes = std::max(plan.bn_scratch_bytes, bytes.workspace);
-      bn->reserve_bytes = bytes.reserve;
-      if (bytes.reserve > 0) plan.arena.request(&bn->reserve, bytes.reserve);
-    }
-    if (plan.bn_scratch_bytes > 0) plan.arena.request(&plan.bn_scratch, plan.bn_scratch_bytes);
   }
   // Everything but the convolutions' workspaces, whose sizes the algorithms chosen below decide.
   record_uses(plan);

@@ -162,10 +162,8 @@ const std::vector<Flag>& flags() {
        "gradients and checkpoints are the unpadded ones (default: no padding)",
        [](TrainOptions& o, auto& f, auto& v) { o.pad_input_channels = parse_integer(f, v, 1, 64); }},
       {"--batchnorm", "KIND",
-       "GPU BatchNorm kernels: cudnn (default), fused (ours, with the ReLU and the residual add "
-       "folded in; fast in nhwc), cudnn-persistent (cuDNN's SPATIAL_PERSISTENT mode for training, "
-       "as PyTorch's channels_last) or cudnn-fused (that mode with cuDNN's own ReLU and residual "
-       "add folded in; nhwc only, fp16 as cuDNN documents it)",
+       "GPU BatchNorm kernels: cudnn (default) or fused (ours, with the ReLU and the residual add "
+       "folded in; fast in nhwc)",
        [](TrainOptions& o, auto& f, auto& v) {
          o.batchnorm = parse_batchnorm_impl(f, v);
        }},
@@ -315,9 +313,6 @@ void check_combinations(const TrainOptions& o) {
   if (o.conv_graph_api && o.device == DeviceChoice::cpu)
     fail("--conv-api graph chooses how cuDNN runs the convolutions, but --device cpu trains on the CPU: drop one "
          "of the two");
-  if (o.batchnorm == BatchNormImpl::cudnn_fused && o.memory_format != MemoryFormat::nhwc)
-    fail("--batchnorm cudnn-fused runs cuDNN's fused BatchNorm, which cuDNN offers for NHWC data "
-         "only: add --memory-format nhwc");
   if (o.pad_input_channels > 0 && o.device == DeviceChoice::cpu)
     fail("--pad-input-channels pads the input on the GPU, but --device cpu trains on the CPU: drop one of the two");
   if (o.pad_input_channels > 0 && o.memory_format != MemoryFormat::nhwc)

@@ -221,9 +221,6 @@ void Trainer::open_data() {
 const char* batchnorm_description(BatchNormImpl impl) {
   switch (impl) {
     case BatchNormImpl::fused: return " (our kernels, ReLU and residual add folded in)";
-    case BatchNormImpl::cudnn_persistent: return " (cuDNN, SPATIAL_PERSISTENT mode in training)";
-    case BatchNormImpl::cudnn_fused:
-      return " (cuDNN, SPATIAL_PERSISTENT mode with ReLU and residual add in training)";
     case BatchNormImpl::cudnn: break;
   }
   return " (cuDNN)";

@@ -32,12 +32,6 @@ check "the settings name the flags of the fastest step" grep -qE \
 expect 0 "cuda graphs +on: " -- "${run[@]}" --max-steps 1 --batchnorm fused --memory-format nhwc --cuda-graphs on
 check "no speed line in the settings of a run with the fastest flags" \
   bash -c '! grep -q "^  speed " "$1"' _ "$work/out"
-# cuDNN's BatchNorm in its persistent mode, as PyTorch trains channels_last.
-expect 0 "batchnorm +cudnn-persistent \(cuDNN, SPATIAL_PERSISTENT mode in training\)" -- \
-  "${run[@]}" --max-steps 2 --memory-format nhwc --precision bf16 --batchnorm cudnn-persistent
-# And with cuDNN's own fusion of the ReLU and the residual add, in fp16 NHWC as cuDNN offers it.
-expect 0 "batchnorm +cudnn-fused \(cuDNN, SPATIAL_PERSISTENT mode with ReLU and residual add in training\)" -- \
-  "${run[@]}" --max-steps 2 --memory-format nhwc --precision fp16 --batchnorm cudnn-fused
 expect 0 "cuda graphs: 2 of 6 training steps replayed from the graph \([0-9]+ nodes\)" -- \
   "${run[@]}" --cuda-graphs on --save-weights "$work/graphs.rddp"
 expect 0 "weights written" -- "${run[@]}" --cuda-graphs off --save-weights "$work/eager.rddp"

@@ -5,10 +5,8 @@
 // with and without the fused residual, ReLU and ReLU mask (read from y or recomputed from x), in
 // place and not. Every output is poisoned first; a second run of the same calls must give the
 // same bits. The worst error of each result, as a share of what it is allowed, is printed per
-// type and format, for our kernels and for cuDNN (and in NHWC for its SPATIAL_PERSISTENT mode
-// too, and for that mode with cuDNN's own fusion of the ReLU and the residual add, --batchnorm
-// cudnn-fused). Our kernels must meet the bounds everywhere; cuDNN only in float NCHW (elsewhere
-// its misses are printed).
+// type and format, for our kernels and for cuDNN. Our kernels must meet the bounds everywhere;
+// cuDNN only in float NCHW (elsewhere its misses are printed).
 #include <doctest/doctest.h>
 
 #include <cuda_bf16.h>
@@ -70,116 +68,26 @@ Outputs<T> downloaded(const DeviceBuffer<T>& y, const DeviceBuffer<T>& dx,
 // cuDNN's legacy BatchNorm on the same inputs, with the gradient our backward masked.
 template <typename T>
 Outputs<T> run_cudnn(const cuda::ComputeContext& context, const cuda::BatchNormShape& shape,
-                     const Inputs& in, const std::vector<T>& g_stored,
-                     cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL) {
+                     const Inputs& in, const std::vector<T>& g_stored) {
   cudaStream_t stream = context.stream();
   const cpu::BatchNormShape s{shape.batch, shape.channels, shape.height, shape.width};
   const bool nhwc = shape.format == MemoryFormat::nhwc;
   const size_t count = elements(s);
   const cudnnTensorFormat_t format = nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   cuda::TensorDescriptorCache descriptors(cuda::data_type_of<T>(), format);
-  cuda::BatchNormLayer layer(s.channels, s.height, s.width, cuda::data_type_of<T>(), format, mode);
+  cuda::BatchNormLayer layer(s.channels, s.height, s.width, cuda::data_type_of<T>(), format);
   layer.prepare(s.batch, descriptors);
   const DeviceBuffer<T> d_x = to_device(in_format(narrowed<T>(in.x), s, nhwc), stream),
                         d_g = to_device(g_stored, stream);
   ChannelBuffers c(in, stream);
   auto d_y = poisoned<T>(count, stream), d_dx = poisoned<T>(count, stream);
-  // SPATIAL_PERSISTENT trains through the *Ex calls, which take this memory.
-  const cuda::OwnedBatchNormExBuffers ex(layer, context.cudnn(), s.batch);
   layer.forward_train(context.cudnn(), s.batch, d_x.get(), c.gamma.get(), c.beta.get(),
                       c.running_mean.get(), c.running_var.get(), d_y.get(), c.save_mean.get(),
-                      c.save_invstd.get(), ex.get());
+                      c.save_invstd.get());
   layer.backward(context.cudnn(), s.batch, d_x.get(), d_g.get(), c.gamma.get(),
                  c.save_mean.get(), c.save_invstd.get(), d_dx.get(), c.dgamma.get(),
-                 c.dbeta.get(), ex.get());
+                 c.dbeta.get());
   return downloaded(d_y, d_dx, c, stream);
-}
-
-// cuDNN's fused BatchNorm (NHWC, SPATIAL_PERSISTENT): y = relu(bn(x) + residual?) in one *Ex
-// call, and its backward from dy through the ReLU, which writes the masked dy as the residual's
-// gradient (dz) under the add. `residual` is stored like x, or empty.
-template <typename T>
-struct FusedOutputs {
-  Outputs<T> out;
-  std::vector<T> dz;  // as stored; empty without the add
-};
-
-template <typename T>
-FusedOutputs<T> run_cudnn_fused(const cuda::ComputeContext& context,
-                                const cuda::BatchNormShape& shape, const Inputs& in,
-                                const std::vector<T>& residual, const std::vector<T>& dy) {
-  cudaStream_t stream = context.stream();
-  const cpu::BatchNormShape s{shape.batch, shape.channels, shape.height, shape.width};
-  const size_t count = elements(s);
-  const bool add = !residual.empty();
-  cuda::TensorDescriptorCache descriptors(cuda::data_type_of<T>(), CUDNN_TENSOR_NHWC);
-  cuda::BatchNormLayer layer(s.channels, s.height, s.width, cuda::data_type_of<T>(),
-                             CUDNN_TENSOR_NHWC, CUDNN_BATCHNORM_SPATIAL_PERSISTENT,
-                             add ? cuda::BatchNormFusion::add_relu : cuda::BatchNormFusion::relu);
-  layer.prepare(s.batch, descriptors);
-  const cuda::OwnedBatchNormExBuffers ex(layer, context.cudnn(), s.batch);
-  const DeviceBuffer<T> d_x = to_device(in_format(narrowed<T>(in.x), s, true), stream),
-                        d_dy = to_device(dy, stream);
-  const DeviceBuffer<T> d_residual = to_device(residual, stream);
-  ChannelBuffers c(in, stream);
-  auto d_y = poisoned<T>(count, stream), d_dx = poisoned<T>(count, stream),
-       d_dz = poisoned<T>(count, stream);
-  layer.forward_train_fused(context.cudnn(), s.batch, d_x.get(), add ? d_residual.get() : nullptr,
-                            c.gamma.get(), c.beta.get(), c.running_mean.get(),
-                            c.running_var.get(), d_y.get(), c.save_mean.get(),
-                            c.save_invstd.get(), ex.get());
-  layer.backward_fused(context.cudnn(), s.batch, d_x.get(), d_y.get(), d_dy.get(),
-                       add ? d_dz.get() : nullptr, c.gamma.get(), c.beta.get(), c.save_mean.get(),
-                       c.save_invstd.get(), d_dx.get(), c.dgamma.get(), c.dbeta.get(), ex.get());
-  FusedOutputs<T> r;
-  r.out = downloaded(d_y, d_dx, c, stream);
-  if (add) r.dz = to_host(d_dz, stream);
-  return r;
-}
-
-// cuDNN's fused BatchNorm on a case with the ReLU, against the twin: y against the activated
-// forward, and the backward against the twin's from dy masked by cuDNN's own y (where its y and
-// ours round to opposite sides of 0 the masks differ, so each is checked with its own). dz must
-// be that masked dy exactly. Printed, never failing, as cuDNN's other NHWC results; a refusal
-// (cuDNN documents the fusion for half precision) is printed too.
-template <typename T>
-void check_cudnn_fused(const cuda::ComputeContext& context, const cpu::BatchNormShape& s,
-                       const Inputs& in, const ForwardReference& f, const Variant& v,
-                       Ledger& ledger) {
-  const cuda::BatchNormShape shape{s.batch, s.channels, s.height, s.width, MemoryFormat::nhwc};
-  const double unit = 2 * Type<T>::kRoundoff;
-  const size_t plane = static_cast<size_t>(s.height) * s.width;
-  const std::vector<double>* residual = v.residual ? &in.residual : nullptr;
-  FusedOutputs<T> theirs;
-  try {
-    theirs = run_cudnn_fused<T>(
-        context, shape, in,
-        v.residual ? in_format(narrowed<T>(in.residual), s, true) : std::vector<T>{},
-        in_format(narrowed<T>(in.dy), s, true));
-  } catch (const Error& refused) {
-    MESSAGE("cuDNN fused BatchNorm, " << describe(s) << ": " << refused.what());
-    RDDP_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
-    return;
-  }
-  const auto want_y = activated(f.y, residual, true);
-  const auto their_y = from_format(theirs.out.y, s, true);
-  compare("cuDNN fused y", widened(their_y), want_y, bounds(want_y, f.y_terms, plane, unit),
-          ledger, false);
-  std::vector<T> g = narrowed<T>(in.dy);
-  for (size_t i = 0; i < g.size(); ++i)
-    if (!(static_cast<float>(their_y[i]) > 0.0f)) g[i] = static_cast<T>(0.0f);
-  const BackwardReference b = backward_reference(s, in, f, widened(g));
-  compare("cuDNN fused dx", widened(from_format(theirs.out.dx, s, true)), b.dx,
-          bounds(b.dx, b.dx_terms, plane, unit), ledger, false);
-  compare("cuDNN fused dgamma", as_double(theirs.out.dgamma), b.dgamma,
-          bounds(b.dgamma, b.dgamma_terms, 1, 0), ledger, false);
-  compare("cuDNN fused dbeta", as_double(theirs.out.dbeta), b.dbeta,
-          bounds(b.dbeta, b.dbeta_terms, 1, 0), ledger, false);
-  compare("cuDNN fused running_var", as_double(theirs.out.running_var), f.running_var,
-          bounds(f.running_var, f.none, 1, 0), ledger, false);
-  if (v.residual)
-    CHECK_MESSAGE(testing::bitwise_equal(from_format(theirs.dz, s, true), g),
-                  "cuDNN's dz is not dy masked by its own y");
 }
 
 // One case in one type and format: ours against the twin, twice for the bits, and cuDNN against
@@ -187,7 +95,7 @@ void check_cudnn_fused(const cuda::ComputeContext& context, const cpu::BatchNorm
 template <typename T>
 void check_run(const Case& k, const Inputs& in, const ForwardReference& f, MemoryFormat format,
                const Variant& v, const cuda::ComputeContext& context, Ledger& ours,
-               Ledger& cudnn, Ledger& persistent, Ledger& cudnn_fused) {
+               Ledger& cudnn) {
   const cpu::BatchNormShape& s = k.shape;
   const bool nhwc = format == MemoryFormat::nhwc;
   CAPTURE(describe(s));
@@ -235,21 +143,6 @@ void check_run(const Case& k, const Inputs& in, const ForwardReference& f, Memor
   };
   const Outputs<T> theirs = run_cudnn<T>(context, shape, in, in_format(g, s, nhwc));
   const auto [their_y, their_dx] = against_twin(theirs, cudnn, strict);
-  // CUDNN_BATCHNORM_SPATIAL_PERSISTENT, which PyTorch's cuDNN BatchNorm uses for channels_last
-  // training and whose NHWC kernels are faster: its numerics, printed, never failing, as for
-  // SPATIAL outside float NCHW, so that a GPU run shows whether it could replace SPATIAL there.
-  // A shape it refuses is printed too, and is no failure either.
-  if (nhwc) {
-    try {
-      against_twin(run_cudnn<T>(context, shape, in, in_format(g, s, nhwc),
-                                CUDNN_BATCHNORM_SPATIAL_PERSISTENT),
-                   persistent, false);
-    } catch (const Error& refused) {
-      MESSAGE("cuDNN persistent BatchNorm, " << describe(s) << ": " << refused.what());
-      RDDP_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
-    }
-    if (v.relu) check_cudnn_fused<T>(context, s, in, f, v, cudnn_fused);
-  }
   // Ours against theirs, each allowed its own bound: twice the twin's. cuDNN's y gets the
   // residual and ReLU applied after its rounding, one more rounding.
   auto twice = [](std::vector<double> bound) {
@@ -277,8 +170,6 @@ template <typename T>
 void check_type() {
   cuda::ComputeContext context;
   std::map<MemoryFormat, Ledger> ours, cudnn;
-  Ledger persistent;   // cuDNN's SPATIAL_PERSISTENT, NHWC only
-  Ledger cudnn_fused;  // that with cuDNN's fused ReLU (and residual add), NHWC only
   int run = 0;
   for (const Case& k : kCases) {
     const Inputs in = inputs_of<T>(k);
@@ -288,8 +179,7 @@ void check_type() {
       // format: were the turn the run's number, NCHW would only ever meet the even ones, never
       // the residual.)
       const Variant v = variant_of(run / 2 + run % 2);
-      check_run<T>(k, in, f, format, v, context, ours[format], cudnn[format], persistent,
-                   cudnn_fused);
+      check_run<T>(k, in, f, format, v, context, ours[format], cudnn[format]);
       ++run;
     }
   }
@@ -299,10 +189,6 @@ void check_type() {
     MESSAGE(name << ", worst error / allowed of ours:" << ours[format].summary());
     MESSAGE(name << ", worst error / allowed of cuDNN:" << cudnn[format].summary());
   }
-  MESSAGE(std::string(Type<T>::kName) << " nhwc, worst error / allowed of cuDNN persistent:"
-                                      << persistent.summary());
-  MESSAGE(std::string(Type<T>::kName) << " nhwc, worst error / allowed of cuDNN fused:"
-                                      << cudnn_fused.summary());
 }
 
 }  // namespace

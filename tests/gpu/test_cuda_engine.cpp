@@ -157,12 +157,6 @@ TEST_CASE("the CUDA executor with cuDNN's graph API for convolutions matches the
   }
 }
 
-// cuDNN's BatchNorm trained in its SPATIAL_PERSISTENT mode computes the same network in NHWC,
-// the layout that mode is for; on a GPU this is where its numerics meet the tolerances.
-TEST_CASE("the CUDA executor with cuDNN's SPATIAL_PERSISTENT BatchNorm matches the CPU executor (nhwc)") {
-  check_executor_against_cpu(BatchNormImpl::cudnn_persistent, CUDNN_TENSOR_NHWC);
-}
-
 namespace {
 
 // Each report copies the gradient on the compute stream at that moment; every copy must equal

@@ -165,11 +165,3 @@ TEST_CASE("CUDA graph replays give the bits of eager steps: AdamW, fp16 with los
 TEST_CASE("CUDA graph replays give the bits of eager steps: AdamW, fp16, fused BatchNorm") {
   check_identical(OptimizerKind::adamw, Precision::fp16, BatchNormImpl::fused);
 }
-
-// cuDNN's *Ex BatchNorm calls with the ReLU and the residual add fused in: each BatchNorm's
-// reserve space lives in the arena from its forward to its backward, and the workspace is shared
-// scratch, so a replay reuses every one of those bytes as the eager step did. cuDNN documents its
-// persistent reduction as deterministic, so the bits must match here too.
-TEST_CASE("CUDA graph replays give the bits of eager steps: AdamW, fp16, cuDNN's fused BatchNorm") {
-  check_identical(OptimizerKind::adamw, Precision::fp16, BatchNormImpl::cudnn_fused);
-}

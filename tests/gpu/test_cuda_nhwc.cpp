@@ -103,27 +103,6 @@ TEST_CASE("the NHWC bfloat16 executor with fused BatchNorm matches the CPU execu
   MESSAGE(ledger.summary(kBf16Roundoff, kBf16Tolerance));
 }
 
-// cuDNN's own fusion of the ReLU and the residual add into its BatchNorm (--batchnorm
-// cudnn-fused), in float and bfloat16; half precision, the type cuDNN's documentation offers it
-// in, is checked in test_cuda_fp16.cpp. A refusal by cuDNN here (CUDNN_STATUS_NOT_SUPPORTED, as
-// that documentation leads one to expect) is reported, not failed: the option then does not
-// apply to the type, and the run says so with cuDNN's status.
-TEST_CASE("the NHWC executor with cuDNN's fused BatchNorm matches the CPU executor where cuDNN takes it") {
-  ledger = {};
-  for (bool bf16 : {false, true}) {
-    if (bf16 && !device_has_bf16("bfloat16 NHWC cases")) continue;
-    try {
-      check_executor(Stem::imagenet, bf16, BatchNormImpl::cudnn_fused);
-    } catch (const Error& refused) {
-      if (std::string(refused.what()).find("CUDNN_STATUS_NOT_SUPPORTED") == std::string::npos)
-        throw;
-      MESSAGE("cuDNN refuses its fused BatchNorm in " << (bf16 ? "bfloat16" : "float32") << ": "
-                                                      << refused.what());
-    }
-  }
-  MESSAGE(ledger.summary(kBf16Roundoff, kBf16Tolerance));
-}
-
 // Two engines' states after the same training step, their gradients and running statistics
 // compared within float32's tolerance.
 struct StatesAfterStep {

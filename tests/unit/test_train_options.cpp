@@ -198,30 +198,20 @@ TEST_CASE("--grad-allreduce chooses the type gradients travel as") {
   CHECK(usage().find("--grad-allreduce TYPE") != std::string::npos);
 }
 
-TEST_CASE("--batchnorm: cuDNN's by default, our fused kernels or cuDNN's persistent or fused modes on request, "
-          "never with the CPU engine") {
+TEST_CASE("--batchnorm: cuDNN's by default, our fused kernels on request, never with the CPU engine") {
   CHECK(parse({"--dataset", "synthetic"}).batchnorm == BatchNormImpl::cudnn);
   CHECK(parse({"--dataset", "synthetic", "--batchnorm", "fused"}).batchnorm == BatchNormImpl::fused);
-  CHECK(parse({"--dataset", "synthetic", "--batchnorm", "cudnn-persistent"}).batchnorm ==
-        BatchNormImpl::cudnn_persistent);
   CHECK(parse({"--dataset", "synthetic", "--batchnorm=cudnn", "--device", "cuda"}).batchnorm ==
         BatchNormImpl::cudnn);
-  CHECK(parse({"--dataset", "synthetic", "--batchnorm", "cudnn-fused", "--memory-format", "nhwc"})
-            .batchnorm == BatchNormImpl::cudnn_fused);
   refused({"--dataset", "synthetic", "--batchnorm", "native"},
-          "--batchnorm: 'native' is not one of: cudnn, fused, cudnn-persistent, cudnn-fused");
-  refused({"--dataset", "synthetic", "--batchnorm", "cudnn-fused"},
-          "--batchnorm cudnn-fused runs cuDNN's fused BatchNorm, which cuDNN offers for NHWC data only: add "
-          "--memory-format nhwc");
+          "--batchnorm: 'native' is not one of: cudnn, fused");
+  refused({"--dataset", "synthetic", "--batchnorm", "cudnn-persistent"},
+          "--batchnorm: 'cudnn-persistent' is not one of: cudnn, fused");
   refused({"--dataset", "synthetic", "--batchnorm", "fused", "--device", "cpu"},
           "--batchnorm fused chooses GPU kernels, but --device cpu trains on the CPU, which has one BatchNorm: drop "
           "one of the two");
-  refused({"--dataset", "synthetic", "--batchnorm", "cudnn-persistent", "--device", "cpu"},
-          "--batchnorm cudnn-persistent chooses GPU kernels");
   CHECK_NOTHROW(parse({"--dataset", "synthetic", "--batchnorm", "cudnn", "--device", "cpu"}));
   CHECK(std::string(to_string(BatchNormImpl::fused)) == "fused");
-  CHECK(std::string(to_string(BatchNormImpl::cudnn_persistent)) == "cudnn-persistent");
-  CHECK(std::string(to_string(BatchNormImpl::cudnn_fused)) == "cudnn-fused");
   CHECK(usage().find("--batchnorm") != std::string::npos);
 }
 

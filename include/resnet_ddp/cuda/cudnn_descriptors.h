@@ -77,20 +77,6 @@ class ConvolutionDescriptor {
   cudnnConvolutionDescriptor_t descriptor_ = nullptr;
 };
 
-// ReLU for cuDNN's fused BatchNorm: max(0, x), with NaN propagated as PyTorch's ReLU does, so
-// that a non-finite activation still reaches the loss and its step is skipped.
-class ReluDescriptor {
- public:
-  ReluDescriptor();
-  ~ReluDescriptor();
-  ReluDescriptor(const ReluDescriptor&) = delete;
-  ReluDescriptor& operator=(const ReluDescriptor&) = delete;
-  cudnnActivationDescriptor_t get() const { return descriptor_; }
-
- private:
-  cudnnActivationDescriptor_t descriptor_ = nullptr;
-};
-
 // An activation of `batch` images of channels x height x width, stored as `type`.
 std::unique_ptr<TensorDescriptor> make_activation_descriptor(
     int batch, int channels, int height, int width, cudnnDataType_t type = CUDNN_DATA_FLOAT,

@@ -69,8 +69,7 @@ class Executor {
   // input and the logits are the same in both formats.
   //
   // `batchnorm` chooses whose kernels compute BatchNorm (batchnorm_impl.h): cuDNN's, with the
-  // ReLU and the residual add as passes of their own (in training, in SPATIAL or
-  // SPATIAL_PERSISTENT mode), or ours, with both folded in.
+  // ReLU and the residual add as passes of their own, or ours, with both folded in.
   //
   // `pixel_input`: forward will be given pixels (NetworkInput); the executor keeps the
   // normalised input in its own buffer, as it does under mixed precision or NHWC anyway.

@@ -25,10 +25,8 @@
 //   closer to the CPU twin than a GPU's would be;
 // - only what the engine uses: 4-d descriptors with packed strides, square kernels with equal
 //   padding and stride in both dimensions, dilation 1, one group, cross-correlation, float
-//   compute; BatchNorm in the spatial modes only, and through the *Ex calls with
-//   CUDNN_BATCHNORM_OPS_BN only (their workspace and reserve space are modelled; see the *Ex
-//   section). Anything else is refused with CUDNN_STATUS_NOT_SUPPORTED rather than computed
-//   wrongly;
+//   compute; BatchNorm in CUDNN_BATCHNORM_SPATIAL mode only. Anything else is refused with
+//   CUDNN_STATUS_NOT_SUPPORTED rather than computed wrongly;
 // - no asynchrony of its own: work runs when emu::enqueue runs it.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -68,11 +66,6 @@ struct cudnnFilterStruct {
 };
 struct cudnnConvolutionStruct {
   fake_cudnn::Convolution convolution;
-};
-struct cudnnActivationStruct {
-  bool set = false;
-  cudnnActivationMode_t mode = CUDNN_ACTIVATION_RELU;
-  cudnnNanPropagation_t nan = CUDNN_PROPAGATE_NAN;
 };
 
 namespace fake_cudnn {
@@ -604,9 +597,7 @@ cudnnStatus_t max_count(const char* function, cudnnHandle_t handle, int* count, 
 // ---------------------------------------------------------------------------------------------
 // BatchNorm.
 
-bool spatial(cudnnBatchNormMode_t mode) {
-  return mode == CUDNN_BATCHNORM_SPATIAL || mode == CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
-}
+bool spatial(cudnnBatchNormMode_t mode) { return mode == CUDNN_BATCHNORM_SPATIAL; }
 
 // The activations (x, y, dy, dx share dimensions and type; each may have its own format) and
 // the 1xCx1x1 float parameter descriptor.
@@ -615,7 +606,7 @@ cudnnStatus_t check_batchnorm(const char* function, cudnnBatchNormMode_t mode,
                               cudnnTensorDescriptor_t params, double epsilon) {
   if (!spatial(mode))
     return failure(CUDNN_STATUS_NOT_SUPPORTED, function, "mode ", static_cast<int>(mode),
-                   " is not SPATIAL or SPATIAL_PERSISTENT");
+                   " is not SPATIAL");
   const Layout* first = nullptr;
   for (cudnnTensorDescriptor_t d : data) {
     FAKE_CUDNN_TRY(check_layout(function, "a data descriptor", d, d ? &d->layout : nullptr));
@@ -686,25 +677,6 @@ void affine_channel(const Layout& d, const float* x, int c, double scale, double
   }
 }
 
-// What the *Ex calls' fused operations add to BatchNorm: a ReLU after it, and before the ReLU
-// the residual z in the forward; in the backward the ReLU's mask from y, and the masked dy
-// written to dz, the residual's gradient (which may be dy itself: dy is read first).
-struct Fusion {
-  bool relu = false;
-  bool propagate_nan = true;
-  Layout z;
-  const void* z_data = nullptr;
-  Layout y;
-  const void* y_data = nullptr;
-  Layout dz;
-  void* dz_data = nullptr;
-
-  float relu_of(float v) const {
-    if (std::isnan(v)) return propagate_nan ? v : 0.0f;
-    return v > 0.0f ? v : 0.0f;
-  }
-};
-
 struct TrainingForward {
   Layout x, y;
   const void* x_data;
@@ -713,7 +685,6 @@ struct TrainingForward {
   float *running_mean, *running_var, *save_mean, *save_invstd;
   double factor, epsilon;
   float alpha, beta;
-  Fusion fusion = {};
 
   void operator()() const {
     const std::vector<float> xs = load_nchw(x, x_data);
@@ -733,12 +704,6 @@ struct TrainingForward {
       const double gain = invstd * scale[c];
       affine_channel(x, xs.data(), c, gain, bias[c] - s.mean * gain, ys.data());
     }
-    if (fusion.z_data != nullptr) {
-      const std::vector<float> zs = load_nchw(fusion.z, fusion.z_data);
-      for (size_t i = 0; i < ys.size(); ++i) ys[i] += zs[i];
-    }
-    if (fusion.relu)
-      for (float& v : ys) v = fusion.relu_of(v);
     store_nchw(y, ys.data(), alpha, beta, y_data);
   }
 };
@@ -772,19 +737,10 @@ struct Backward {
   float *dscale, *dbias;
   double epsilon;
   float alpha_data, beta_data, alpha_param, beta_param;
-  Fusion fusion = {};
 
   void operator()() const {
     const std::vector<float> xs = load_nchw(x, x_data);
-    std::vector<float> dys = load_nchw(dy, dy_data);
-    if (fusion.relu) {
-      // relu'(v) is 1 where the output is positive and 0 elsewhere, NaN included (PyTorch's
-      // threshold_backward: grad * (output > 0)).
-      const std::vector<float> ys = load_nchw(fusion.y, fusion.y_data);
-      for (size_t i = 0; i < dys.size(); ++i)
-        if (!(ys[i] > 0.0f)) dys[i] = 0.0f;
-      if (fusion.dz_data != nullptr) store_nchw(fusion.dz, dys.data(), 1.0f, 0.0f, fusion.dz_data);
-    }
+    const std::vector<float> dys = load_nchw(dy, dy_data);
     std::vector<float> dxs(xs.size());
     const int64_t plane = x.plane(), count = static_cast<int64_t>(x.n) * plane;
 #pragma omp parallel for schedule(static) if (x.count() >= kParallelElements)
@@ -826,57 +782,10 @@ struct Backward {
   }
 };
 
-// The *Ex calls. Their workspace is scratch, poisoned by every call like a convolution's (the
-// backward asks for more than the forward, so that a caller sizing it by one of them shows). The
-// reserve space carries a record of the training forward: a tag, hashes of x's bytes and, under
-// a fused ReLU, of y's, and the statistics it saved; under a ReLU it is larger by a bit per
-// element, the mask real cuDNN keeps there. The backward checks the record against its own x, y
-// and saved statistics and, if the reserve was overwritten in between or belongs to another
-// batch, or y changed, writes NaN to every gradient, so that the engine tests comparing
-// gradients fail.
-size_t ex_forward_workspace_bytes(const Layout& x) { return 4 * sizeof(float) * x.c; }
-size_t ex_backward_workspace_bytes(const Layout& x) { return 8 * sizeof(float) * x.c; }
-
-struct ExRecordHeader {
-  uint64_t tag;
-  uint64_t x_hash;
-  uint64_t y_hash;
-};
-constexpr uint64_t kExRecordTag = 0x52444450424e4558ULL;
-
-size_t ex_reserve_bytes(const Layout& x, bool relu) {
-  const size_t mask_bytes = relu ? (static_cast<size_t>(x.count()) + 7) / 8 : 0;
-  return sizeof(ExRecordHeader) + 2 * sizeof(float) * static_cast<size_t>(x.c) + mask_bytes;
-}
-
-// FNV-1a over the bytes.
-uint64_t hash_bytes(const void* data, size_t bytes) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
-  return h;
-}
-
-// The record as the forward of x (y under a ReLU, else null) with these saved statistics writes
-// it (zeros where none are saved).
-std::vector<unsigned char> ex_record(const Layout& x, const void* x_data, const void* y_data,
-                                     const float* save_mean, const float* save_invstd) {
-  std::vector<unsigned char> record(ex_reserve_bytes(x, y_data != nullptr), 0);
-  const ExRecordHeader header{kExRecordTag, hash_bytes(x_data, byte_size(x)),
-                              y_data != nullptr ? hash_bytes(y_data, byte_size(x)) : 0};
-  std::memcpy(record.data(), &header, sizeof(header));
-  if (save_mean != nullptr) {
-    const size_t channel_bytes = sizeof(float) * static_cast<size_t>(x.c);
-    std::memcpy(record.data() + sizeof(header), save_mean, channel_bytes);
-    std::memcpy(record.data() + sizeof(header) + channel_bytes, save_invstd, channel_bytes);
-  }
-  return record;
-}
-
-// The training forward and backward of the legacy calls and of the *Ex ones, whose fused
-// operations `fusion` describes; `function` names the caller in errors.
+// The training forward and backward; `function` names the caller in errors.
 cudnnStatus_t training_forward(
-    const char* function, const Fusion& fusion, cudnnHandle_t handle, cudnnBatchNormMode_t mode, const void* alpha, const void* beta,
+    const char* function, cudnnHandle_t handle, cudnnBatchNormMode_t mode, const void* alpha,
+    const void* beta,
     const cudnnTensorDescriptor_t xDesc, const void* x, const cudnnTensorDescriptor_t yDesc,
     void* y, const cudnnTensorDescriptor_t bnScaleBiasMeanVarDesc, const void* bnScale,
     const void* bnBias, double exponentialAverageFactor, void* resultRunningMean,
@@ -919,15 +828,15 @@ cudnnStatus_t training_forward(
                              exponentialAverageFactor,
                              epsilon,
                              scalar(alpha),
-                             scalar(beta),
-                             fusion};
+                             scalar(beta)};
   emu::enqueue(handle->stream, work);
   return CUDNN_STATUS_SUCCESS;
 }
 
 
 cudnnStatus_t training_backward(
-    const char* function, const Fusion& fusion, cudnnHandle_t handle, cudnnBatchNormMode_t mode, const void* alphaDataDiff,
+    const char* function, cudnnHandle_t handle, cudnnBatchNormMode_t mode,
+    const void* alphaDataDiff,
     const void* betaDataDiff, const void* alphaParamDiff, const void* betaParamDiff,
     const cudnnTensorDescriptor_t xDesc, const void* x, const cudnnTensorDescriptor_t dyDesc,
     const void* dy, const cudnnTensorDescriptor_t dxDesc, void* dx,
@@ -967,8 +876,7 @@ cudnnStatus_t training_backward(
                       scalar(alphaDataDiff),
                       scalar(betaDataDiff),
                       scalar(alphaParamDiff),
-                      scalar(betaParamDiff),
-                      fusion};
+                      scalar(betaParamDiff)};
   emu::enqueue(handle->stream, work);
   return CUDNN_STATUS_SUCCESS;
 }
@@ -1267,7 +1175,7 @@ cudnnStatus_t cudnnDeriveBNTensorDescriptor(cudnnTensorDescriptor_t derivedBnDes
   FAKE_CUDNN_TRY(check_layout(function, "xDesc", xDesc, xDesc ? &xDesc->layout : nullptr));
   if (!spatial(mode))
     return failure(CUDNN_STATUS_NOT_SUPPORTED, function, "mode ", static_cast<int>(mode),
-                   " is not SPATIAL or SPATIAL_PERSISTENT");
+                   " is not SPATIAL");
   // Parameters are float for every supported data type: "(typeOf(x) == double) ? double : float".
   derivedBnDesc->layout =
       Layout{true, 1, xDesc->layout.c, 1, 1, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW};
@@ -1281,7 +1189,7 @@ cudnnStatus_t cudnnBatchNormalizationForwardTraining(
     const void* bnBias, double exponentialAverageFactor, void* resultRunningMean,
     void* resultRunningVariance, double epsilon, void* resultSaveMean,
     void* resultSaveInvVariance) {
-  return training_forward("cudnnBatchNormalizationForwardTraining", Fusion{}, handle, mode, alpha,
+  return training_forward("cudnnBatchNormalizationForwardTraining", handle, mode, alpha,
                           beta, xDesc, x, yDesc, y, bnScaleBiasMeanVarDesc, bnScale, bnBias,
                           exponentialAverageFactor, resultRunningMean, resultRunningVariance,
                           epsilon, resultSaveMean, resultSaveInvVariance);
@@ -1326,261 +1234,10 @@ cudnnStatus_t cudnnBatchNormalizationBackward(
     const void* dy, const cudnnTensorDescriptor_t dxDesc, void* dx,
     const cudnnTensorDescriptor_t dBnScaleBiasDesc, const void* bnScale, void* dBnScaleResult,
     void* dBnBiasResult, double epsilon, const void* savedMean, const void* savedInvVariance) {
-  return training_backward("cudnnBatchNormalizationBackward", Fusion{}, handle, mode,
+  return training_backward("cudnnBatchNormalizationBackward", handle, mode,
                            alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff, xDesc, x,
                            dyDesc, dy, dxDesc, dx, dBnScaleBiasDesc, bnScale, dBnScaleResult,
                            dBnBiasResult, epsilon, savedMean, savedInvVariance);
-}
-
-cudnnStatus_t cudnnCreateActivationDescriptor(cudnnActivationDescriptor_t* activationDesc) {
-  return create_descriptor("cudnnCreateActivationDescriptor", activationDesc);
-}
-
-cudnnStatus_t cudnnDestroyActivationDescriptor(cudnnActivationDescriptor_t activationDesc) {
-  delete activationDesc;
-  return CUDNN_STATUS_SUCCESS;
-}
-
-cudnnStatus_t cudnnSetActivationDescriptor(cudnnActivationDescriptor_t activationDesc,
-                                           cudnnActivationMode_t mode,
-                                           cudnnNanPropagation_t reluNanOpt, double coef) {
-  const char* function = "cudnnSetActivationDescriptor";
-  if (activationDesc == nullptr)
-    return failure(CUDNN_STATUS_BAD_PARAM, function, "activationDesc is null");
-  if (mode != CUDNN_ACTIVATION_RELU)
-    return failure(CUDNN_STATUS_NOT_SUPPORTED, function, "mode ", static_cast<int>(mode),
-                   " is not CUDNN_ACTIVATION_RELU, the only one emulated");
-  (void)coef;  // ReLU's threshold is 0 whatever the coefficient
-  *activationDesc = cudnnActivationStruct{true, mode, reluNanOpt};
-  return CUDNN_STATUS_SUCCESS;
-}
-
-// The operations and their activation: none with CUDNN_BATCHNORM_OPS_BN, a set ReLU with the
-// fused ones, which cuDNN's API reference offers for NHWC data only (`x` is the data's layout).
-cudnnStatus_t check_ex_ops(const char* function, cudnnBatchNormOps_t bnOps,
-                           cudnnActivationDescriptor_t activationDesc, const Layout* x = nullptr) {
-  if (bnOps == CUDNN_BATCHNORM_OPS_BN) {
-    if (activationDesc != nullptr)
-      return failure(CUDNN_STATUS_NOT_SUPPORTED, function,
-                     "an activation descriptor with CUDNN_BATCHNORM_OPS_BN");
-    return CUDNN_STATUS_SUCCESS;
-  }
-  if (bnOps != CUDNN_BATCHNORM_OPS_BN_ACTIVATION && bnOps != CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION)
-    return failure(CUDNN_STATUS_BAD_PARAM, function, "bnOps ", static_cast<int>(bnOps),
-                   " is none of cuDNN's");
-  if (activationDesc == nullptr || !activationDesc->set)
-    return failure(CUDNN_STATUS_BAD_PARAM, function,
-                   "a fused activation needs a set activation descriptor");
-  if (x != nullptr && x->format != CUDNN_TENSOR_NHWC)
-    return failure(CUDNN_STATUS_NOT_SUPPORTED, function,
-                   "the fused operations are for NHWC data only");
-  return CUDNN_STATUS_SUCCESS;
-}
-
-bool fused(cudnnBatchNormOps_t bnOps) { return bnOps != CUDNN_BATCHNORM_OPS_BN; }
-
-cudnnStatus_t check_ex_memory(const char* function, const char* name, const void* p,
-                              size_t given, size_t needed) {
-  if (given < needed)
-    return failure(CUDNN_STATUS_BAD_PARAM, function, name, " of ", given, " bytes is below the ",
-                   needed, " asked for");
-  if (needed > 0) FAKE_CUDNN_TRY(check_device(function, name, p, given));
-  return CUDNN_STATUS_SUCCESS;
-}
-
-// The fused operations blend nothing: alpha 1 and beta 0 only.
-cudnnStatus_t check_unblended(const char* function, cudnnBatchNormOps_t bnOps, const void* alpha,
-                              const void* beta) {
-  FAKE_CUDNN_TRY(check_scalars(function, alpha, beta));
-  if (fused(bnOps) && (scalar(alpha) != 1.0f || scalar(beta) != 0.0f))
-    return failure(CUDNN_STATUS_NOT_SUPPORTED, function,
-                   "fused operations with alpha other than 1 or beta other than 0");
-  return CUDNN_STATUS_SUCCESS;
-}
-
-// z (forward) or dz (backward): given exactly under CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, and
-// then like x.
-cudnnStatus_t check_residual(const char* function, const char* name,
-                             cudnnBatchNormOps_t bnOps, cudnnTensorDescriptor_t desc,
-                             const void* data, const Layout& x) {
-  const bool add = bnOps == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
-  if (!add) {
-    if (desc != nullptr || data != nullptr)
-      return failure(CUDNN_STATUS_NOT_SUPPORTED, function, name,
-                     " without CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION");
-    return CUDNN_STATUS_SUCCESS;
-  }
-  FAKE_CUDNN_TRY(check_layout(function, name, desc, desc ? &desc->layout : nullptr));
-  const Layout& l = desc->layout;
-  if (l.n != x.n || l.c != x.c || l.h != x.h || l.w != x.w || l.type != x.type)
-    return failure(CUDNN_STATUS_BAD_PARAM, function, name, " differs from x");
-  return check_device(function, name, data, byte_size(l));
-}
-
-cudnnStatus_t cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
-    cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps,
-    const cudnnTensorDescriptor_t xDesc, const cudnnTensorDescriptor_t zDesc,
-    const cudnnTensorDescriptor_t yDesc, const cudnnTensorDescriptor_t bnScaleBiasMeanVarDesc,
-    const cudnnActivationDescriptor_t activationDesc, size_t* sizeInBytes) {
-  const char* function = "cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize";
-  (void)zDesc;  // PyTorch passes x's descriptor here even without the add
-  FAKE_CUDNN_TRY(check_handle(function, handle));
-  FAKE_CUDNN_TRY(check_batchnorm(function, mode, {xDesc, yDesc}, bnScaleBiasMeanVarDesc,
-                                 CUDNN_BN_MIN_EPSILON));
-  FAKE_CUDNN_TRY(check_ex_ops(function, bnOps, activationDesc, &xDesc->layout));
-  if (sizeInBytes == nullptr) return failure(CUDNN_STATUS_BAD_PARAM, function, "sizeInBytes is null");
-  *sizeInBytes = ex_forward_workspace_bytes(xDesc->layout);
-  return CUDNN_STATUS_SUCCESS;
-}
-
-cudnnStatus_t cudnnGetBatchNormalizationBackwardExWorkspaceSize(
-    cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps,
-    const cudnnTensorDescriptor_t xDesc, const cudnnTensorDescriptor_t yDesc,
-    const cudnnTensorDescriptor_t dyDesc, const cudnnTensorDescriptor_t dzDesc,
-    const cudnnTensorDescriptor_t dxDesc, const cudnnTensorDescriptor_t dBnScaleBiasDesc,
-    const cudnnActivationDescriptor_t activationDesc, size_t* sizeInBytes) {
-  const char* function = "cudnnGetBatchNormalizationBackwardExWorkspaceSize";
-  (void)yDesc;  // PyTorch passes x's descriptor here even without an activation
-  (void)dzDesc;
-  FAKE_CUDNN_TRY(check_handle(function, handle));
-  FAKE_CUDNN_TRY(check_batchnorm(function, mode, {xDesc, dyDesc, dxDesc}, dBnScaleBiasDesc,
-                                 CUDNN_BN_MIN_EPSILON));
-  FAKE_CUDNN_TRY(check_ex_ops(function, bnOps, activationDesc, &xDesc->layout));
-  if (sizeInBytes == nullptr) return failure(CUDNN_STATUS_BAD_PARAM, function, "sizeInBytes is null");
-  *sizeInBytes = ex_backward_workspace_bytes(xDesc->layout);
-  return CUDNN_STATUS_SUCCESS;
-}
-
-cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
-    cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps,
-    const cudnnActivationDescriptor_t activationDesc, const cudnnTensorDescriptor_t xDesc,
-    size_t* sizeInBytes) {
-  const char* function = "cudnnGetBatchNormalizationTrainingExReserveSpaceSize";
-  FAKE_CUDNN_TRY(check_handle(function, handle));
-  if (!spatial(mode))
-    return failure(CUDNN_STATUS_NOT_SUPPORTED, function, "mode ", static_cast<int>(mode),
-                   " is not SPATIAL or SPATIAL_PERSISTENT");
-  FAKE_CUDNN_TRY(check_layout(function, "xDesc", xDesc, xDesc ? &xDesc->layout : nullptr));
-  FAKE_CUDNN_TRY(check_ex_ops(function, bnOps, activationDesc, &xDesc->layout));
-  if (sizeInBytes == nullptr) return failure(CUDNN_STATUS_BAD_PARAM, function, "sizeInBytes is null");
-  *sizeInBytes = ex_reserve_bytes(xDesc->layout, fused(bnOps));
-  return CUDNN_STATUS_SUCCESS;
-}
-
-cudnnStatus_t cudnnBatchNormalizationForwardTrainingEx(
-    cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps, const void* alpha,
-    const void* beta, const cudnnTensorDescriptor_t xDesc, const void* xData,
-    const cudnnTensorDescriptor_t zDesc, const void* zData, const cudnnTensorDescriptor_t yDesc,
-    void* yData, const cudnnTensorDescriptor_t bnScaleBiasMeanVarDesc, const void* bnScale,
-    const void* bnBias, double exponentialAverageFactor, void* resultRunningMean,
-    void* resultRunningVariance, double epsilon, void* resultSaveMean, void* resultSaveInvVariance,
-    cudnnActivationDescriptor_t activationDesc, void* workspace, size_t workSpaceSizeInBytes,
-    void* reserveSpace, size_t reserveSpaceSizeInBytes) {
-  const char* function = "cudnnBatchNormalizationForwardTrainingEx";
-  FAKE_CUDNN_TRY(check_handle(function, handle));
-  FAKE_CUDNN_TRY(check_batchnorm(function, mode, {xDesc, yDesc}, bnScaleBiasMeanVarDesc, epsilon));
-  const Layout& xl = xDesc->layout;
-  FAKE_CUDNN_TRY(check_ex_ops(function, bnOps, activationDesc, &xl));
-  FAKE_CUDNN_TRY(check_unblended(function, bnOps, alpha, beta));
-  FAKE_CUDNN_TRY(check_residual(function, "z", bnOps, zDesc, zData, xl));
-  FAKE_CUDNN_TRY(check_ex_memory(function, "the workspace", workspace, workSpaceSizeInBytes,
-                                 ex_forward_workspace_bytes(xl)));
-  FAKE_CUDNN_TRY(check_ex_memory(function, "the reserve space", reserveSpace,
-                                 reserveSpaceSizeInBytes, ex_reserve_bytes(xl, fused(bnOps))));
-  Fusion fusion;
-  if (fused(bnOps)) {
-    fusion.relu = true;
-    fusion.propagate_nan = activationDesc->nan == CUDNN_PROPAGATE_NAN;
-    if (zDesc != nullptr) fusion.z = zDesc->layout;
-    fusion.z_data = zData;
-  }
-  FAKE_CUDNN_TRY(training_forward(function, fusion, handle, mode, alpha, beta, xDesc, xData,
-                                  yDesc, yData, bnScaleBiasMeanVarDesc, bnScale, bnBias,
-                                  exponentialAverageFactor, resultRunningMean,
-                                  resultRunningVariance, epsilon, resultSaveMean,
-                                  resultSaveInvVariance));
-  const Layout layout = xl;
-  const void* y_recorded = fused(bnOps) ? yData : nullptr;
-  const auto* save_mean = static_cast<const float*>(resultSaveMean);
-  const auto* save_invstd = static_cast<const float*>(resultSaveInvVariance);
-  emu::enqueue(handle->stream, [=] {
-    poison(workspace, workSpaceSizeInBytes);
-    const std::vector<unsigned char> record =
-        ex_record(layout, xData, y_recorded, save_mean, save_invstd);
-    std::memcpy(reserveSpace, record.data(), record.size());
-  });
-  return CUDNN_STATUS_SUCCESS;
-}
-
-cudnnStatus_t cudnnBatchNormalizationBackwardEx(
-    cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps,
-    const void* alphaDataDiff, const void* betaDataDiff, const void* alphaParamDiff,
-    const void* betaParamDiff, const cudnnTensorDescriptor_t xDesc, const void* xData,
-    const cudnnTensorDescriptor_t yDesc, const void* yData, const cudnnTensorDescriptor_t dyDesc,
-    const void* dyData, const cudnnTensorDescriptor_t dzDesc, void* dzData,
-    const cudnnTensorDescriptor_t dxDesc, void* dxData, const cudnnTensorDescriptor_t dBnScaleBiasDesc,
-    const void* bnScaleData, const void* bnBiasData, void* dBnScaleData, void* dBnBiasData,
-    double epsilon, const void* savedMean, const void* savedInvVariance,
-    cudnnActivationDescriptor_t activationDesc, void* workSpace, size_t workSpaceSizeInBytes,
-    void* reserveSpace, size_t reserveSpaceSizeInBytes) {
-  const char* function = "cudnnBatchNormalizationBackwardEx";
-  FAKE_CUDNN_TRY(check_handle(function, handle));
-  FAKE_CUDNN_TRY(
-      check_batchnorm(function, mode, {xDesc, dyDesc, dxDesc}, dBnScaleBiasDesc, epsilon));
-  const Layout& xl = xDesc->layout;
-  FAKE_CUDNN_TRY(check_ex_ops(function, bnOps, activationDesc, &xl));
-  FAKE_CUDNN_TRY(check_unblended(function, bnOps, alphaDataDiff, betaDataDiff));
-  FAKE_CUDNN_TRY(check_residual(function, "dz", bnOps, dzDesc, dzData, xl));
-  if (fused(bnOps)) {
-    // y and the bias come in with an activation, as cuDNN's API reference asks; the emulation
-    // masks by y and checks that y is the forward's.
-    FAKE_CUDNN_TRY(check_batchnorm(function, mode, {xDesc, yDesc}, dBnScaleBiasDesc, epsilon));
-    FAKE_CUDNN_TRY(check_device(function, "y", yData, byte_size(yDesc->layout)));
-    FAKE_CUDNN_TRY(check_parameters(function, xl.c, {{"bnBiasData", bnBiasData}}));
-  }
-  FAKE_CUDNN_TRY(check_ex_memory(function, "the workspace", workSpace, workSpaceSizeInBytes,
-                                 ex_backward_workspace_bytes(xl)));
-  FAKE_CUDNN_TRY(check_ex_memory(function, "the reserve space", reserveSpace,
-                                 reserveSpaceSizeInBytes, ex_reserve_bytes(xl, fused(bnOps))));
-  // The record is read on the stream when the backward runs, not now: the forward may still be
-  // queued.
-  const Layout layout = xl;
-  const void* y_recorded = fused(bnOps) ? yData : nullptr;
-  const auto* saved_mean = static_cast<const float*>(savedMean);
-  const auto* saved_invstd = static_cast<const float*>(savedInvVariance);
-  auto intact = std::make_shared<bool>(true);
-  emu::enqueue(handle->stream, [=] {
-    const std::vector<unsigned char> record =
-        ex_record(layout, xData, y_recorded, saved_mean, saved_invstd);
-    *intact = std::memcmp(reserveSpace, record.data(), record.size()) == 0;
-    poison(workSpace, workSpaceSizeInBytes);
-  });
-  Fusion fusion;
-  if (fused(bnOps)) {
-    fusion.relu = true;
-    fusion.y = yDesc->layout;
-    fusion.y_data = yData;
-    if (dzDesc != nullptr) fusion.dz = dzDesc->layout;
-    fusion.dz_data = dzData;
-  }
-  FAKE_CUDNN_TRY(training_backward(function, fusion, handle, mode, alphaDataDiff, betaDataDiff,
-                                   alphaParamDiff, betaParamDiff, xDesc, xData, dyDesc, dyData,
-                                   dxDesc, dxData, dBnScaleBiasDesc, bnScaleData, dBnScaleData,
-                                   dBnBiasData, epsilon, savedMean, savedInvVariance));
-  const size_t dx_bytes = byte_size(dxDesc->layout), channel_bytes = sizeof(float) * xl.c;
-  const size_t dz_bytes = dzDesc != nullptr ? byte_size(dzDesc->layout) : 0;
-  emu::enqueue(handle->stream, [=] {
-    if (*intact) return;
-    std::fprintf(stderr, "fake cuDNN: %s: the reserve space does not hold the record of this "
-                 "batch's training forward (overwritten in between, another batch's, or y "
-                 "changed since)\n",
-                 function);
-    poison(dxData, dx_bytes);
-    poison(dzData, dz_bytes);
-    poison(dBnScaleData, channel_bytes);
-    poison(dBnBiasData, channel_bytes);
-  });
-  return CUDNN_STATUS_SUCCESS;
 }
 
 }  // extern "C"

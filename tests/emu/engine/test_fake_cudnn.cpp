@@ -1,9 +1,8 @@
 // The host stand-in for cuDNN (fake_cudnn.cpp) against the CPU twins (src/cpu/conv2d.cpp,
 // src/cpu/batchnorm.cpp): every direction of the convolution and every BatchNorm call in float,
 // bfloat16 and half, NCHW and NHWC, with alpha and beta; the algorithm lists the engine's
-// selection sorts through; the workspace destroyed as real cuDNN's scratch would be; BatchNorm's
-// *Ex calls with their workspace and the reserve space that must last from forward to backward;
-// and the refusals the engine's checks rely on. Buffers come from the emulated cudaMalloc, so that the
+// selection sorts through; the workspace destroyed as real cuDNN's scratch would be; and the
+// refusals the engine's checks rely on. Buffers come from the emulated cudaMalloc, so that the
 // fake's device-memory checks accept them.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -835,96 +834,94 @@ std::vector<float> blended(const std::vector<float>& result, float alpha, float 
 TEST_CASE("fake cuDNN: BatchNorm training, inference and backward match the CPU twin") {
   Handle handle;
   std::mt19937 rng(19);
+  const cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL;
   for (const BatchNormShape& s : kBatchNormShapes)
     for (cudnnDataType_t type : kTypes)
       for (cudnnTensorFormat_t format : kFormats)
-        for (cudnnBatchNormMode_t mode :
-             {CUDNN_BATCHNORM_SPATIAL, CUDNN_BATCHNORM_SPATIAL_PERSISTENT})
-          for (const auto& [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{0.5f, 0.25f}}) {
-            const std::string what = case_name(s, type, format) + " mode " +
-                                     std::to_string(mode) + " alpha " + std::to_string(alpha) +
-                                     " beta " + std::to_string(beta);
-            CAPTURE(what);
-            BatchNormProblem p(s, type, format, rng);
-            const TwinResults r = twin(p);
-            const size_t count = p.host_x.size(), channels = p.channels();
-            const Floats gamma(p.gamma), bias(p.beta);
+        for (const auto& [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{0.5f, 0.25f}}) {
+          const std::string what = case_name(s, type, format) + " alpha " +
+                                   std::to_string(alpha) + " beta " + std::to_string(beta);
+          CAPTURE(what);
+          BatchNormProblem p(s, type, format, rng);
+          const TwinResults r = twin(p);
+          const size_t count = p.host_x.size(), channels = p.channels();
+          const Floats gamma(p.gamma), bias(p.beta);
 
-            // Training forward: y blended with alpha and beta, running statistics moved,
-            // batch statistics saved.
-            const std::vector<float> old_y = random_values(count, type, rng);
-            if (beta == 0.0f)
-              p.y.memory.fill(0xff);
-            else
-              p.y.upload(old_y);
-            Floats running_mean(p.running_mean), running_var(p.running_var);
-            Floats save_mean(channels), save_invstd(channels);
-            REQUIRE(cudnnBatchNormalizationForwardTraining(
-                        handle.handle, mode, &alpha, &beta, p.x.desc, p.x.get(), p.y.desc,
-                        p.y.get(), p.params, gamma.get(), bias.get(), kMomentum, running_mean.get(),
-                        running_var.get(), kEpsilon, save_mean.get(),
-                        save_invstd.get()) == CUDNN_STATUS_SUCCESS);
-            check_close(p.y.values(), blended(r.y, alpha, beta, old_y, type), type,
-                        what + ": training y");
-            check_close(running_mean.values(), r.running_mean, CUDNN_DATA_FLOAT, "running mean");
-            check_close(running_var.values(), r.running_var, CUDNN_DATA_FLOAT, "running var");
-            check_close(save_mean.values(), r.save_mean, CUDNN_DATA_FLOAT, "saved mean");
-            check_close(save_invstd.values(), r.save_invstd, CUDNN_DATA_FLOAT, "saved invstd");
+          // Training forward: y blended with alpha and beta, running statistics moved,
+          // batch statistics saved.
+          const std::vector<float> old_y = random_values(count, type, rng);
+          if (beta == 0.0f)
+            p.y.memory.fill(0xff);
+          else
+            p.y.upload(old_y);
+          Floats running_mean(p.running_mean), running_var(p.running_var);
+          Floats save_mean(channels), save_invstd(channels);
+          REQUIRE(cudnnBatchNormalizationForwardTraining(
+                      handle.handle, mode, &alpha, &beta, p.x.desc, p.x.get(), p.y.desc,
+                      p.y.get(), p.params, gamma.get(), bias.get(), kMomentum, running_mean.get(),
+                      running_var.get(), kEpsilon, save_mean.get(),
+                      save_invstd.get()) == CUDNN_STATUS_SUCCESS);
+          check_close(p.y.values(), blended(r.y, alpha, beta, old_y, type), type,
+                      what + ": training y");
+          check_close(running_mean.values(), r.running_mean, CUDNN_DATA_FLOAT, "running mean");
+          check_close(running_var.values(), r.running_var, CUDNN_DATA_FLOAT, "running var");
+          check_close(save_mean.values(), r.save_mean, CUDNN_DATA_FLOAT, "saved mean");
+          check_close(save_invstd.values(), r.save_invstd, CUDNN_DATA_FLOAT, "saved invstd");
 
-            // The running and saved statistics are optional.
-            REQUIRE(cudnnBatchNormalizationForwardTraining(
-                        handle.handle, mode, &alpha, &beta, p.x.desc, p.x.get(), p.y.desc,
-                        p.y.get(), p.params, gamma.get(), bias.get(), kMomentum, nullptr, nullptr,
-                        kEpsilon, nullptr, nullptr) == CUDNN_STATUS_SUCCESS);
+          // The running and saved statistics are optional.
+          REQUIRE(cudnnBatchNormalizationForwardTraining(
+                      handle.handle, mode, &alpha, &beta, p.x.desc, p.x.get(), p.y.desc,
+                      p.y.get(), p.params, gamma.get(), bias.get(), kMomentum, nullptr, nullptr,
+                      kEpsilon, nullptr, nullptr) == CUDNN_STATUS_SUCCESS);
 
-            // Inference, with the running statistics from before the update.
-            if (beta == 0.0f)
-              p.y.memory.fill(0xff);
-            else
-              p.y.upload(old_y);
-            const Floats eval_mean(p.running_mean), eval_var(p.running_var);
-            REQUIRE(cudnnBatchNormalizationForwardInference(
-                        handle.handle, mode, &alpha, &beta, p.x.desc, p.x.get(), p.y.desc,
-                        p.y.get(), p.params, gamma.get(), bias.get(), eval_mean.get(),
-                        eval_var.get(), kEpsilon) == CUDNN_STATUS_SUCCESS);
-            check_close(p.y.values(), blended(r.eval_y, alpha, beta, old_y, type), type,
-                        what + ": inference y");
+          // Inference, with the running statistics from before the update.
+          if (beta == 0.0f)
+            p.y.memory.fill(0xff);
+          else
+            p.y.upload(old_y);
+          const Floats eval_mean(p.running_mean), eval_var(p.running_var);
+          REQUIRE(cudnnBatchNormalizationForwardInference(
+                      handle.handle, mode, &alpha, &beta, p.x.desc, p.x.get(), p.y.desc,
+                      p.y.get(), p.params, gamma.get(), bias.get(), eval_mean.get(),
+                      eval_var.get(), kEpsilon) == CUDNN_STATUS_SUCCESS);
+          check_close(p.y.values(), blended(r.eval_y, alpha, beta, old_y, type), type,
+                      what + ": inference y");
 
-            // Backward, with the saved statistics and without them (recomputed), the data and
-            // the parameter gradients blended each with their own alpha and beta.
-            for (bool saved : {true, false}) {
-              CAPTURE(saved);
-              const float alpha_param = alpha * 2.0f, beta_param = beta * 4.0f;
-              const std::vector<float> old_dx = random_values(count, type, rng);
-              const std::vector<float> old_dgamma = random_values(channels, CUDNN_DATA_FLOAT, rng);
-              const std::vector<float> old_dbeta = random_values(channels, CUDNN_DATA_FLOAT, rng);
-              Tensor dx(p.dims, type, format);
-              Floats dgamma(channels), dbeta(channels);
-              if (beta != 0.0f) {
-                dx.upload(old_dx);
-                dgamma.set(old_dgamma);
-                dbeta.set(old_dbeta);
-              }
-              REQUIRE(cudnnBatchNormalizationBackward(
-                          handle.handle, mode, &alpha, &beta, &alpha_param, &beta_param, p.x.desc,
-                          p.x.get(), p.dy.desc, p.dy.get(), dx.desc, dx.get(), p.params,
-                          gamma.get(), dgamma.get(), dbeta.get(), kEpsilon,
-                          saved ? save_mean.get() : nullptr,
-                          saved ? save_invstd.get() : nullptr) == CUDNN_STATUS_SUCCESS);
-              // Recomputed statistics are not the saved ones rounded to float, and dx cancels
-              // terms of the size of dy * gamma * invstd: bound the difference by the largest.
-              double largest = 0.0;
-              for (float v : r.dx) largest = std::max(largest, std::fabs(static_cast<double>(v)));
-              check_close(dx.values(), blended(r.dx, alpha, beta, old_dx, type), type,
-                          what + ": dx", saved ? 0.0 : 1e-5 * largest);
-              check_close(dgamma.values(),
-                          blended(r.dgamma, alpha_param, beta_param, old_dgamma, CUDNN_DATA_FLOAT),
-                          CUDNN_DATA_FLOAT, what + ": dgamma");
-              check_close(dbeta.values(),
-                          blended(r.dbeta, alpha_param, beta_param, old_dbeta, CUDNN_DATA_FLOAT),
-                          CUDNN_DATA_FLOAT, what + ": dbeta");
+          // Backward, with the saved statistics and without them (recomputed), the data and
+          // the parameter gradients blended each with their own alpha and beta.
+          for (bool saved : {true, false}) {
+            CAPTURE(saved);
+            const float alpha_param = alpha * 2.0f, beta_param = beta * 4.0f;
+            const std::vector<float> old_dx = random_values(count, type, rng);
+            const std::vector<float> old_dgamma = random_values(channels, CUDNN_DATA_FLOAT, rng);
+            const std::vector<float> old_dbeta = random_values(channels, CUDNN_DATA_FLOAT, rng);
+            Tensor dx(p.dims, type, format);
+            Floats dgamma(channels), dbeta(channels);
+            if (beta != 0.0f) {
+              dx.upload(old_dx);
+              dgamma.set(old_dgamma);
+              dbeta.set(old_dbeta);
             }
+            REQUIRE(cudnnBatchNormalizationBackward(
+                        handle.handle, mode, &alpha, &beta, &alpha_param, &beta_param, p.x.desc,
+                        p.x.get(), p.dy.desc, p.dy.get(), dx.desc, dx.get(), p.params,
+                        gamma.get(), dgamma.get(), dbeta.get(), kEpsilon,
+                        saved ? save_mean.get() : nullptr,
+                        saved ? save_invstd.get() : nullptr) == CUDNN_STATUS_SUCCESS);
+            // Recomputed statistics are not the saved ones rounded to float, and dx cancels
+            // terms of the size of dy * gamma * invstd: bound the difference by the largest.
+            double largest = 0.0;
+            for (float v : r.dx) largest = std::max(largest, std::fabs(static_cast<double>(v)));
+            check_close(dx.values(), blended(r.dx, alpha, beta, old_dx, type), type,
+                        what + ": dx", saved ? 0.0 : 1e-5 * largest);
+            check_close(dgamma.values(),
+                        blended(r.dgamma, alpha_param, beta_param, old_dgamma, CUDNN_DATA_FLOAT),
+                        CUDNN_DATA_FLOAT, what + ": dgamma");
+            check_close(dbeta.values(),
+                        blended(r.dbeta, alpha_param, beta_param, old_dbeta, CUDNN_DATA_FLOAT),
+                        CUDNN_DATA_FLOAT, what + ": dbeta");
           }
+        }
 }
 
 TEST_CASE("fake cuDNN: BatchNorm refusals") {
@@ -974,333 +971,4 @@ TEST_CASE("fake cuDNN: BatchNorm refusals") {
             handle.handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, p.x.desc, p.x.get(), p.y.desc,
             p.y.get(), p.params, gamma.get(), bias.get(), kMomentum, mean.get(), nullptr, kEpsilon,
             nullptr, nullptr) == CUDNN_STATUS_BAD_PARAM);
-}
-
-namespace {
-
-// The *Ex calls' memory for a problem, as their size queries ask (CUDNN_BATCHNORM_OPS_BN).
-struct ExMemory {
-  ExMemory(cudnnHandle_t handle, const BatchNormProblem& p,
-           cudnnBatchNormOps_t ops = CUDNN_BATCHNORM_OPS_BN,
-           cudnnActivationDescriptor_t activation = nullptr) {
-    const cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
-    const cudnnTensorDescriptor_t dz =
-        ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION ? p.x.desc : nullptr;
-    REQUIRE(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
-                handle, mode, ops, p.x.desc, p.x.desc, p.y.desc, p.params, activation,
-                &forward_bytes) == CUDNN_STATUS_SUCCESS);
-    REQUIRE(cudnnGetBatchNormalizationBackwardExWorkspaceSize(
-                handle, mode, ops, p.x.desc, p.y.desc, p.dy.desc, dz, p.x.desc, p.params,
-                activation, &backward_bytes) == CUDNN_STATUS_SUCCESS);
-    REQUIRE(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
-                handle, mode, ops, activation, p.x.desc, &reserve_bytes) == CUDNN_STATUS_SUCCESS);
-    workspace = std::make_unique<DeviceBytes>(std::max(forward_bytes, backward_bytes));
-    reserve = std::make_unique<DeviceBytes>(reserve_bytes);
-  }
-  size_t forward_bytes = 0, backward_bytes = 0, reserve_bytes = 0;
-  std::unique_ptr<DeviceBytes> workspace, reserve;
-};
-
-cudnnStatus_t forward_ex(cudnnHandle_t handle, const BatchNormProblem& p, const Floats& gamma,
-                         const Floats& bias, Floats& running_mean, Floats& running_var,
-                         Floats& save_mean, Floats& save_invstd, void* workspace,
-                         size_t workspace_bytes, void* reserve, size_t reserve_bytes,
-                         cudnnBatchNormOps_t ops = CUDNN_BATCHNORM_OPS_BN,
-                         const Tensor* z = nullptr) {
-  const float one = 1.0f, zero = 0.0f;
-  return cudnnBatchNormalizationForwardTrainingEx(
-      handle, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, ops, &one, &zero, p.x.desc, p.x.get(),
-      z ? z->desc : nullptr, z ? z->get() : nullptr, p.y.desc, p.y.get(), p.params, gamma.get(),
-      bias.get(), kMomentum, running_mean.get(), running_var.get(), kEpsilon, save_mean.get(),
-      save_invstd.get(), nullptr, workspace, workspace_bytes, reserve, reserve_bytes);
-}
-
-cudnnStatus_t backward_ex(cudnnHandle_t handle, const BatchNormProblem& p, const Floats& gamma,
-                          const Floats& save_mean, const Floats& save_invstd, Tensor& dx,
-                          Floats& dgamma, Floats& dbeta, void* workspace, size_t workspace_bytes,
-                          void* reserve, size_t reserve_bytes) {
-  const float one = 1.0f, zero = 0.0f;
-  return cudnnBatchNormalizationBackwardEx(
-      handle, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN, &one, &zero, &one, &zero,
-      p.x.desc, p.x.get(), nullptr, nullptr, p.dy.desc, p.dy.get(), nullptr, nullptr, dx.desc,
-      dx.get(), p.params, gamma.get(), nullptr, dgamma.get(), dbeta.get(), kEpsilon,
-      save_mean.get(), save_invstd.get(), nullptr, workspace, workspace_bytes, reserve,
-      reserve_bytes);
-}
-
-// A ReLU activation descriptor, owned.
-struct Relu {
-  Relu() {
-    REQUIRE(cudnnCreateActivationDescriptor(&desc) == CUDNN_STATUS_SUCCESS);
-    REQUIRE(cudnnSetActivationDescriptor(desc, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0) ==
-            CUDNN_STATUS_SUCCESS);
-  }
-  ~Relu() { cudnnDestroyActivationDescriptor(desc); }
-  Relu(const Relu&) = delete;
-  Relu& operator=(const Relu&) = delete;
-  cudnnActivationDescriptor_t desc = nullptr;
-};
-
-cudnnStatus_t forward_fused_ex(cudnnHandle_t handle, const BatchNormProblem& p,
-                               cudnnBatchNormOps_t ops, const Tensor* z, const Relu& relu,
-                               const Floats& gamma, const Floats& bias, Floats& running_mean,
-                               Floats& running_var, Floats& save_mean, Floats& save_invstd,
-                               const ExMemory& ex, float alpha = 1.0f) {
-  const float zero = 0.0f;
-  return cudnnBatchNormalizationForwardTrainingEx(
-      handle, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, ops, &alpha, &zero, p.x.desc, p.x.get(),
-      z ? z->desc : nullptr, z ? z->get() : nullptr, p.y.desc, p.y.get(), p.params, gamma.get(),
-      bias.get(), kMomentum, running_mean.get(), running_var.get(), kEpsilon, save_mean.get(),
-      save_invstd.get(), relu.desc, ex.workspace->get(), ex.workspace->bytes(), ex.reserve->get(),
-      ex.reserve->bytes());
-}
-
-cudnnStatus_t backward_fused_ex(cudnnHandle_t handle, const BatchNormProblem& p,
-                                cudnnBatchNormOps_t ops, const Relu& relu, const Floats& gamma,
-                                const Floats& bias, const Floats& save_mean,
-                                const Floats& save_invstd, Tensor& dx, const Tensor* dz,
-                                Floats& dgamma, Floats& dbeta, const ExMemory& ex) {
-  const float one = 1.0f, zero = 0.0f;
-  return cudnnBatchNormalizationBackwardEx(
-      handle, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, ops, &one, &zero, &one, &zero, p.x.desc,
-      p.x.get(), p.y.desc, p.y.get(), p.dy.desc, p.dy.get(), dz ? dz->desc : nullptr,
-      dz ? dz->get() : nullptr, dx.desc, dx.get(), p.params, gamma.get(), bias.get(),
-      dgamma.get(), dbeta.get(), kEpsilon, save_mean.get(), save_invstd.get(), relu.desc,
-      ex.workspace->get(), ex.workspace->bytes(), ex.reserve->get(), ex.reserve->bytes());
-}
-
-bool all_bytes(const DeviceBytes& memory, unsigned char value) {
-  const std::vector<unsigned char> bytes = memory.download();
-  return std::all_of(bytes.begin(), bytes.end(), [&](unsigned char b) { return b == value; });
-}
-
-bool any_nan(const std::vector<float>& values) {
-  return std::any_of(values.begin(), values.end(), [](float v) { return std::isnan(v); });
-}
-
-}  // namespace
-
-TEST_CASE("fake cuDNN: BatchNorm's *Ex calls compute what the legacy ones do, with their memory") {
-  Handle handle;
-  std::mt19937 rng(29);
-  for (const BatchNormShape& s : kBatchNormShapes)
-    for (cudnnDataType_t type : kTypes)
-      for (cudnnTensorFormat_t format : kFormats) {
-        const std::string what = case_name(s, type, format);
-        CAPTURE(what);
-        BatchNormProblem p(s, type, format, rng);
-        const TwinResults r = twin(p);
-        const size_t channels = p.channels();
-        const Floats gamma(p.gamma), bias(p.beta);
-        ExMemory ex(handle.handle, p);
-        // The backward asks for more workspace than the forward; the reserve is never empty.
-        CHECK(ex.backward_bytes > ex.forward_bytes);
-        CHECK(ex.reserve_bytes > 0);
-
-        Floats running_mean(p.running_mean), running_var(p.running_var);
-        Floats save_mean(channels), save_invstd(channels);
-        ex.workspace->fill(0);
-        REQUIRE(forward_ex(handle.handle, p, gamma, bias, running_mean, running_var, save_mean,
-                           save_invstd, ex.workspace->get(), ex.workspace->bytes(),
-                           ex.reserve->get(), ex.reserve->bytes()) == CUDNN_STATUS_SUCCESS);
-        check_close(p.y.values(), blended(r.y, 1.0f, 0.0f, {}, type), type, what + ": y");
-        check_close(running_mean.values(), r.running_mean, CUDNN_DATA_FLOAT, "running mean");
-        check_close(running_var.values(), r.running_var, CUDNN_DATA_FLOAT, "running var");
-        check_close(save_invstd.values(), r.save_invstd, CUDNN_DATA_FLOAT, "saved invstd");
-        CHECK(all_bytes(*ex.workspace, 0xff));  // scratch, destroyed
-
-        Tensor dx(p.dims, type, format);
-        Floats dgamma(channels), dbeta(channels);
-        ex.workspace->fill(0);
-        REQUIRE(backward_ex(handle.handle, p, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
-                            ex.workspace->get(), ex.workspace->bytes(), ex.reserve->get(),
-                            ex.reserve->bytes()) == CUDNN_STATUS_SUCCESS);
-        check_close(dx.values(), blended(r.dx, 1.0f, 0.0f, {}, type), type, what + ": dx");
-        check_close(dgamma.values(), r.dgamma, CUDNN_DATA_FLOAT, what + ": dgamma");
-        check_close(dbeta.values(), r.dbeta, CUDNN_DATA_FLOAT, what + ": dbeta");
-        CHECK(all_bytes(*ex.workspace, 0xff));
-
-        // A reserve overwritten between the forward and the backward poisons every gradient.
-        const std::vector<unsigned char> kept = ex.reserve->download();
-        std::vector<unsigned char> changed = kept;
-        changed.back() ^= 1;
-        ex.reserve->upload(changed);
-        REQUIRE(backward_ex(handle.handle, p, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
-                            ex.workspace->get(), ex.workspace->bytes(), ex.reserve->get(),
-                            ex.reserve->bytes()) == CUDNN_STATUS_SUCCESS);
-        CHECK(any_nan(dx.values()));
-        CHECK(any_nan(dgamma.values()));
-        CHECK(any_nan(dbeta.values()));
-        // So does the backward of another batch than the one the reserve recorded.
-        ex.reserve->upload(kept);
-        std::vector<float> other_x = p.host_x;
-        other_x[0] = rounded(other_x[0] + 0.5f, type);
-        p.x.upload(other_x);
-        REQUIRE(backward_ex(handle.handle, p, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
-                            ex.workspace->get(), ex.workspace->bytes(), ex.reserve->get(),
-                            ex.reserve->bytes()) == CUDNN_STATUS_SUCCESS);
-        CHECK(any_nan(dx.values()));
-      }
-}
-
-TEST_CASE("fake cuDNN: BatchNorm's *Ex refusals") {
-  Handle handle;
-  std::mt19937 rng(31);
-  BatchNormProblem p(kBatchNormShapes[1], CUDNN_DATA_HALF, CUDNN_TENSOR_NHWC, rng);
-  const size_t channels = p.channels();
-  const Floats gamma(p.gamma), bias(p.beta);
-  Floats running_mean(p.running_mean), running_var(p.running_var);
-  Floats save_mean(channels), save_invstd(channels);
-  ExMemory ex(handle.handle, p);
-  void* workspace = ex.workspace->get();
-  void* reserve = ex.reserve->get();
-  const size_t workspace_bytes = ex.workspace->bytes(), reserve_bytes = ex.reserve->bytes();
-  const auto forward = [&](size_t ws_bytes, size_t rs_bytes, void* ws, void* rs) {
-    return forward_ex(handle.handle, p, gamma, bias, running_mean, running_var, save_mean,
-                      save_invstd, ws, ws_bytes, rs, rs_bytes);
-  };
-  CHECK(forward(workspace_bytes, reserve_bytes, workspace, reserve) == CUDNN_STATUS_SUCCESS);
-  CHECK(forward(ex.forward_bytes - 1, reserve_bytes, workspace, reserve) ==
-        CUDNN_STATUS_BAD_PARAM);
-  CHECK(last_error().find("workspace") != std::string::npos);
-  CHECK(forward(workspace_bytes, reserve_bytes - 1, workspace, reserve) == CUDNN_STATUS_BAD_PARAM);
-  CHECK(last_error().find("reserve") != std::string::npos);
-  CHECK(forward(workspace_bytes, reserve_bytes, nullptr, reserve) == CUDNN_STATUS_BAD_PARAM);
-  // The backward needs its own, larger workspace.
-  Tensor dx(p.dims, p.x.type, p.x.format);
-  Floats dgamma(channels), dbeta(channels);
-  CHECK(backward_ex(handle.handle, p, gamma, save_mean, save_invstd, dx, dgamma, dbeta, workspace,
-                    ex.forward_bytes, reserve, reserve_bytes) == CUDNN_STATUS_BAD_PARAM);
-  // A z needs the add; the fused operations need an activation, and it only with them.
-  Tensor z(p.dims, p.x.type, p.x.format);
-  CHECK(forward_ex(handle.handle, p, gamma, bias, running_mean, running_var, save_mean,
-                   save_invstd, workspace, workspace_bytes, reserve, reserve_bytes,
-                   CUDNN_BATCHNORM_OPS_BN, &z) == CUDNN_STATUS_NOT_SUPPORTED);
-  CHECK(forward_ex(handle.handle, p, gamma, bias, running_mean, running_var, save_mean,
-                   save_invstd, workspace, workspace_bytes, reserve, reserve_bytes,
-                   CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, &z) == CUDNN_STATUS_BAD_PARAM);
-  size_t bytes = 0;
-  CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
-            handle.handle, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN_ACTIVATION,
-            nullptr, p.x.desc, &bytes) == CUDNN_STATUS_BAD_PARAM);
-  const Relu relu;
-  CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
-            handle.handle, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN, relu.desc,
-            p.x.desc, &bytes) == CUDNN_STATUS_NOT_SUPPORTED);
-  // The fused operations take NHWC data only, and blend nothing.
-  const ExMemory fused(handle.handle, p, CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, relu.desc);
-  CHECK(forward_fused_ex(handle.handle, p, CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, &z, relu, gamma,
-                         bias, running_mean, running_var, save_mean, save_invstd, fused) ==
-        CUDNN_STATUS_SUCCESS);
-  CHECK(forward_fused_ex(handle.handle, p, CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, &z, relu, gamma,
-                         bias, running_mean, running_var, save_mean, save_invstd, fused, 0.5f) ==
-        CUDNN_STATUS_NOT_SUPPORTED);
-  CHECK(forward_fused_ex(handle.handle, p, CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, nullptr, relu,
-                         gamma, bias, running_mean, running_var, save_mean, save_invstd, fused) ==
-        CUDNN_STATUS_BAD_PARAM);
-  BatchNormProblem nchw(kBatchNormShapes[1], CUDNN_DATA_HALF, CUDNN_TENSOR_NCHW, rng);
-  CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
-            handle.handle, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN_ACTIVATION,
-            relu.desc, nchw.x.desc, &bytes) == CUDNN_STATUS_NOT_SUPPORTED);
-}
-
-TEST_CASE("fake cuDNN: BatchNorm's fused ReLU and residual add match the CPU twin's layers") {
-  Handle handle;
-  const Relu relu;
-  std::mt19937 rng(37);
-  for (const BatchNormShape& s : kBatchNormShapes)
-    for (cudnnDataType_t type : kTypes)
-      for (cudnnBatchNormOps_t ops :
-           {CUDNN_BATCHNORM_OPS_BN_ACTIVATION, CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION})
-        for (bool dz_over_dy : {false, true}) {
-          const bool add = ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
-          if (dz_over_dy && !add) continue;
-          const std::string what = case_name(s, type, CUDNN_TENSOR_NHWC) +
-                                   (add ? " add+relu" : " relu") +
-                                   (dz_over_dy ? ", dz over dy" : "");
-          CAPTURE(what);
-          BatchNormProblem p(s, type, CUDNN_TENSOR_NHWC, rng);
-          const TwinResults r = twin(p);
-          const size_t count = p.host_x.size(), channels = p.channels();
-          const Floats gamma(p.gamma), bias(p.beta);
-          Tensor z(p.dims, type, CUDNN_TENSOR_NHWC);
-          const std::vector<float> host_z = random_values(count, type, rng);
-          z.upload(host_z);
-          const ExMemory ex(handle.handle, p, ops, relu.desc);
-
-          Floats running_mean(p.running_mean), running_var(p.running_var);
-          Floats save_mean(channels), save_invstd(channels);
-          REQUIRE(forward_fused_ex(handle.handle, p, ops, add ? &z : nullptr, relu, gamma, bias,
-                                   running_mean, running_var, save_mean, save_invstd, ex) ==
-                  CUDNN_STATUS_SUCCESS);
-          // relu(bn(x) + z), rounded once.
-          std::vector<float> want_y(count);
-          for (size_t i = 0; i < count; ++i)
-            want_y[i] = rounded(std::max(0.0f, r.y[i] + (add ? host_z[i] : 0.0f)), type);
-          const std::vector<float> y = p.y.values();
-          check_close(y, want_y, type, what + ": y");
-          check_close(running_mean.values(), r.running_mean, CUDNN_DATA_FLOAT, "running mean");
-          check_close(save_invstd.values(), r.save_invstd, CUDNN_DATA_FLOAT, "saved invstd");
-
-          // The backward of BatchNorm from dy masked where y is not positive; the masked dy is
-          // the residual's gradient.
-          std::vector<float> masked(count);
-          for (size_t i = 0; i < count; ++i) masked[i] = y[i] > 0.0f ? p.host_dy[i] : 0.0f;
-          std::vector<float> want_dx(count), want_dgamma(channels), want_dbeta(channels);
-          rddp::cpu::batchnorm_backward<float>(p.s, p.host_x.data(), masked.data(),
-                                               p.gamma.data(), r.save_mean.data(),
-                                               r.save_invstd.data(), want_dx.data(),
-                                               want_dgamma.data(), want_dbeta.data());
-          Tensor dx(p.dims, type, CUDNN_TENSOR_NHWC), dz(p.dims, type, CUDNN_TENSOR_NHWC);
-          Floats dgamma(channels), dbeta(channels);
-          const Tensor* dz_target = add ? (dz_over_dy ? &p.dy : &dz) : nullptr;
-          REQUIRE(backward_fused_ex(handle.handle, p, ops, relu, gamma, bias, save_mean,
-                                    save_invstd, dx, dz_target, dgamma, dbeta, ex) ==
-                  CUDNN_STATUS_SUCCESS);
-          check_close(dx.values(), blended(want_dx, 1.0f, 0.0f, {}, type), type, what + ": dx");
-          check_close(dgamma.values(), want_dgamma, CUDNN_DATA_FLOAT, what + ": dgamma");
-          check_close(dbeta.values(), want_dbeta, CUDNN_DATA_FLOAT, what + ": dbeta");
-          if (add) CHECK(dz_target->values() == masked);
-          if (dz_over_dy) p.dy.upload(p.host_dy);
-
-          // y changed between forward and backward: every gradient poisoned.
-          std::vector<float> other_y = y;
-          other_y[0] = rounded(other_y[0] + 1.0f, type);
-          p.y.upload(other_y);
-          REQUIRE(backward_fused_ex(handle.handle, p, ops, relu, gamma, bias, save_mean,
-                                    save_invstd, dx, add ? &dz : nullptr, dgamma, dbeta, ex) ==
-                  CUDNN_STATUS_SUCCESS);
-          CHECK(any_nan(dx.values()));
-          CHECK(any_nan(dgamma.values()));
-        }
-}
-
-// The engine's side of a refusal: BatchNormLayer asks for the fused calls' memory while the
-// executor is built, and a fusion cuDNN does not offer (here NCHW data, which the fake refuses
-// as cuDNN's documentation does) ends the run there, naming the options that work.
-TEST_CASE("fake cuDNN: a fusion cuDNN refuses stops BatchNormLayer before any step, naming the fix") {
-  Handle handle;
-  rddp::cuda::TensorDescriptorCache descriptors(CUDNN_DATA_HALF, CUDNN_TENSOR_NCHW);
-  rddp::cuda::BatchNormLayer layer(8, 4, 4, CUDNN_DATA_HALF, CUDNN_TENSOR_NCHW,
-                                   CUDNN_BATCHNORM_SPATIAL_PERSISTENT,
-                                   rddp::cuda::BatchNormFusion::add_relu);
-  layer.prepare(2, descriptors);
-  std::string message;
-  try {
-    layer.ex_bytes(handle.handle, 2);
-  } catch (const rddp::Error& refused) {
-    message = refused.what();
-  }
-  CHECK(message.find("cuDNN refuses to fuse the residual add and the ReLU into BatchNorm on "
-                     "float16 NCHW data of 2x8x4x4") != std::string::npos);
-  CHECK(message.find("use --precision fp16 --memory-format nhwc, or --batchnorm "
-                     "cudnn-persistent or fused") != std::string::npos);
-  CHECK(message.find("CUDNN_STATUS_NOT_SUPPORTED") != std::string::npos);
-  // The same layer in NHWC is offered the fusion.
-  rddp::cuda::TensorDescriptorCache nhwc_descriptors(CUDNN_DATA_HALF, CUDNN_TENSOR_NHWC);
-  rddp::cuda::BatchNormLayer nhwc(8, 4, 4, CUDNN_DATA_HALF, CUDNN_TENSOR_NHWC,
-                                  CUDNN_BATCHNORM_SPATIAL_PERSISTENT,
-                                  rddp::cuda::BatchNormFusion::add_relu);
-  nhwc.prepare(2, nhwc_descriptors);
-  CHECK(nhwc.ex_bytes(handle.handle, 2).reserve > 0);
 }

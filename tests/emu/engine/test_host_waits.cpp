@@ -102,8 +102,7 @@ TEST_CASE("a training step waits for its batch copy and its optimizer scalars' s
   const BatchInput floats = BatchInput::normalized_float;
   for (const Precision precision : {Precision::fp32, Precision::bf16, Precision::fp16})
     for (const MemoryFormat format : {MemoryFormat::nchw, MemoryFormat::nhwc})
-      for (const BatchNormImpl batchnorm :
-           {BatchNormImpl::cudnn, BatchNormImpl::fused, BatchNormImpl::cudnn_persistent})
+      for (const BatchNormImpl batchnorm : {BatchNormImpl::cudnn, BatchNormImpl::fused})
         check_steps({precision, format, batchnorm, floats, false});
   check_steps({Precision::fp16, MemoryFormat::nhwc, BatchNormImpl::fused, floats, false,
                OptimizerKind::sgd});
