@@ -1,6 +1,6 @@
 #include "resnet_ddp/library_versions.h"
 
-#include <cublas_api.h>
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 #include <mpi.h>
