@@ -26,25 +26,42 @@ foreach(_dep CUDNN NCCL)
 endforeach()
 find_path(CUDNN_INCLUDE_DIR cudnn.h
   HINTS ${CUDNN_ROOT} ENV CUDNN_ROOT ENV CUDNN_HOME ${_rddp_inc_hints} PATH_SUFFIXES include)
-find_library(CUDNN_LIBRARY cudnn
+# pip's wheels (nvidia-cudnn-cu12, nvidia-nccl-cu12) ship only the versioned file names.
+find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 libcudnn.so.8 NAMES_PER_DIR
   HINTS ${CUDNN_ROOT} ENV CUDNN_ROOT ENV CUDNN_HOME ${_rddp_lib_hints} PATH_SUFFIXES lib64 lib)
 set(_rddp_cudnn_found FALSE)
 if(CUDNN_INCLUDE_DIR AND CUDNN_LIBRARY)
   set(_rddp_cudnn_found TRUE)
 endif()
 rddp_require(_rddp_cudnn_found "cuDNN 8 or 9 (cudnn.h, libcudnn)"
-  "Debian/Ubuntu: cudnn9-cuda-13 (or libcudnn9-dev-cuda-12); cluster: `module load cudnn`; or -DCUDNN_ROOT=/path/to/cudnn")
+  "Debian/Ubuntu: cudnn9-cuda-13 (or libcudnn9-dev-cuda-12); cluster: `module load cudnn`; \
+or -DCUDNN_ROOT=/path/to/cudnn (pip's nvidia-cudnn-cu12: site-packages/nvidia/cudnn)")
 
 find_path(NCCL_INCLUDE_DIR nccl.h
   HINTS ${NCCL_ROOT} ENV NCCL_ROOT ENV NCCL_HOME ${_rddp_inc_hints} PATH_SUFFIXES include)
-find_library(NCCL_LIBRARY nccl
+find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR
   HINTS ${NCCL_ROOT} ENV NCCL_ROOT ENV NCCL_HOME ${_rddp_lib_hints} PATH_SUFFIXES lib64 lib)
 set(_rddp_nccl_found FALSE)
 if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
   set(_rddp_nccl_found TRUE)
 endif()
 rddp_require(_rddp_nccl_found "NCCL 2 (nccl.h, libnccl)"
-  "Debian/Ubuntu: libnccl-dev; cluster: `module load nccl`; or -DNCCL_ROOT=/path/to/nccl")
+  "Debian/Ubuntu: libnccl-dev; cluster: `module load nccl`; or -DNCCL_ROOT=/path/to/nccl \
+(pip's nvidia-nccl-cu12: site-packages/nvidia/nccl)")
+
+include(${CMAKE_CURRENT_LIST_DIR}/CudaToolkitMatch.cmake)
+if(CUDAToolkit_FOUND)
+  set(_rddp_cuda_major ${CUDAToolkit_VERSION_MAJOR})
+  rddp_require_same_cuda("CUDA runtime and cuBLAS"
+    "install them into that toolkit, or name a complete one with -DCMAKE_CUDA_COMPILER"
+    CUDA_cudart_LIBRARY CUDA_cublas_LIBRARY CUDA_cublasLt_LIBRARY)
+  rddp_require_same_cuda("cuDNN" "-DCUDNN_ROOT=/path/to/a cuDNN for CUDA ${_rddp_cuda_major} \
+(pip's nvidia-cudnn-cu${_rddp_cuda_major}: site-packages/nvidia/cudnn)"
+    CUDNN_INCLUDE_DIR CUDNN_LIBRARY)
+  rddp_require_same_cuda("NCCL" "-DNCCL_ROOT=/path/to/an NCCL for CUDA ${_rddp_cuda_major} \
+(pip's nvidia-nccl-cu${_rddp_cuda_major}: site-packages/nvidia/nccl)"
+    NCCL_INCLUDE_DIR NCCL_LIBRARY)
+endif()
 
 find_package(MPI QUIET COMPONENTS CXX)
 rddp_require(MPI_CXX_FOUND "MPI (Open MPI, MPICH or a vendor MPI)"
