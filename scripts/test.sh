@@ -3,8 +3,12 @@
 # any failure. GPU tests skip at run time, with a SKIPPED line, when no device answers.
 #   scripts/test.sh                 everything
 #   scripts/test.sh -L cpu          one label (any ctest arguments pass through)
+# Then scripts/check_cuda_builds.sh compiles and links the program with CUDA 12 for V100 and
+# with CUDA 13 for A100: 9 minutes on two busy cores in a fresh build folder, seconds once it
+# holds the CUDA 12 toolkit and the two builds.
 # Environment: RDDP_BUILD_DIR (default build), RDDP_CUDA_ARCHS (default 90: one architecture
-# keeps the build short; the release build covers 80;90 and 70 on CUDA 12).
+# keeps the build short; the release build covers 80;90 and 70 on CUDA 12),
+# RDDP_SKIP_CUDA_BUILDS=1 skips the CUDA 12 and sm_80 builds (CI runs them).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${RDDP_BUILD_DIR:-$root/build}
@@ -35,4 +39,11 @@ ctest --output-on-failure -j "$jobs" "$@" || status=$?
 phase_done tests
 # Make every skip visible with its reason, not just ctest's "Skipped".
 grep -h '^SKIPPED' Testing/Temporary/LastTest.log 2>/dev/null | sort -u || true
+
+if [ "${RDDP_SKIP_CUDA_BUILDS:-0}" = 1 ]; then
+  echo "cuda builds: SKIPPED (RDDP_SKIP_CUDA_BUILDS=1): no CUDA 12 sm_70 or CUDA 13 sm_80 build"
+else
+  "$root/scripts/check_cuda_builds.sh" "$PWD" || status=1
+  phase_done "cuda builds"
+fi
 exit $status
