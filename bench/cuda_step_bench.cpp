@@ -5,7 +5,7 @@
 //   cuda_step_bench [--batch 256] [--size 224] [--stem auto|imagenet|cifar] [--classes 1000]
 //                   [--optimizer adamw|sgd] [--precision tf32|fp32|bf16|fp16]
 //                   [--memory-format auto|nchw|nhwc]
-//                   [--batchnorm cudnn|fused] [--pad-input-channels N]
+//                   [--batchnorm cudnn|fused]
 //                   [--warmup 15] [--windows 5] [--steps-per-window 30]
 //                   [--conv-algorithms timed|heuristic] [--conv-api legacy|graph]
 //                   [--deterministic] [--ddp] [--bucket-mb 25]
@@ -33,8 +33,6 @@
 // `--memory-format auto` is resnet_ddp's default: nchw at every precision. `--batchnorm fused`
 // runs our BatchNorm kernels with ReLU and the residual add folded in (batchnorm_impl.h); its
 // records are named resnet_ddp-fusedbn, so that tables set them beside cuDNN's.
-// `--pad-input-channels 4` (nhwc only; records named ...-pad4) zero-pads the 3 input channels to 4
-// on the GPU, so that the stem convolution's tensor-core kernels read whole vectors of channels.
 // `--kernel-csv FILE` runs --kernel-steps more steps (default: a window's) after the timed ones
 // with CUPTI recording every kernel, and writes their durations summed by name to FILE as
 // Nsight Systems' kernel summary (bench/kernel_times.h): bench/profile_breakdown.py sets it beside
@@ -108,7 +106,6 @@ struct Settings {
   std::string precision = "tf32";
   std::string memory_format = "auto";  // resolved by parse(): nchw or nhwc
   BatchNormImpl batchnorm = BatchNormImpl::cudnn;
-  int pad_input_channels = 0;  // 0: none
   int warmup = 15, windows = 5, steps_per_window = 30;
   bool timed_search = true, deterministic = false, ddp = false, cuda_graphs = false;
   bool conv_graph_api = false;
@@ -161,8 +158,6 @@ Settings parse(int argc, char** argv) {
     else if (flag == "--precision") s.precision = value();
     else if (flag == "--memory-format") s.memory_format = value();
     else if (flag == "--batchnorm") s.batchnorm = parse_batchnorm_impl(flag, value());
-    else if (flag == "--pad-input-channels")
-      s.pad_input_channels = parse_int(flag, value().c_str(), 3, 64);
     else if (flag == "--warmup") s.warmup = parse_int(flag, value().c_str(), 1, 100000);
     else if (flag == "--windows") s.windows = parse_int(flag, value().c_str(), 1, 1000);
     else if (flag == "--steps-per-window")
@@ -205,8 +200,6 @@ Settings parse(int argc, char** argv) {
     fail("--memory-format must be auto, nchw or nhwc, got '", s.memory_format, "'");
   // As resnet_ddp's default (include/resnet_ddp/train/options.h says why).
   if (s.memory_format == "auto") s.memory_format = "nchw";
-  if (s.pad_input_channels > 0 && s.memory_format != "nhwc")
-    fail("--pad-input-channels pads the channels of NHWC activations: add --memory-format nhwc");
   return s;
 }
 
@@ -234,7 +227,6 @@ EngineConfig engine_config(const Settings& s) {
                                              : Precision::tf32;
   config.memory_format = s.memory_format == "nhwc" ? MemoryFormat::nhwc : MemoryFormat::nchw;
   config.batchnorm = s.batchnorm;
-  config.pad_input_channels = s.pad_input_channels;
   config.deterministic = s.deterministic;
   config.conv_timed_search = s.timed_search;
   config.conv_graph_api = s.conv_graph_api;
@@ -262,7 +254,6 @@ std::string optimizer_text(const OptimizerConfig& o) {
 std::string impl_name(const Settings& s) {
   std::string name = "resnet_ddp";
   if (s.batchnorm == BatchNormImpl::fused) name += "-fusedbn";
-  if (s.pad_input_channels > 0) name += "-pad" + std::to_string(s.pad_input_channels);
   if (s.conv_graph_api) name += "-cudnngraph";
   if (s.cuda_graphs) name += "-graphs";
   if (s.input == BatchInput::normalized_float) name += "-floatinput";
@@ -285,7 +276,6 @@ JsonLine config_json(const char* record, const Settings& s, const EngineConfig& 
       .string("memory_format", to_string(config.memory_format))
       .boolean("cuda_graphs", s.cuda_graphs)
       .string("batchnorm", to_string(s.batchnorm))
-      .integer("pad_input_channels", s.pad_input_channels)
       .string("input", s.input == BatchInput::pixels ? "uint8 pixels" : "float")
       .integer("params", static_cast<long long>(layout.parameter_count()))
       .number("flops_per_image", training_flops_per_image(describe(config.spec), s.size))

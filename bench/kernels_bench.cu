@@ -5,13 +5,12 @@
 // BatchNorm is timed beside cuDNN's legacy BatchNorm (BatchNormLayer), which it replaces, at
 // ResNet-18's shapes, so that one run gives the before and the after.
 // At the imagenet stem's shape, its BatchNorm and max-pool through the stored output and with the
-// pool normalising on the fly. Last, a table of its own: the 224x224 network's stem convolution
-// in NHWC (cuDNN, timed algorithm search) on its 3 input channels and on an input zero-padded to
-// 4 and 8, in TFLOP/s. Then every convolution of that network in NHWC, bf16 and tf32, through the
-// legacy API's timed choice and the graph API's (--conv-api), and their sums per training step.
-//   kernels_bench                              every table
-//   kernels_bench --only convolutions,stem     these (softmax, optimizers, weights, batchnorm,
-//                                              stem, convolutions)
+// pool normalising on the fly. Last, every convolution of the 224x224 network in NHWC, bf16 and
+// tf32, through the legacy API's timed choice and the graph API's (--conv-api), and their sums
+// per training step.
+//   kernels_bench                                every table
+//   kernels_bench --only convolutions,batchnorm  these (softmax, optimizers, weights, batchnorm,
+//                                                convolutions)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -448,61 +447,6 @@ std::pair<void*, size_t> prepare_timed(cuda::ConvLayer& layer, int batch, cudnnH
   return {workspace, needed};
 }
 
-// The stem convolution (7x7, stride 2, pad 3, 64 filters) at 224x224, batch 256, NHWC: the
-// forward and the weight gradient (its input gradient is never needed). NHWC tensor-core
-// kernels read whole vectors of channels, which 3 channels do not fill; if the padded inputs run
-// much faster, zero-padding the network's input (and the stem's weights) would pay. TFLOP/s
-// count the padded channels' multiply-adds, as the kernels do them; the useful work is 3/C of it.
-template <typename T>
-void bench_stem_convolution(const char* type_name) {
-  constexpr int kBatch = 256, kSize = 224, kFilters = 64;
-  constexpr cudnnDataType_t type = cuda::data_type_of<T>();
-  constexpr size_t kWorkspaceLimit = size_t{1} << 30;
-  cuda::ComputeContext context;
-  for (int channels : {3, 4, 8}) {
-    const cuda::ConvShape geometry{kBatch, channels, kSize, kSize, kFilters, 7, 2, 3};
-    cuda::MathPolicy policy;
-    policy.data_type = type;
-    policy.format = CUDNN_TENSOR_NHWC;
-    policy.search = cuda::ConvAlgorithmSearch::timed;
-    cuda::ConvAlgorithmCache algorithms(policy);
-    cuda::TensorDescriptorCache descriptors(type, CUDNN_TENSOR_NHWC);
-    cuda::ConvLayer layer(geometry, /*needs_input_grad=*/false, type, CUDNN_TENSOR_NHWC);
-    const cuda::ConvShape shape = layer.shape(kBatch);
-    const size_t inputs = static_cast<size_t>(kBatch) * channels * kSize * kSize;
-    const size_t outputs = static_cast<size_t>(kBatch) * kFilters * shape.out_h() * shape.out_w();
-    const size_t weights = static_cast<size_t>(kFilters) * channels * 49;
-    T* x = device_filled<T>(inputs, 31);
-    T* w = device_filled<T>(weights, 32);
-    T* dy = device_filled<T>(outputs, 33);
-    T* y = device_alloc<T>(outputs);
-    T* dw = device_alloc<T>(weights);
-    const auto [workspace, workspace_bytes] =
-        prepare_timed(layer, kBatch, context.cudnn(), algorithms, descriptors,
-                      {x, w, dy, y, nullptr, dw, nullptr, 0}, kWorkspaceLimit);
-    const cuda::CudnnCall call{context.cudnn(), workspace, workspace_bytes};
-    const double forward_us = median_microseconds(
-        [&] { layer.forward(call, kBatch, x, w, y); }, context.stream());
-    const double filter_us = median_microseconds(
-        [&] { layer.backward_filter(call, kBatch, x, dy, dw); }, context.stream());
-    const double flops = 2.0 * static_cast<double>(outputs) * channels * 49;
-    const auto algorithm = [&](cuda::ConvDirection direction) {
-      return algorithms.choose(context.cudnn(), shape, direction, nullptr, kWorkspaceLimit).algorithm;
-    };
-    const std::string shape_text = std::to_string(kBatch) + "x" + std::to_string(channels) + "x" +
-                                   std::to_string(kSize) + "x" + std::to_string(kSize);
-    std::printf("%-36s %-26s %10.2f %10.1f %9d\n", ("stem conv forward nhwc " + std::string(type_name)).c_str(),
-                shape_text.c_str(), forward_us, flops / (forward_us * 1e-6) / 1e12,
-                algorithm(cuda::ConvDirection::forward));
-    std::printf("%-36s %-26s %10.2f %10.1f %9d\n", ("stem conv weight grad nhwc " + std::string(type_name)).c_str(),
-                shape_text.c_str(), filter_us, flops / (filter_us * 1e-6) / 1e12,
-                algorithm(cuda::ConvDirection::backward_filter));
-    for (void* p : {static_cast<void*>(x), static_cast<void*>(w), static_cast<void*>(dy),
-                    static_cast<void*>(y), static_cast<void*>(dw), workspace})
-      RDDP_CUDA_CHECK(cudaFree(p));
-  }
-}
-
 // ResNet-18's convolutions at 224x224, batch 256, NHWC, as the fastest configuration runs them.
 // `count` is how often a step runs the shape. Some input gradients add to what is there (beta 1:
 // the downsampling 1x1's, and conv1's in a block without one): summed as overwriting, and timed
@@ -669,21 +613,9 @@ void bench_network_convolutions(const char* precision, bool tf32) {
   for (const std::string& record : records) std::printf("%s\n", record.c_str());
 }
 
-// A failure here (a shape cuDNN refuses) must not cost the rows above, printed already.
-void bench_stem_convolutions() {
-  std::printf("\n%-36s %-26s %10s %10s %9s\n", "convolution", "input (NHWC, padded)", "median us",
-              "TFLOP/s", "algorithm");
-  try {
-    bench_stem_convolution<__nv_bfloat16>("bf16");
-    bench_stem_convolution<__half>("fp16");
-  } catch (const Error& error) {
-    std::printf("stem convolutions: not measured: %s\n", error.what());
-  }
-}
-
 // The tables kernels_bench can print, in the order it prints them.
-const std::vector<std::string> kSections = {"softmax",   "optimizers", "weights",
-                                            "batchnorm", "stem",       "convolutions"};
+const std::vector<std::string> kSections = {"softmax", "optimizers", "weights", "batchnorm",
+                                            "convolutions"};
 
 void run(const std::set<std::string>& sections) {
   int device = 0;
@@ -721,7 +653,6 @@ void run(const std::set<std::string>& sections) {
   }
   RDDP_CUDA_CHECK(cudaStreamDestroy(stream));
   if (sections.count("batchnorm")) bench_batchnorms(report);
-  if (sections.count("stem")) bench_stem_convolutions();
   if (sections.count("convolutions")) {
     bench_network_convolutions<__nv_bfloat16>("bf16", /*tf32=*/false);
     bench_network_convolutions<float>("tf32", /*tf32=*/true);

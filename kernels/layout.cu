@@ -8,10 +8,6 @@
 // CPU; values go through float, which is exact for float and bfloat16 and rounds to nearest
 // even when narrowing, like convert() (elementwise.cu). The uint8 HWC pixels a batch is uploaded
 // as become the network's input the same way, normalised on the way (pixel_math.h).
-//
-// NHWC input may be zero-padded to more channels than the images have (EngineConfig::
-// pad_input_channels): the stem's input gets zeros there, its weight copy zero weights, and its
-// weight gradient loses those channels on the way back, so the padding changes no result.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -35,24 +31,20 @@ unsigned blocks_for(int64_t count) { return grid_stride_blocks(count, kThreads, 
 
 // Threads walk the destination in order, so that the writes are coalesced; the reads gather.
 // (The tensors here are at most a few MB; a tiled transpose would buy little.)
-// The destination has `padded` >= C channels; those past C get zeros.
 template <typename From, typename To>
-__global__ void nchw_to_nhwc_kernel(int64_t count, int C, layout::SideDivisors padded_sides,
+__global__ void nchw_to_nhwc_kernel(int64_t count, int C, layout::SideDivisors sides,
                                     const From* x, To* y) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t H = padded_sides.H.divisor, W = padded_sides.W.divisor;
+  const int64_t H = sides.H.divisor, W = sides.W.divisor;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += stride) {
-    const layout::Coord4 at = layout::nhwc_coord(static_cast<uint64_t>(i), padded_sides);
-    y[i] = at.c < C ? static_cast<To>(static_cast<float>(x[layout::nchw_offset(at, C, H, W)]))
-                    : static_cast<To>(0.0f);
+    const layout::Coord4 at = layout::nhwc_coord(static_cast<uint64_t>(i), sides);
+    y[i] = static_cast<To>(static_cast<float>(x[layout::nchw_offset(at, C, H, W)]));
   }
 }
 
 // The same walk over the destination; a pixel's channels are adjacent in the source, whose
-// (N, H, W, C) layout is NHWC's, so under NHWC the two indices are one but for the padding
-// (`padded` >= C channels a pixel in the destination, zeros past C; NCHW is never padded).
-// `sides` divides by the destination's channels (`padded` under NHWC, C under NCHW) and sides.
+// (N, H, W, C) layout is NHWC's, so under NHWC the two indices are one.
 template <bool ToNhwc, typename To>
 __global__ void pixels_to_input_kernel(int64_t count, int C, layout::SideDivisors sides,
                                        const uint8_t* hwc, const float* mean_stddev, To* y) {
@@ -62,13 +54,8 @@ __global__ void pixels_to_input_kernel(int64_t count, int C, layout::SideDivisor
     int64_t from = 0;
     int c = 0;
     if (ToNhwc) {
-      const auto pixel = hd::divmod(static_cast<uint64_t>(i), sides.C);
-      c = static_cast<int>(pixel.remainder);
-      if (c >= C) {
-        y[i] = static_cast<To>(0.0f);
-        continue;
-      }
-      from = static_cast<int64_t>(pixel.quotient) * C + c;
+      c = static_cast<int>(hd::divmod(static_cast<uint64_t>(i), sides.C).remainder);
+      from = i;
     } else {
       const layout::Coord4 p = layout::nchw_coord(static_cast<uint64_t>(i), sides);
       from = layout::nhwc_offset(p, C, sides.H.divisor, sides.W.divisor);
@@ -87,21 +74,14 @@ __global__ void pixels_to_input_kernel(int64_t count, int C, layout::SideDivisor
 // ResNet-18 on an H100, bench/results/nhwc-batchnorm-profile-H100-2026-11-22.md.)
 constexpr int kWeightTile = 4096;  // floats: 16 KiB, a 3x3 slice of 455 input channels
 
-// `row` >= in is the OHWI side's channels per tap: an input zero-padded to `row` channels has
-// weights of zero for the channels past `in`, written here (ToOhwi) or skipped (back).
 template <bool ToOhwi, typename From, typename To>
-__device__ void transpose_weight_slice(const From* from, To* to, int in, int row, int kernel) {
+__device__ void transpose_weight_slice(const From* from, To* to, int in, int kernel) {
   const int taps = kernel * kernel;
-  if (ToOhwi && row > in) {
-    const int pad = row - in;
-    for (int j = threadIdx.x; j < taps * pad; j += blockDim.x)
-      to[static_cast<int64_t>(j / pad) * row + in + j % pad] = static_cast<To>(0.0f);
-  }
   if (taps > kWeightTile) {  // not one input channel fits the tile: gather, as the maths says
     const int64_t slice = static_cast<int64_t>(in) * taps;
     for (int64_t i = threadIdx.x; i < slice; i += blockDim.x) {
-      // OIHW index i is channel i / taps at tap i % taps; OHWI holds it at tap * row + channel.
-      const int64_t ohwi = i % taps * row + i / taps;
+      // OIHW index i is channel i / taps at tap i % taps; OHWI holds it at tap * in + channel.
+      const int64_t ohwi = i % taps * in + i / taps;
       if (ToOhwi)
         to[ohwi] = static_cast<To>(static_cast<float>(from[i]));
       else
@@ -118,21 +98,21 @@ __device__ void transpose_weight_slice(const From* from, To* to, int in, int row
     const int count = channels * taps;
     const int64_t oihw_first = static_cast<int64_t>(first) * taps;
     // j walks the chunk in the source's order, then in the destination's: OIHW's is the tile's,
-    // OHWI's is [tap][channel], each tap's channels a run of `channels` in a row of `row`.
+    // OHWI's is [tap][channel], each tap's channels a run of `channels` in a row of `in`.
     for (int j = threadIdx.x; j < count; j += blockDim.x) {
       if (ToOhwi) {
         tile[j] = static_cast<float>(from[oihw_first + j]);
       } else {
         const int tap = j / channels, channel = j - tap * channels;
         tile[channel * taps + tap] =
-            static_cast<float>(from[static_cast<int64_t>(tap) * row + first + channel]);
+            static_cast<float>(from[static_cast<int64_t>(tap) * in + first + channel]);
       }
     }
     __syncthreads();
     for (int j = threadIdx.x; j < count; j += blockDim.x) {
       if (ToOhwi) {
         const int tap = j / channels, channel = j - tap * channels;
-        to[static_cast<int64_t>(tap) * row + first + channel] =
+        to[static_cast<int64_t>(tap) * in + first + channel] =
             static_cast<To>(tile[channel * taps + tap]);
       } else {
         to[oihw_first + j] = static_cast<To>(tile[j]);
@@ -148,59 +128,41 @@ __global__ void __launch_bounds__(kThreads)
     weights_to_ohwi_kernel(const WeightPermutation* table, const float* oihw, To* ohwi) {
   const WeightPermutation p = table[blockIdx.y];
   if (static_cast<int>(blockIdx.x) >= p.out_channels) return;
-  const int row = p.copy_in_channels > 0 ? p.copy_in_channels : p.in_channels;
-  const int64_t taps = static_cast<int64_t>(p.kernel) * p.kernel;
-  const int64_t o = blockIdx.x;
-  transpose_weight_slice<true>(oihw + p.param_offset + o * p.in_channels * taps,
-                               ohwi + p.copy_offset + o * row * taps, p.in_channels, row, p.kernel);
+  const int64_t slice = static_cast<int64_t>(p.in_channels) * p.kernel * p.kernel * blockIdx.x;
+  transpose_weight_slice<true>(oihw + p.param_offset + slice, ohwi + p.copy_offset + slice,
+                               p.in_channels, p.kernel);
 }
 
 // blockIdx.x is the output channel.
 template <typename From>
 __global__ void __launch_bounds__(kThreads)
-    ohwi_to_oihw_kernel(int in_channels, int row, int kernel, const From* ohwi, float* oihw) {
-  const int64_t taps = static_cast<int64_t>(kernel) * kernel, o = blockIdx.x;
-  transpose_weight_slice<false>(ohwi + o * row * taps, oihw + o * in_channels * taps, in_channels,
-                                row, kernel);
-}
-
-// 0 means no padding; otherwise at least `channels`.
-int padded_or_fail(const char* what, int channels, int padded_channels) {
-  if (padded_channels == 0) return channels;
-  if (padded_channels < channels)
-    fail(what, ": padded_channels (", padded_channels, ") must be 0 or >= the ", channels,
-         " channels");
-  return padded_channels;
+    ohwi_to_oihw_kernel(int in_channels, int kernel, const From* ohwi, float* oihw) {
+  const int64_t slice = static_cast<int64_t>(in_channels) * kernel * kernel * blockIdx.x;
+  transpose_weight_slice<false>(ohwi + slice, oihw + slice, in_channels, kernel);
 }
 
 }  // namespace
 
 template <typename From, typename To>
 void nchw_to_nhwc(int batch, int channels, int height, int width, const From* x, To* y,
-                  cudaStream_t stream, int padded_channels) {
+                  cudaStream_t stream) {
   if (batch < 1 || channels < 1 || height < 1 || width < 1)
     fail("nchw_to_nhwc: every dimension must be >= 1, got ", batch, "x", channels, "x", height,
          "x", width);
-  const int padded = padded_or_fail("nchw_to_nhwc", channels, padded_channels);
-  const int64_t count = static_cast<int64_t>(batch) * padded * height * width;
+  const int64_t count = static_cast<int64_t>(batch) * channels * height * width;
   nchw_to_nhwc_kernel<From, To><<<blocks_for(count), kThreads, 0, stream>>>(
-      count, channels, layout::side_divisors(padded, height, width), x, y);
+      count, channels, layout::side_divisors(channels, height, width), x, y);
   RDDP_CUDA_CHECK_LAUNCH("nchw_to_nhwc_kernel");
 }
 
 template <typename To>
 void pixels_to_input(int batch, int channels, int height, int width, const uint8_t* hwc,
-                     const float* mean_stddev, To* y, MemoryFormat format, cudaStream_t stream,
-                     int padded_channels) {
+                     const float* mean_stddev, To* y, MemoryFormat format, cudaStream_t stream) {
   if (batch < 1 || channels < 1 || height < 1 || width < 1)
     fail("pixels_to_input: every dimension must be >= 1, got ", batch, "x", height, "x", width,
          "x", channels);
-  const int padded = padded_or_fail("pixels_to_input", channels, padded_channels);
-  if (padded != channels && format != MemoryFormat::nhwc)
-    fail("pixels_to_input: only NHWC input is padded, got ", padded, " channels for ", channels,
-         " in NCHW");
-  const int64_t count = static_cast<int64_t>(batch) * padded * height * width;
-  const layout::SideDivisors sides = layout::side_divisors(padded, height, width);
+  const int64_t count = static_cast<int64_t>(batch) * channels * height * width;
+  const layout::SideDivisors sides = layout::side_divisors(channels, height, width);
   if (format == MemoryFormat::nhwc)
     pixels_to_input_kernel<true, To><<<blocks_for(count), kThreads, 0, stream>>>(
         count, channels, sides, hwc, mean_stddev, y);
@@ -225,37 +187,35 @@ void weights_to_ohwi(const WeightPermutation* table, int convolutions, int max_o
 
 template <typename From>
 void ohwi_to_oihw(int out_channels, int in_channels, int kernel, const From* ohwi, float* oihw,
-                  cudaStream_t stream, int padded_in_channels) {
+                  cudaStream_t stream) {
   if (out_channels < 1 || in_channels < 1 || kernel < 1)
     fail("ohwi_to_oihw: every dimension must be >= 1, got ", out_channels, "x", in_channels,
          "x", kernel, "x", kernel);
-  const int row = padded_or_fail("ohwi_to_oihw", in_channels, padded_in_channels);
   ohwi_to_oihw_kernel<From><<<static_cast<unsigned>(out_channels), kThreads, 0, stream>>>(
-      in_channels, row, kernel, ohwi, oihw);
+      in_channels, kernel, ohwi, oihw);
   RDDP_CUDA_CHECK_LAUNCH("ohwi_to_oihw_kernel");
 }
 
 using bf16 = __nv_bfloat16;
-template void nchw_to_nhwc<float, float>(int, int, int, int, const float*, float*, cudaStream_t,
-                                         int);
-template void nchw_to_nhwc<float, bf16>(int, int, int, int, const float*, bf16*, cudaStream_t, int);
+template void nchw_to_nhwc<float, float>(int, int, int, int, const float*, float*, cudaStream_t);
+template void nchw_to_nhwc<float, bf16>(int, int, int, int, const float*, bf16*, cudaStream_t);
 template void weights_to_ohwi<float>(const WeightPermutation*, int, int, const float*, float*,
                                      cudaStream_t);
 template void weights_to_ohwi<bf16>(const WeightPermutation*, int, int, const float*, bf16*,
                                     cudaStream_t);
-template void ohwi_to_oihw<float>(int, int, int, const float*, float*, cudaStream_t, int);
-template void ohwi_to_oihw<bf16>(int, int, int, const bf16*, float*, cudaStream_t, int);
+template void ohwi_to_oihw<float>(int, int, int, const float*, float*, cudaStream_t);
+template void ohwi_to_oihw<bf16>(int, int, int, const bf16*, float*, cudaStream_t);
 #define RDDP_INSTANTIATE_PIXELS_TO_INPUT(T)                                                  \
   template void pixels_to_input<T>(int, int, int, int, const uint8_t*, const float*, T*,     \
-                                   MemoryFormat, cudaStream_t, int);
+                                   MemoryFormat, cudaStream_t);
 RDDP_INSTANTIATE_PIXELS_TO_INPUT(float)
 RDDP_INSTANTIATE_PIXELS_TO_INPUT(bf16)
 RDDP_INSTANTIATE_PIXELS_TO_INPUT(__half)
 #undef RDDP_INSTANTIATE_PIXELS_TO_INPUT
-template void nchw_to_nhwc<float, __half>(int, int, int, int, const float*, __half*, cudaStream_t,
-                                          int);
+template void nchw_to_nhwc<float, __half>(int, int, int, int, const float*, __half*,
+                                          cudaStream_t);
 template void weights_to_ohwi<__half>(const WeightPermutation*, int, int, const float*, __half*,
                                       cudaStream_t);
-template void ohwi_to_oihw<__half>(int, int, int, const __half*, float*, cudaStream_t, int);
+template void ohwi_to_oihw<__half>(int, int, int, const __half*, float*, cudaStream_t);
 
 }  // namespace rddp::cuda

@@ -128,10 +128,6 @@ struct EngineConfig {
   MemoryFormat memory_format = MemoryFormat::nchw;
   // CUDA: whose kernels compute BatchNorm (batchnorm_impl.h).
   BatchNormImpl batchnorm = BatchNormImpl::cudnn;
-  // CUDA, NHWC only: the input zero-padded to this many channels on the device (at least
-  // spec.in_channels), for the stem convolution's tensor-core kernels; the results are those of
-  // the unpadded network (cuda/executor.h). 0: no padding.
-  int pad_input_channels = 0;
   // fp16 only: GradScaler's settings (its defaults unless a test wants a short growth interval).
   loss_scale::Config loss_scale;
   int device_index = 0;  // CUDA device of this rank

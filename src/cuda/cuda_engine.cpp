@@ -180,7 +180,7 @@ class CudaEngine final : public Engine {
         executor_(net_, layout_, device_model(), config.max_batch, config.height, config.width,
                   context_,
                   math_policy(config.precision, config.memory_format, options),
-                  config.batchnorm, pixel_input(), config.pad_input_channels) {
+                  config.batchnorm, pixel_input()) {
     if (pixel_input()) {
       std::vector<float> mean_stddev = config_.pixel_mean;
       mean_stddev.insert(mean_stddev.end(), config_.pixel_stddev.begin(),

@@ -70,13 +70,6 @@ struct Conv {
   size_t workspace_bytes = 0;
 };
 
-// The input channels of the convolution's weight: the layer's own, but for the stem's when the
-// input is padded (Plan::input_channels), which the layer and its weight copy see.
-template <typename T>
-int weight_in_channels(const Conv<T>& conv) {
-  return static_cast<int>(conv.weight->shape.at(1));
-}
-
 // Elements of the weight as the layer reads it (its OHWI copy) and as cuDNN writes its gradient.
 template <typename T>
 size_t copy_elements(const Conv<T>& conv) {
@@ -157,15 +150,11 @@ struct Plan {
   size_t bn_scratch_bytes = 0;
 
   int in_channels = 0, height = 0, width = 0;
-  // The input's channels on the device: in_channels, or (NHWC) more, zero-padded, so that the
-  // stem convolution's tensor-core kernels read whole vectors of channels; its weight copy has
-  // zero weights there and its weight gradient drops them (Executor's input_channels).
-  int input_channels = 0;
   // The input of the current step: the caller's float NCHW batch, or its copy in input_copy
   // converted to T and the plan's format (from the caller's pixels, normalised, when given).
   const T* input = nullptr;
   bool pixel_input = false;
-  T* input_copy = nullptr;  // pixel input, mixed precision or NHWC: [max_batch, input_channels, h, w]
+  T* input_copy = nullptr;  // pixel input, mixed precision or NHWC: [max_batch, in_channels, h, w]
   Conv<T> stem_conv;
   BatchNorm<T> stem_bn;
   Activation<T> stem_out;  // ReLU in place
@@ -409,8 +398,8 @@ void conv_backward(const Plan<T>& plan, const Conv<T>& conv, int batch, T* input
     conv.layer->backward_filter(call, batch, plan.conv_input(conv), conv.output.grad,
                                 plan.weight_grad_copy);
     const ConvShape s = conv.layer->shape(batch);
-    ohwi_to_oihw(s.out_channels, weight_in_channels(conv), s.kernel, plan.weight_grad_copy,
-                 plan.grad(conv.weight), plan.stream(), s.in_channels);
+    ohwi_to_oihw(s.out_channels, s.in_channels, s.kernel, plan.weight_grad_copy,
+                 plan.grad(conv.weight), plan.stream());
   } else if constexpr (Plan<T>::kMixed) {
     // cuDNN writes dw in the filter's type (bfloat16), accumulated in float inside; it is then
     // widened into the float gradient, exactly (autocast's weight gradient is likewise bfloat16,
@@ -645,23 +634,14 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
   const ParamLayout& layout = plan.layout;
   ComputeContext& context = plan.context;
   plan.in_channels = net.stem_conv.in_channels;
-  if (plan.input_channels == 0) plan.input_channels = plan.in_channels;
-  if (plan.input_channels < plan.in_channels)
-    fail("the input cannot have fewer channels on the device (", plan.input_channels, ") than its ",
-         plan.in_channels, "; pad to more, or not at all");
-  if (plan.input_channels != plan.in_channels && !plan.nhwc)
-    fail("padding the input to ", plan.input_channels, " channels needs NHWC activations; ",
-         "add --memory-format nhwc, or leave the input unpadded");
   plan.height = height;
   plan.width = width;
   const size_t input_elements =
-      static_cast<size_t>(max_batch) * plan.input_channels * height * width;
+      static_cast<size_t>(max_batch) * plan.in_channels * height * width;
   if (Plan<T>::kMixed || plan.nhwc || plan.pixel_input)
     plan.arena.request(&plan.input_copy, input_elements);
 
-  ConvDesc stem_conv = net.stem_conv;
-  stem_conv.in_channels = plan.input_channels;
-  plan_conv<T>(plan, plan.stem_conv, stem_conv, nullptr, height, width, max_batch);
+  plan_conv<T>(plan, plan.stem_conv, net.stem_conv, nullptr, height, width, max_batch);
   const Activation<T>& stem_conv_out = plan.stem_conv.output;
   plan.stem_out.plan(plan.arena, max_batch, stem_conv_out.channels, stem_conv_out.height,
                      stem_conv_out.width, /*needs_grad=*/true);
@@ -732,8 +712,7 @@ void build(Plan<T>& plan, const NetDesc& net, int max_batch, int height, int wid
     p.copy_offset = static_cast<int64_t>(all_weights);
     conv->weight_copy_offset = all_weights;
     p.out_channels = s.out_channels;
-    p.in_channels = weight_in_channels(*conv);
-    p.copy_in_channels = s.in_channels;
+    p.in_channels = s.in_channels;
     p.kernel = s.kernel;
     permutations.push_back(p);
     all_weights += copy;
@@ -847,13 +826,13 @@ const float* forward_of(Plan<T>& plan, const NetworkInput& input, int batch, boo
       fail("internal error: an executor built for float input was given pixels; please report ",
            "this");
     pixels_to_input(batch, plan.in_channels, plan.height, plan.width, input.pixels,
-                    input.mean_stddev, plan.input_copy, plan.format, stream, plan.input_channels);
+                    input.mean_stddev, plan.input_copy, plan.format, stream);
     plan.input = plan.input_copy;
   } else if (plan.nhwc) {
     // model.to(memory_format=torch.channels_last) with the input moved likewise (and, under
     // autocast, cast to bfloat16 by the first convolution): one launch does both.
     nchw_to_nhwc(batch, plan.in_channels, plan.height, plan.width, input.images, plan.input_copy,
-                 stream, plan.input_channels);
+                 stream);
     plan.input = plan.input_copy;
   } else if constexpr (Plan<T>::kMixed) {
     // autocast casts the float input of the first convolution to bfloat16: one launch here.
@@ -1005,11 +984,9 @@ class TypedExecutor final : public detail::ExecutorImpl {
  public:
   TypedExecutor(const NetDesc& net, const ParamLayout& layout, const DeviceModel& model,
                 int max_batch, int height, int width, ComputeContext& context,
-                const MathPolicy& policy, BatchNormImpl batchnorm, bool pixel_input,
-                int input_channels)
+                const MathPolicy& policy, BatchNormImpl batchnorm, bool pixel_input)
       : max_batch_(max_batch), plan_(layout, model, context, policy, batchnorm) {
     plan_.pixel_input = pixel_input;
-    plan_.input_channels = input_channels;
     build(plan_, net, max_batch, height, width, policy);
   }
   void check_batch(int batch, bool training) const override {
@@ -1036,27 +1013,24 @@ std::unique_ptr<detail::ExecutorImpl> make_impl(const NetDesc& net, const ParamL
                                                 const DeviceModel& model, int max_batch,
                                                 int height, int width, ComputeContext& context,
                                                 const MathPolicy& policy,
-                                                BatchNormImpl batchnorm, bool pixel_input,
-                                                int input_channels) {
+                                                BatchNormImpl batchnorm, bool pixel_input) {
   switch (policy.data_type) {
     case CUDNN_DATA_FLOAT:
       return std::make_unique<TypedExecutor<float>>(net, layout, model, max_batch, height, width,
-                                                    context, policy, batchnorm, pixel_input,
-                                                    input_channels);
+                                                    context, policy, batchnorm, pixel_input);
     case CUDNN_DATA_BFLOAT16:
       if (model.params_bf16 == nullptr)
         fail("internal error: a bfloat16 executor needs the bfloat16 copy of the parameters; ",
              "please report this");
       return std::make_unique<TypedExecutor<__nv_bfloat16>>(net, layout, model, max_batch, height,
                                                             width, context, policy, batchnorm,
-                                                            pixel_input, input_channels);
+                                                            pixel_input);
     case CUDNN_DATA_HALF:
       if (model.params_fp16 == nullptr)
         fail("internal error: a float16 executor needs the float16 copy of the parameters; ",
              "please report this");
       return std::make_unique<TypedExecutor<__half>>(net, layout, model, max_batch, height, width,
-                                                     context, policy, batchnorm, pixel_input,
-                                                     input_channels);
+                                                     context, policy, batchnorm, pixel_input);
     default:
       fail("the CUDA executor stores activations in float32, bfloat16 or float16, not ",
            to_string(policy.data_type));
@@ -1067,13 +1041,12 @@ std::unique_ptr<detail::ExecutorImpl> make_impl(const NetDesc& net, const ParamL
 
 Executor::Executor(const NetDesc& net, const ParamLayout& layout, const DeviceModel& model,
                    int max_batch, int height, int width, ComputeContext& context,
-                   const MathPolicy& policy, BatchNormImpl batchnorm, bool pixel_input,
-                   int input_channels)
+                   const MathPolicy& policy, BatchNormImpl batchnorm, bool pixel_input)
     : max_batch_(max_batch) {
   if (max_batch < 1) fail("batch size must be >= 1, got ", max_batch);
   if (height < 1 || width < 1) fail("input images must be at least 1x1, got ", height, "x", width);
   impl_ = make_impl(net, layout, model, max_batch, height, width, context, policy, batchnorm,
-                    pixel_input, input_channels);
+                    pixel_input);
 }
 
 Executor::~Executor() = default;

@@ -156,11 +156,6 @@ const std::vector<Flag>& flags() {
              parse_choice<MemoryFormat>(f, v, {{"nchw", MemoryFormat::nchw}, {"nhwc", MemoryFormat::nhwc}});
          o.memory_format_given = true;
        }},
-      {"--pad-input-channels", "N",
-       "GPU, nhwc: zero-pad the images' channels to N on the GPU (4 or 8), so that the stem "
-       "convolution's tensor-core kernels read whole vectors of channels; the model, its "
-       "gradients and checkpoints are the unpadded ones (default: no padding)",
-       [](TrainOptions& o, auto& f, auto& v) { o.pad_input_channels = parse_integer(f, v, 1, 64); }},
       {"--batchnorm", "KIND",
        "GPU BatchNorm kernels: cudnn (default) or fused (ours, with the ReLU and the residual add "
        "folded in; fast in nhwc)",
@@ -313,11 +308,6 @@ void check_combinations(const TrainOptions& o) {
   if (o.conv_graph_api && o.device == DeviceChoice::cpu)
     fail("--conv-api graph chooses how cuDNN runs the convolutions, but --device cpu trains on the CPU: drop one "
          "of the two");
-  if (o.pad_input_channels > 0 && o.device == DeviceChoice::cpu)
-    fail("--pad-input-channels pads the input on the GPU, but --device cpu trains on the CPU: drop one of the two");
-  if (o.pad_input_channels > 0 && o.memory_format != MemoryFormat::nhwc)
-    fail("--pad-input-channels pads the channels of NHWC activations (a pixel's channels side by side); "
-         "add --memory-format nhwc, or drop --pad-input-channels");
   if (o.cuda_graphs && o.device == DeviceChoice::cpu)
     fail("--cuda-graphs on replays CUDA work and needs the CUDA engine: drop --device cpu, or use "
          "--cuda-graphs off");

@@ -252,12 +252,6 @@ void Trainer::check_gpu_only_options() const {
   if (options_.conv_graph_api && device_ != DeviceKind::cuda)
     fail("--conv-api graph chooses how cuDNN runs the convolutions, but this run trains on the CPU (",
          device_reason_, "): drop --conv-api, or run where a GPU answers");
-  if (options_.pad_input_channels > 0 && device_ != DeviceKind::cuda)
-    fail("--pad-input-channels pads the input on the GPU, but this run trains on the CPU (", device_reason_,
-         "): drop --pad-input-channels, or run where a GPU answers");
-  if (options_.pad_input_channels > 0 && options_.pad_input_channels < data_.channels)
-    fail("--pad-input-channels ", options_.pad_input_channels, " is fewer than the ", data_.channels,
-         " channels of the images: give at least ", data_.channels, " (4 or 8 are the useful values)");
   if (!options_.cuda_graphs) return;
   if (device_ != DeviceKind::cuda)
     fail("--cuda-graphs on replays CUDA work, but this run trains on the CPU (", device_reason_,
@@ -314,7 +308,6 @@ void Trainer::make_engine_and_state() {
   engine_config_.precision = options_.precision;
   engine_config_.memory_format = options_.memory_format;
   engine_config_.batchnorm = options_.batchnorm;
-  engine_config_.pad_input_channels = options_.pad_input_channels;
   engine_config_.deterministic = options_.deterministic;
   engine_config_.conv_timed_search = options_.conv_timed_search;
   engine_config_.conv_graph_api = options_.conv_graph_api;
@@ -425,11 +418,7 @@ void Trainer::show_settings() const {
                              : std::string(" (the CPU always computes in float32)"))},
       {"memory format", device_ == DeviceKind::cuda
                             ? std::string(to_string(options_.memory_format)) +
-                                  (options_.memory_format_given ? "" : " (the default)") +
-                                  (options_.pad_input_channels > 0
-                                       ? ", the input zero-padded to " +
-                                             std::to_string(options_.pad_input_channels) + " channels on the GPU"
-                                       : std::string())
+                                  (options_.memory_format_given ? "" : " (the default)")
                             : std::string("nchw (the CPU engine's only layout)")},
       {"batchnorm", device_ == DeviceKind::cuda ? std::string(to_string(options_.batchnorm)) +
                                                       batchnorm_description(options_.batchnorm)

@@ -61,14 +61,4 @@ for precision in bf16 fp16; do
 done
 differ() { ! cmp -s "$1" "$2"; }
 check "bf16 and fp16 train to different weights" differ "$work/bf16-straight.rddp" "$work/fp16-straight.rddp"
-
-# The input zero-padded to 4 channels for the stem convolution: the same sums, so (on the
-# emulator, whose convolutions add in one order) the same weights bit for bit.
-padded=("${run[@]}" --precision bf16 --memory-format nhwc --batchnorm fused --pad-input-channels 4)
-expect 0 "memory format +nhwc, the input zero-padded to 4 channels on the GPU" -- \
-  "${padded[@]}" --save-weights "$work/bf16-padded.rddp"
-check "--pad-input-channels 4 gives the unpadded run's weights bit for bit" \
-  cmp "$work/bf16-straight.rddp" "$work/bf16-padded.rddp"
-expect 1 "--pad-input-channels 2 is fewer than the 3 channels of the images: give at least 3" -- \
-  "${run[@]}" --memory-format nhwc --pad-input-channels 2
 finish

@@ -21,7 +21,7 @@ RDDP_KERNELS_ONLY=convolutions expect 0 "kernels_bench --only convolutions" -- \
 kernels_bench=$(dirname "$RDDP_BIN")/bench/kernels_bench
 if [ -x "$kernels_bench" ]; then
   expect 2 "no section 'conv'" -- "$kernels_bench" --only conv
-  expect 2 "sections: softmax,optimizers,weights,batchnorm,stem,convolutions" -- \
+  expect 2 "sections: softmax,optimizers,weights,batchnorm,convolutions" -- \
     "$kernels_bench" --only
 fi
 

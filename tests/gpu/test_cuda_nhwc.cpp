@@ -185,54 +185,6 @@ TEST_CASE("an NHWC engine's SGD step matches the NCHW engine's, and its weight c
   CHECK(std::fabs(eval_loss(*a) - before) <= loss_tolerance(before));
 }
 
-TEST_CASE("an NHWC engine with its input zero-padded to 4 or 8 channels trains as the unpadded one") {
-  // The padding's channels are zeros with zero weights: the stem computes the same sums, and its
-  // weight gradient, cut back to 3 channels, the same gradient (to cuDNN's rounding where the
-  // wider input picks other algorithms; on the emulator, the same bits).
-  for (const int pad : {4, 8}) {
-    for (const BatchInput input : {BatchInput::normalized_float, BatchInput::pixels}) {
-      CAPTURE(pad);
-      CAPTURE(input == BatchInput::pixels);
-      EngineConfig plain =
-          small_image_config(Stem::cifar, 4, Precision::fp32, MemoryFormat::nhwc);
-      plain.input = input;
-      plain.pixel_mean = {0.4914f, 0.4822f, 0.4465f};
-      plain.pixel_stddev = {0.2470f, 0.2435f, 0.2616f};
-      plain.optimizer.kind = OptimizerKind::sgd;
-      plain.optimizer.lr = 0.1;
-      plain.optimizer.momentum = 0.0;
-      EngineConfig padded = plain;
-      padded.pad_input_channels = pad;
-      auto a = make_cuda_engine(padded, 3, exact_options());
-      auto b = make_cuda_engine(plain, 3, exact_options());
-      const Batch data = testing::random_pixel_batch(plain, 4, 23);
-      const auto view = [&] { return input == BatchInput::pixels ? data.pixel_view() : data.view(); };
-      a->train_step(view(), plain.optimizer.lr, nullptr);
-      b->train_step(view(), plain.optimizer.lr, nullptr);
-      const Metrics trained_a = a->take_metrics(), trained_b = b->take_metrics();
-      CHECK(std::fabs(trained_a.loss_sum - trained_b.loss_sum) <=
-            kFloatNetRel * (1.0 + std::fabs(trained_b.loss_sum)));
-      compare_states_after_step(*a, *b, plain.spec);
-      // The stepped weights reach the padded copy too: evaluations agree after the step.
-      a->eval_step(view());
-      b->eval_step(view());
-      const double eval_a = a->take_metrics().loss_sum, eval_b = b->take_metrics().loss_sum;
-      CHECK(std::fabs(eval_a - eval_b) <= kFloatNetRel * (1.0 + std::fabs(eval_b)));
-    }
-  }
-}
-
-TEST_CASE("input padding is refused where it cannot work") {
-  EngineConfig nchw = small_image_config(Stem::cifar, 2, Precision::fp32, MemoryFormat::nchw);
-  nchw.pad_input_channels = 4;
-  CHECK_THROWS_WITH_AS(make_cuda_engine(nchw, 1, exact_options()),
-                       doctest::Contains("needs NHWC activations"), Error);
-  EngineConfig fewer = small_image_config(Stem::cifar, 2, Precision::fp32, MemoryFormat::nhwc);
-  fewer.pad_input_channels = 2;
-  CHECK_THROWS_WITH_AS(make_cuda_engine(fewer, 1, exact_options()),
-                       doctest::Contains("fewer channels on the device (2) than its 3"), Error);
-}
-
 TEST_CASE("NHWC max pooling matches the CPU twin bit for bit, float and bfloat16") {
   const cpu::PoolShape shapes[] = {
       {2, 3, 9, 9, 3, 2, 1}, {1, 2, 8, 7, 3, 2, 1},   {2, 64, 16, 16, 3, 2, 1},
@@ -311,8 +263,7 @@ TEST_CASE("the input's NCHW -> NHWC conversion: float exact, 16-bit rounded like
   testing::check_input_to_nhwc<float>(3, 3, 7, 5, context.stream());
   testing::check_input_to_nhwc<__nv_bfloat16>(3, 3, 7, 5, context.stream());
   testing::check_input_to_nhwc<__half>(2, 3, 224, 224, context.stream());
-  testing::check_input_to_nhwc<__nv_bfloat16>(2, 3, 224, 224, context.stream(), 4);
-  testing::check_input_to_nhwc<float>(3, 1, 28, 28, context.stream(), 8);
+  testing::check_input_to_nhwc<float>(3, 1, 28, 28, context.stream());
 }
 
 TEST_CASE("uint8 pixels -> normalised input: the loader's values, rounded like convert") {
@@ -322,8 +273,6 @@ TEST_CASE("uint8 pixels -> normalised input: the loader's values, rounded like c
     testing::check_pixels_to_input<__nv_bfloat16>(4, 3, 224, 224, format, context.stream());
     testing::check_pixels_to_input<__half>(2, 1, 33, 17, format, context.stream());
   }
-  testing::check_pixels_to_input<__nv_bfloat16>(4, 3, 224, 224, MemoryFormat::nhwc, context.stream(), 4);
-  testing::check_pixels_to_input<__half>(2, 3, 32, 32, MemoryFormat::nhwc, context.stream(), 8);
 }
 
 TEST_CASE("conv weights go OIHW -> OHWI -> OIHW bit for bit, in one launch for all of them") {
@@ -333,7 +282,7 @@ TEST_CASE("conv weights go OIHW -> OHWI -> OIHW bit for bit, in one launch for a
   const std::vector<testing::WeightShape> shapes = {
       {64, 3, 7},   {64, 64, 3},   {128, 64, 3}, {128, 128, 3}, {128, 64, 1}, {256, 128, 3},
       {256, 256, 3}, {256, 128, 1}, {512, 256, 3}, {512, 512, 3}, {512, 256, 1}, {5, 7, 3},
-      {3, 1000, 3}, {2, 3, 65}, {64, 3, 7, 4}, {64, 3, 7, 8}, {64, 1, 3, 8}, {2, 3, 65, 4}};
+      {3, 1000, 3}, {2, 3, 65}};
   testing::check_weight_permutations<float>(shapes, context.stream());
   testing::check_weight_permutations<__nv_bfloat16>(shapes, context.stream());
   testing::check_weight_permutations<__half>(shapes, context.stream());

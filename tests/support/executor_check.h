@@ -120,7 +120,7 @@ inline ExecutorRun check_executor_against_cpu(const ExecutorSetting& setting,
                           cuda::DeviceModel{params.get(), grads.get(), running.get(),
                                             setting.bf16 ? params_bf16.get() : nullptr},
                           batch, config.height, config.width, context, policy,
-                          setting.batchnorm, /*pixel_input=*/false, /*input_channels=*/0);
+                          setting.batchnorm, /*pixel_input=*/false);
   cpu::Executor<double> cpu_executor(reference, batch, config.height, config.width);
 
   const cuda::DeviceBuffer<float> input = to_device(data.images, stream);

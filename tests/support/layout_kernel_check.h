@@ -5,9 +5,7 @@
 // OIHW -> OHWI copies (all in one launch) and the weight gradients' way back. Shared by the GPU
 // test (tests/gpu/test_cuda_nhwc.cpp, at ResNet-18's weight shapes) and the emulated one
 // (tests/emu/test_emulated_layout.cpp, which runs the same kernel source on the CPU at shapes
-// that reach the same paths), each also with the input's channels zero-padded (the stem's
-// input and weight copy under EngineConfig::pad_input_channels). Every output starts poisoned
-// (NaN).
+// that reach the same paths). Every output starts poisoned (NaN).
 #include <doctest/doctest.h>
 
 #include <cuda_bf16.h>
@@ -45,49 +43,30 @@ std::vector<T> rounded_like_convert(const cuda::DeviceBuffer<float>& values, cud
   }
 }
 
-// Rows of `c` values (an NHWC tensor's pixels, an OHWI weight's taps), each followed by zeros up
-// to `padded` values (nothing added when padded <= c): the layout of a zero-padded input.
+// The network's input, [n, c, h, w] floats, into the activations' type and NHWC in one pass.
 template <typename T>
-std::vector<T> padded_rows(const std::vector<T>& rows, int c, int padded) {
-  if (padded <= c) return rows;
-  const size_t count = rows.size() / static_cast<size_t>(c);
-  std::vector<T> out(count * static_cast<size_t>(padded), static_cast<T>(0.0f));
-  for (size_t r = 0; r < count; ++r)
-    std::copy_n(rows.begin() + static_cast<int64_t>(r) * c, c,
-                out.begin() + static_cast<int64_t>(r) * padded);
-  return out;
-}
-
-// The network's input, [n, c, h, w] floats, into the activations' type and NHWC in one pass,
-// with zeros for the channels from c up to `padded` (0: no padding).
-template <typename T>
-void check_input_to_nhwc(int n, int c, int h, int w, cudaStream_t stream, int padded = 0) {
+void check_input_to_nhwc(int n, int c, int h, int w, cudaStream_t stream) {
   CAPTURE(n);
   CAPTURE(c);
   CAPTURE(h);
   CAPTURE(w);
-  CAPTURE(padded);
   const size_t count = static_cast<size_t>(n) * c * h * w;
   Rng rng(derive_seed(count, "nhwc input"));
   const auto d_x = to_device(random_uniform<float>(rng, count, -10.0, 10.0), stream);
-  const auto expected =
-      padded_rows(nchw_to_nhwc(rounded_like_convert<T>(d_x, stream), n, c, h, w), c, padded);
+  const auto expected = nchw_to_nhwc(rounded_like_convert<T>(d_x, stream), n, c, h, w);
   auto d_y = poisoned<T>(expected.size(), stream);
-  cuda::nchw_to_nhwc(n, c, h, w, d_x.get(), d_y.get(), stream, padded);
+  cuda::nchw_to_nhwc(n, c, h, w, d_x.get(), d_y.get(), stream);
   CHECK(bitwise_equal(to_host(d_y, stream), expected));
 }
 
 // A batch as uploaded, uint8 [n, h, w, c], into the network's input: the loader's float
 // normalisation (data/normalize.h), then rounded like convert, in either layout.
-// `padded` (NHWC only): as check_input_to_nhwc's.
 template <typename T>
-void check_pixels_to_input(int n, int c, int h, int w, MemoryFormat format, cudaStream_t stream,
-                           int padded = 0) {
+void check_pixels_to_input(int n, int c, int h, int w, MemoryFormat format, cudaStream_t stream) {
   CAPTURE(n);
   CAPTURE(c);
   CAPTURE(h);
   CAPTURE(w);
-  CAPTURE(padded);
   const bool nhwc = format == MemoryFormat::nhwc;
   CAPTURE(nhwc);
   const size_t count = static_cast<size_t>(n) * c * h * w;
@@ -107,7 +86,7 @@ void check_pixels_to_input(int n, int c, int h, int w, MemoryFormat format, cuda
                           expected_nchw.data());
   std::vector<T> expected =
       rounded_like_convert<T>(to_device(expected_nchw, stream), stream);
-  if (nhwc) expected = padded_rows(nchw_to_nhwc(expected, n, c, h, w), c, padded);
+  if (nhwc) expected = nchw_to_nhwc(expected, n, c, h, w);
 
   std::vector<float> mean_stddev = normalization.mean;
   mean_stddev.insert(mean_stddev.end(), normalization.stddev.begin(), normalization.stddev.end());
@@ -115,14 +94,12 @@ void check_pixels_to_input(int n, int c, int h, int w, MemoryFormat format, cuda
   const auto d_mean_stddev = to_device(mean_stddev, stream);
   auto d_y = poisoned<T>(expected.size(), stream);
   cuda::pixels_to_input(n, c, h, w, d_pixels.get(), d_mean_stddev.get(), d_y.get(), format,
-                        stream, padded);
+                        stream);
   CHECK(bitwise_equal(to_host(d_y, stream), expected));
 }
 
-// padded_in > in: the OHWI copy has that many input channels, zero past `in` (the stem's).
 struct WeightShape {
   int out, in, kernel;
-  int padded_in = 0;
 };
 
 // `shapes` laid out as in a model's flat parameters (at odd offsets, with other parameters
@@ -140,21 +117,14 @@ struct WeightTable {
       p.out_channels = shape.out;
       p.in_channels = shape.in;
       p.kernel = shape.kernel;
-      p.copy_in_channels = shape.padded_in;
       entries.push_back(p);
       params_size += numel(p) + 5;
-      copy_size += copy_numel(p);
+      copy_size += numel(p);
       max_out_channels = std::max(max_out_channels, shape.out);
     }
   }
   static size_t numel(const cuda::WeightPermutation& p) {
     return static_cast<size_t>(p.out_channels) * p.in_channels * p.kernel * p.kernel;
-  }
-  static int copy_in(const cuda::WeightPermutation& p) {
-    return std::max(p.in_channels, p.copy_in_channels);
-  }
-  static size_t copy_numel(const cuda::WeightPermutation& p) {
-    return static_cast<size_t>(p.out_channels) * copy_in(p) * p.kernel * p.kernel;
   }
 };
 
@@ -165,8 +135,7 @@ std::vector<T> ohwi_copies(const WeightTable& table, const std::vector<T>& param
   for (const cuda::WeightPermutation& p : table.entries) {
     const auto first = params.begin() + p.param_offset;
     const std::vector<T> oihw(first, first + static_cast<int64_t>(WeightTable::numel(p)));
-    const auto ohwi = padded_rows(nchw_to_nhwc(oihw, p.out_channels, p.in_channels, p.kernel, p.kernel),
-                                  p.in_channels, WeightTable::copy_in(p));
+    const auto ohwi = nchw_to_nhwc(oihw, p.out_channels, p.in_channels, p.kernel, p.kernel);
     std::copy(ohwi.begin(), ohwi.end(), copies.begin() + p.copy_offset);
   }
   return copies;
@@ -191,14 +160,13 @@ void check_weight_permutations(const std::vector<WeightShape>& shapes, cudaStrea
   auto d_back = poisoned<float>(table.params_size, stream);
   for (const cuda::WeightPermutation& p : table.entries)
     cuda::ohwi_to_oihw(p.out_channels, p.in_channels, p.kernel, d_copy.get() + p.copy_offset,
-                       d_back.get() + p.param_offset, stream, p.copy_in_channels);
+                       d_back.get() + p.param_offset, stream);
   const std::vector<float> back = to_host(d_back, stream);
   const std::vector<float> widened = converted<float>(params);
   for (const cuda::WeightPermutation& p : table.entries) {
     CAPTURE(p.out_channels);
     CAPTURE(p.in_channels);
     CAPTURE(p.kernel);
-    CAPTURE(p.copy_in_channels);
     CHECK_MESSAGE(std::memcmp(back.data() + p.param_offset, widened.data() + p.param_offset,
                               WeightTable::numel(p) * sizeof(float)) == 0,
                   "ohwi_to_oihw");

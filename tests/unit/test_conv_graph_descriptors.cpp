@@ -25,9 +25,8 @@ struct NetworkConv {
   bool input_grad;  // the executor runs backward data (not for the stem: the input needs none)
 };
 
-// Every convolution of the network at `size` x `size`, with the shape the executor gives it;
-// the stem reads `input_channels` (more than the model's when the input is padded).
-std::vector<NetworkConv> network_convs(Stem stem, int size, int batch, int input_channels) {
+// Every convolution of the network at `size` x `size`, with the shape the executor gives it.
+std::vector<NetworkConv> network_convs(Stem stem, int size, int batch) {
   ModelSpec spec;
   spec.stem = stem;
   const NetDesc net = describe(spec);
@@ -35,7 +34,7 @@ std::vector<NetworkConv> network_convs(Stem stem, int size, int batch, int input
   for_each_conv(net, size, [&](const ConvDesc& c, int in_size) {
     const bool is_stem = &c == &net.stem_conv;
     convs.push_back({c.name,
-                     {batch, is_stem ? input_channels : c.in_channels, in_size, in_size,
+                     {batch, c.in_channels, in_size, in_size,
                       c.out_channels, c.kernel, c.stride, c.pad},
                      !is_stem});
   });
@@ -86,20 +85,13 @@ TEST_CASE("cuDNN finalizes every convolution operation of the network, in every 
   for (const Case& c : cases) {
     for (cudnnDataType_t type : {CUDNN_DATA_FLOAT, CUDNN_DATA_BFLOAT16, CUDNN_DATA_HALF}) {
       for (cudnnTensorFormat_t format : {CUDNN_TENSOR_NCHW, CUDNN_TENSOR_NHWC}) {
-        // --pad-input-channels 4 or 8 widens the stem's input, in NHWC only.
-        std::vector<int> input_channels{3};
-        if (format == CUDNN_TENSOR_NHWC) input_channels.insert(input_channels.end(), {4, 8});
-        for (int channels : input_channels) {
-          INFO(to_string(c.stem), " stem, ", c.size, "x", c.size, ", batch ", c.batch,
-               ", cuDNN data type ", static_cast<int>(type),
-               format == CUDNN_TENSOR_NHWC ? ", NHWC" : ", NCHW", ", ", channels,
-               " input channels");
-          const std::vector<NetworkConv> convs =
-              network_convs(c.stem, c.size, c.batch, channels);
-          REQUIRE(convs.size() == 20);  // the stem, 16 in the blocks, 3 downsampling
-          // 2 directions of the stem, 4 operations of each of the other 19.
-          CHECK(finalize_all(convs, policy_of(type, format)) == 2 + 19 * 4);
-        }
+        INFO(to_string(c.stem), " stem, ", c.size, "x", c.size, ", batch ", c.batch,
+             ", cuDNN data type ", static_cast<int>(type),
+             format == CUDNN_TENSOR_NHWC ? ", NHWC" : ", NCHW");
+        const std::vector<NetworkConv> convs = network_convs(c.stem, c.size, c.batch);
+        REQUIRE(convs.size() == 20);  // the stem, 16 in the blocks, 3 downsampling
+        // 2 directions of the stem, 4 operations of each of the other 19.
+        CHECK(finalize_all(convs, policy_of(type, format)) == 2 + 19 * 4);
       }
     }
   }

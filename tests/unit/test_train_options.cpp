@@ -215,19 +215,6 @@ TEST_CASE("--batchnorm: cuDNN's by default, our fused kernels on request, never 
   CHECK(usage().find("--batchnorm") != std::string::npos);
 }
 
-TEST_CASE("--pad-input-channels: NHWC on a GPU only") {
-  CHECK(parse({"--dataset", "synthetic"}).pad_input_channels == 0);
-  CHECK(parse({"--dataset", "synthetic", "--memory-format", "nhwc", "--pad-input-channels", "4"})
-            .pad_input_channels == 4);
-  refused({"--dataset", "synthetic", "--pad-input-channels", "4"},
-          "--pad-input-channels pads the channels of NHWC activations (a pixel's channels side by side); add "
-          "--memory-format nhwc, or drop --pad-input-channels");
-  refused({"--dataset", "synthetic", "--memory-format", "nhwc", "--pad-input-channels", "4", "--device", "cpu"},
-          "--pad-input-channels pads the input on the GPU, but --device cpu trains on the CPU: drop one of the two");
-  refused({"--dataset", "synthetic", "--pad-input-channels", "0"}, "--pad-input-channels");
-  CHECK(usage().find("--pad-input-channels N") != std::string::npos);
-}
-
 TEST_CASE("--cuda-graphs: off by default, on or off on request, never with the CPU engine") {
   CHECK_FALSE(parse({"--dataset", "synthetic"}).cuda_graphs);
   CHECK(parse({"--dataset", "synthetic", "--cuda-graphs", "on"}).cuda_graphs);

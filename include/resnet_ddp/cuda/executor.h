@@ -73,15 +73,9 @@ class Executor {
   //
   // `pixel_input`: forward will be given pixels (NetworkInput); the executor keeps the
   // normalised input in its own buffer, as it does under mixed precision or NHWC anyway.
-  //
-  // `input_channels` > the stem's in_channels (NHWC only): the input is zero-padded to that many
-  // channels on the device, and the stem convolution reads them with zero weights, so that its
-  // tensor-core kernels read whole vectors of channels (3 channels of 16-bit values do not fill
-  // one). The parameters, gradients and results are those of the unpadded network. 0: no padding.
   Executor(const NetDesc& net, const ParamLayout& layout, const DeviceModel& model, int max_batch,
            int height, int width, ComputeContext& context, const MathPolicy& policy,
-           BatchNormImpl batchnorm = BatchNormImpl::cudnn, bool pixel_input = false,
-           int input_channels = 0);
+           BatchNormImpl batchnorm = BatchNormImpl::cudnn, bool pixel_input = false);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;

@@ -81,28 +81,23 @@ void global_avgpool_backward(int batch, int channels, int spatial, const T* dy, 
 
 // y (NHWC) = x (NCHW), converted from From to To (rounding to nearest even when narrowing):
 // the network's input, in the pass that converts its type.
-// padded_channels > channels: y has that many channels, zeros past `channels` (0: as many).
 template <typename From, typename To>
 void nchw_to_nhwc(int batch, int channels, int height, int width, const From* x, To* y,
-                  cudaStream_t stream, int padded_channels = 0);
+                  cudaStream_t stream);
 
 // y = the network's input from a batch as it is uploaded: uint8 pixels [batch, height, width,
 // channels], normalised as ToTensor + Normalize do, (x / 255 - mean[c]) / stddev[c] in float
 // (pixel_math.h, the loader's formula), then converted to To like convert(), in `format`.
 // mean_stddev (device memory): the channels' means, then their standard deviations.
-// padded_channels (NHWC only) as nchw_to_nhwc's.
 template <typename To>
 void pixels_to_input(int batch, int channels, int height, int width, const uint8_t* hwc,
-                     const float* mean_stddev, To* y, MemoryFormat format, cudaStream_t stream,
-                     int padded_channels = 0);
+                     const float* mean_stddev, To* y, MemoryFormat format, cudaStream_t stream);
 
 // One convolution weight: where it is in the flat float parameters (OIHW) and where its OHWI
-// copy goes. copy_in_channels > in_channels: the copy has that many input channels, zero
-// weights past in_channels (the stem's, for an input padded to them; 0: as many).
+// copy goes.
 struct WeightPermutation {
   int64_t param_offset = 0, copy_offset = 0;
   int out_channels = 0, in_channels = 0, kernel = 0;
-  int copy_in_channels = 0;
 };
 // copy[table[k].copy_offset + OHWI index] = params[table[k].param_offset + OIHW index],
 // converted to To, for the `convolutions` entries of `table` (device memory) in one launch;
@@ -112,11 +107,9 @@ void weights_to_ohwi(const WeightPermutation* table, int convolutions, int max_o
                      const float* params, To* copy, cudaStream_t stream);
 // oihw (float) = ohwi widened: a weight gradient as cuDNN writes it for an NHWC filter, into
 // the layout of the flat gradient buffer.
-// padded_in_channels > in_channels: ohwi has that many input channels, and those past
-// in_channels are dropped (0: as many).
 template <typename From>
 void ohwi_to_oihw(int out_channels, int in_channels, int kernel, const From* ohwi, float* oihw,
-                  cudaStream_t stream, int padded_in_channels = 0);
+                  cudaStream_t stream);
 
 // ---- kernels/metrics.cu
 

@@ -29,7 +29,6 @@ struct TrainOptions {
   // changes with the BatchNorm's, once a whole GPU training run has been compared with PyTorch's.
   MemoryFormat memory_format = MemoryFormat::nchw;
   bool memory_format_given = false;
-  int pad_input_channels = 0;  // 0: the images' own channels
   // GPU BatchNorm kernels: cuDNN's until a whole GPU training run with our fused ones has been
   // compared with PyTorch's (they are the faster: bench/results, H100, 2026-11-28).
   BatchNormImpl batchnorm = BatchNormImpl::cudnn;
