@@ -1,12 +1,13 @@
 // CIFAR binary versions (https://www.cs.toronto.edu/~kriz/cifar.html): each record is the
 // label byte(s) followed by 3072 bytes, the red, green and blue planes of a 32x32 image, rows
-// top to bottom. torchvision's CIFAR10/CIFAR100 read the Python pickles of the same data.
+// top to bottom. The Python version of the same data, which torchvision downloads, is
+// cifar_python_reader.cpp's.
 #include <string>
 #include <vector>
 
+#include "cifar_layout.h"
 #include "resnet_ddp/data/file_io.h"
 #include "resnet_ddp/data/in_memory_dataset.h"
-#include "resnet_ddp/data/readers.h"
 #include "resnet_ddp/error.h"
 
 namespace rddp::data {
@@ -19,7 +20,6 @@ constexpr size_t kImageBytes = 3 * kPlane;
 
 struct CifarFormat {
   const char* name;            // "CIFAR-10"
-  const char* subdirectory;    // where the tarball unpacks to
   const char* archive;         // what to download
   std::vector<std::string> train_files;
   std::vector<std::string> val_files;
@@ -27,17 +27,6 @@ struct CifarFormat {
   int num_classes;             // of the label we use, the last label byte
   int coarse_classes;          // CIFAR-100's 20 superclasses; 0 for CIFAR-10
 };
-
-std::string find_cifar_dir(const std::string& dir, const CifarFormat& format) {
-  const std::string& first = format.train_files.front();
-  if (is_regular_file(join_path(dir, first))) return dir;
-  const std::string nested = join_path(dir, format.subdirectory);
-  if (is_regular_file(join_path(nested, first))) return nested;
-  if (!is_directory(dir)) fail("data directory ", dir, " does not exist");
-  fail("no ", format.name, " binary files in ", dir, ": looked for ", first, " there and in ",
-       nested, ". Download and unpack ", format.archive, " (the binary version, not the "
-       "Python or MATLAB one); data/README.md shows how");
-}
 
 void append_file(ImageArray& array, const std::string& path, const CifarFormat& format) {
   const std::vector<uint8_t> bytes = read_file(path);
@@ -86,27 +75,19 @@ DatasetPtr read_split(const std::string& dir, const std::vector<std::string>& na
   return make_in_memory_dataset(std::move(array));
 }
 
-Splits open_cifar(const std::string& dir, const CifarFormat& format) {
-  const std::string found = find_cifar_dir(dir, format);
-  return {read_split(found, format.train_files, format, "train"),
-          read_split(found, format.val_files, format, "test")};
-}
-
 }  // namespace
 
-Splits open_cifar10(const std::string& dir) {
-  static const CifarFormat format{
-      "CIFAR-10", "cifar-10-batches-bin", "cifar-10-binary.tar.gz",
+Splits read_cifar_binary(const std::string& dir, CifarVersion version) {
+  static const CifarFormat cifar10{
+      "CIFAR-10", "cifar-10-binary.tar.gz",
       {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin",
        "data_batch_5.bin"},
       {"test_batch.bin"}, 1, 10, 0};
-  return open_cifar(dir, format);
-}
-
-Splits open_cifar100(const std::string& dir) {
-  static const CifarFormat format{"CIFAR-100", "cifar-100-binary", "cifar-100-binary.tar.gz",
-                                  {"train.bin"}, {"test.bin"}, 2, 100, 20};
-  return open_cifar(dir, format);
+  static const CifarFormat cifar100{"CIFAR-100", "cifar-100-binary.tar.gz", {"train.bin"},
+                                    {"test.bin"}, 2, 100, 20};
+  const CifarFormat& format = version == CifarVersion::cifar10 ? cifar10 : cifar100;
+  return {read_split(dir, format.train_files, format, "train"),
+          read_split(dir, format.val_files, format, "test")};
 }
 
 }  // namespace rddp::data

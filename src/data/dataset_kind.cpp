@@ -1,5 +1,6 @@
 #include "resnet_ddp/data/dataset_kind.h"
 
+#include "cifar_layout.h"
 #include "resnet_ddp/data/file_io.h"
 #include "resnet_ddp/error.h"
 
@@ -17,6 +18,12 @@ constexpr KindName kKindNames[] = {
     {DatasetKind::image_folder, "imagefolder"}, {DatasetKind::tiny_imagenet, "tiny-imagenet"},
     {DatasetKind::synthetic, "synthetic"},     {DatasetKind::packed, "packed"},
 };
+
+// What to do when nothing matched.
+constexpr const char* kLayouts =
+    "Point to the folder that holds the data (or to a CIFAR .tar.gz), or name the format "
+    "(cifar10, cifar100, idx, imagefolder, tiny-imagenet, packed, synthetic); data/README.md "
+    "shows each layout";
 
 bool holds_file(const std::string& dir, const char* name) {
   return is_regular_file(join_path(dir, name));
@@ -41,16 +48,23 @@ DatasetKind parse_dataset_kind(const std::string& text) {
 
 DatasetKind detect_dataset_kind(const std::string& dir) {
   if (dir.empty()) fail("no data directory given: name one, or choose the synthetic format");
+  if (is_regular_file(dir)) {
+    if (locate_cifar(dir, CifarVersion::cifar10).layout != CifarLayout::none)
+      return DatasetKind::cifar10;
+    if (locate_cifar(dir, CifarVersion::cifar100).layout != CifarLayout::none)
+      return DatasetKind::cifar100;
+    fail(dir, " is a file, and the only files read as a data set are CIFAR's Python version "
+         "as torchvision downloads it, cifar-10-python.tar.gz and cifar-100-python.tar.gz; unpack "
+         "any other archive. ",
+         kLayouts);
+  }
   if (!is_directory(dir)) fail("data directory ", dir, " does not exist or is not a directory");
   // First: a pack is often written next to the folder it was made from.
   if (holds_file(dir, "train.rddp-pack")) return DatasetKind::packed;
-  const std::string cifar10 = join_path(dir, "cifar-10-batches-bin");
-  const std::string cifar100 = join_path(dir, "cifar-100-binary");
   const std::string raw = join_path(dir, "raw");
-  if (holds_file(dir, "data_batch_1.bin") || holds_file(cifar10, "data_batch_1.bin"))
+  if (locate_cifar(dir, CifarVersion::cifar10).layout != CifarLayout::none)
     return DatasetKind::cifar10;
-  if ((holds_file(dir, "train.bin") && holds_file(dir, "test.bin")) ||
-      holds_file(cifar100, "train.bin"))
+  if (locate_cifar(dir, CifarVersion::cifar100).layout != CifarLayout::none)
     return DatasetKind::cifar100;
   for (const std::string& folder : {dir, raw})
     if (holds_file(folder, "train-images-idx3-ubyte") ||
@@ -59,13 +73,12 @@ DatasetKind detect_dataset_kind(const std::string& dir) {
   if (holds_file(dir, "wnids.txt") && is_regular_file(join_path(dir, "val/val_annotations.txt")))
     return DatasetKind::tiny_imagenet;
   if (is_directory(join_path(dir, "train"))) return DatasetKind::image_folder;
-  fail("cannot tell which data set ", dir, " holds: looked for data_batch_1.bin (CIFAR-10, also "
-       "in cifar-10-batches-bin/), train.bin and test.bin (CIFAR-100, also in cifar-100-binary/), "
+  fail("cannot tell which data set ", dir, " holds: looked for ",
+       cifar_layouts_looked_for(CifarVersion::cifar10), ", ",
+       cifar_layouts_looked_for(CifarVersion::cifar100), ", "
        "train-images-idx3-ubyte[.gz] (idx, also in raw/), wnids.txt with "
        "val/val_annotations.txt (Tiny-ImageNet), a train/ folder (image folder) and "
-       "train.rddp-pack (packed by resnet_ddp_pack). Point to "
-       "the folder that holds them, or name the format (cifar10, cifar100, idx, imagefolder, "
-       "tiny-imagenet, packed, synthetic); data/README.md shows each layout");
+       "train.rddp-pack (packed by resnet_ddp_pack). ", kLayouts);
 }
 
 }  // namespace rddp::data

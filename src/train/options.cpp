@@ -106,7 +106,9 @@ struct Flag {
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
       // Data
-      {"--data", "DIR", "data directory; its format is detected (see --dataset)",
+      {"--data", "DIR",
+       "data directory, or a CIFAR .tar.gz as torchvision downloads it; its format is detected "
+       "(see --dataset)",
        [](TrainOptions& o, auto&, auto& v) { o.data.path = v; }},
       {"--dataset", "KIND", "auto (detected), cifar10, cifar100, idx, imagefolder, tiny-imagenet, synthetic",
        [](TrainOptions& o, auto& f, auto& v) { o.data.kind = with_flag(f, [&] { return data::parse_dataset_kind(v); }); }},

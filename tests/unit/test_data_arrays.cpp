@@ -177,7 +177,7 @@ TEST_CASE("damaged CIFAR files are refused naming the file") {
     CHECK_THROWS_WITH_AS(open_cifar10(dir), doctest::Contains("data_batch_5.bin is missing"), Error);
   }
   SUBCASE("no CIFAR files at all") {
-    CHECK_THROWS_WITH_AS(open_cifar100(dir), doctest::Contains("no CIFAR-100 binary files"), Error);
+    CHECK_THROWS_WITH_AS(open_cifar100(dir), doctest::Contains("no CIFAR-100 files"), Error);
   }
   SUBCASE("no such directory") {
     CHECK_THROWS_WITH_AS(open_cifar10(dir + "/nowhere"), doctest::Contains("does not exist"), Error);

@@ -11,9 +11,13 @@
 
 namespace rddp::data {
 
-// `dir` holds the .bin files, or holds cifar-10-batches-bin/ (cifar-100-binary/) with them.
-Splits open_cifar10(const std::string& dir);
-Splits open_cifar100(const std::string& dir);  // labels are the fine (100-class) labels
+// CIFAR in either version from https://www.cs.toronto.edu/~kriz/cifar.html. `path` holds the
+// binary version's .bin files, or cifar-10-batches-bin/ (cifar-100-binary/) with them; or the
+// Python version torchvision downloads: its files, cifar-10-batches-py/ (cifar-100-python/)
+// with them, or the archive cifar-10-python.tar.gz (cifar-100-python.tar.gz), read in place;
+// `path` may also be that archive. Both versions give the same samples in the same order.
+Splits open_cifar10(const std::string& path);
+Splits open_cifar100(const std::string& path);  // labels are the fine (100-class) labels
 
 // train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte,
 // t10k-labels-idx1-ubyte, each plain or with .gz. The class count is the largest training
