@@ -18,7 +18,7 @@ build=${RDDP_FUZZ_BUILD_DIR:-$root/build-fuzz}
 seconds=${RDDP_FUZZ_SECONDS:-60}
 timeout=${RDDP_FUZZ_TIMEOUT:-10}
 rss_mb=${RDDP_FUZZ_RSS_MB:-2048}
-all_harnesses=(cifar idx image tiny_imagenet tensor_file pack options)
+all_harnesses=(cifar cifar_pickle idx image tiny_imagenet tensor_file pack options)
 
 usage() { sed -n '2,16s/^# \{0,1\}//p' "$0"; }
 while getopts "t:h" option; do

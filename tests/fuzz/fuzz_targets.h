@@ -26,11 +26,13 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <unordered_set>
 #include <vector>
 
 #include "resnet_ddp/data/dataset.h"
 #include "resnet_ddp/data/image_decode.h"
 #include "resnet_ddp/data/pack.h"
+#include "resnet_ddp/data/python2_pickle.h"
 #include "resnet_ddp/data/readers.h"
 #include "resnet_ddp/data/transform.h"
 #include "resnet_ddp/engine.h"
@@ -199,6 +201,79 @@ class CifarTarget {
  private:
   ScratchDir scratch_;
   fs::path records_, cifar10_, cifar100_;
+};
+
+// A value the pickle reader accepted: what the CIFAR reader relies on in it. Values may share
+// branches (the memo), each visited once.
+inline void check_pickle_value(const data::py2pickle::Value& value,
+                               std::unordered_set<const data::py2pickle::Value*>& seen) {
+  using data::py2pickle::Type;
+  if (!seen.insert(&value).second) return;
+  promise(value.depth <= 16, "values nested deeper than the reader allows");
+  if (value.type == Type::array) {
+    promise(value.built && value.dtype == "u1", "an array not built, or not of uint8");
+    uint64_t product = 1;
+    for (int64_t extent : value.shape) {
+      promise(extent >= 0, "an array of negative extent");
+      product *= uint64_t(extent);
+    }
+    promise(product == value.bytes.size(), "an array whose shape is not its size");
+  }
+  if (value.type == Type::dict)
+    for (size_t k = 0; k < value.items.size(); k += 2)
+      promise(value.items[k]->type == Type::string, "a dict key that is not a str");
+  for (const data::py2pickle::ValuePtr& item : value.items) check_pickle_value(*item, seen);
+}
+
+// CIFAR's Python version as torchvision downloads it: Python 2 pickles, in a folder or in the
+// .tar.gz. The input is read as batches.meta (meta) and one batch, between kFileSeparator
+// lines, in a cifar-10-batches-py/ folder whose six batches are all that batch and in a
+// cifar-100-python/ folder as train and test; whole, as cifar-10-python.tar.gz and
+// cifar-100-python.tar.gz (gzip-compressed or plain tar); and whole, as one pickle.
+class CifarPickleTarget {
+ public:
+  static constexpr const char* kName = "cifar_pickle";
+
+  explicit CifarPickleTarget(const std::string& base)
+      : scratch_(base, kName),
+        cifar10_(scratch_.path() / "cifar-10-batches-py"),
+        cifar100_(scratch_.path() / "cifar-100-python"),
+        archive10_(scratch_.path() / "cifar-10-python.tar.gz"),
+        archive100_(scratch_.path() / "cifar-100-python.tar.gz") {
+    fs::create_directory(cifar10_);
+    fs::create_directory(cifar100_);
+    write_file(cifar10_ / "batches.meta", "", 0);
+    write_file(cifar10_ / "data_batch_1", "", 0);
+    write_file(archive10_, "", 0);
+    // Links rather than copies: each input is written once per execution.
+    for (const char* name : {"data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5",
+                             "test_batch"})
+      fs::create_symlink(cifar10_ / "data_batch_1", cifar10_ / name);
+    fs::create_symlink(cifar10_ / "batches.meta", cifar100_ / "meta");
+    for (const char* name : {"train", "test"})
+      fs::create_symlink(cifar10_ / "data_batch_1", cifar100_ / name);
+    fs::create_symlink(archive10_, archive100_);
+  }
+
+  int run(const uint8_t* data, size_t size) const {
+    const std::vector<std::string> files = split_files(data, size, 2);
+    write_file(cifar10_ / "batches.meta", files[0].data(), files[0].size());
+    write_file(cifar10_ / "data_batch_1", files[1].data(), files[1].size());
+    write_file(archive10_, data, size);
+    return count_accepted(
+        [&] { check_splits(data::open_cifar10(cifar10_), true); },
+        [&] { check_splits(data::open_cifar100(cifar100_), true); },
+        [&] { check_splits(data::open_cifar10(archive10_), true); },
+        [&] { check_splits(data::open_cifar100(archive100_), true); },
+        [&] {
+          std::unordered_set<const data::py2pickle::Value*> seen;
+          check_pickle_value(*data::py2pickle::read_python2_pickle(data, size, "input"), seen);
+        });
+  }
+
+ private:
+  ScratchDir scratch_;
+  fs::path cifar10_, cifar100_, archive10_, archive100_;
 };
 
 // MNIST-style idx: the input is the four files (training images and labels, test images and

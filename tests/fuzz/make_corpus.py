@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Writes the seed corpora of the cifar, idx, image, tiny_imagenet, options and pack harnesses
-from real files: a photograph (matplotlib's sample grace_hopper.jpg, Debian's python3-matplotlib),
-Fashion-MNIST (Debian's dataset-fashion-mnist) and command lines from the README and the job
-scripts. make_tensor_seeds writes the tensor_file seeds. Each seed is small, since libFuzzer
-mutates faster within small inputs; the output is the same on every run.
+"""Writes the seed corpora of the cifar, cifar_pickle, idx, image, tiny_imagenet, options and
+pack harnesses from real files: a photograph (matplotlib's sample grace_hopper.jpg, Debian's
+python3-matplotlib), Fashion-MNIST (Debian's dataset-fashion-mnist) and command lines from the
+README and the job scripts. make_tensor_seeds writes the tensor_file seeds. Each seed is small,
+since libFuzzer mutates faster within small inputs; the output is the same on every run.
 
     /usr/bin/python3 tests/fuzz/make_corpus.py [tests/fuzz/corpus]
 """
@@ -13,6 +13,7 @@ import os
 import struct
 import sys
 import zlib
+from types import SimpleNamespace
 
 import numpy as np
 from PIL import Image
@@ -33,15 +34,43 @@ def photo(width, height, mode="RGB"):
     return Image.open(PHOTO).convert("RGB").resize((width, height), Image.BILINEAR).convert(mode)
 
 
-def cifar_seeds(directory):
-    # Two records each, from two crops of the photograph: CIFAR's planar R, G, B layout.
+def cifar_planes():
+    """Two crops of the photograph in CIFAR's planar R, G, B layout."""
     full = Image.open(PHOTO).convert("RGB")
     crops = [full.crop((0, 0, 256, 256)), full.crop((150, 200, 450, 500))]
-    planes = [np.asarray(c.resize((32, 32), Image.BILINEAR)).transpose(2, 0, 1).tobytes()
-              for c in crops]
+    return [np.asarray(c.resize((32, 32), Image.BILINEAR)).transpose(2, 0, 1).tobytes()
+            for c in crops]
+
+
+def cifar_seeds(directory):
+    # Two records each, from two crops of the photograph.
+    planes = cifar_planes()
     write(directory, "cifar10-2-records.bin", bytes([3]) + planes[0] + bytes([7]) + planes[1])
     write(directory, "cifar100-2-records.bin",
           bytes([14, 98]) + planes[0] + bytes([5, 41]) + planes[1])
+
+
+def cifar_pickle_seeds(directory):
+    # CIFAR's Python version, written as Python 2 wrote the download: batches of one image (the
+    # crops above) as meta + batch for the folders, and whole archives, gzip and plain tar.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+    import cifar_python_files as cpf
+    planes = cifar_planes()
+    c10 = [SimpleNamespace(pixels=planes[k % 2], labels=[(3 + k) % 10], coarse=None,
+                           filenames=[f"crop_{k}.png"]) for k in range(6)]
+    c100 = [SimpleNamespace(pixels=planes[k], labels=[41 + k], coarse=[(41 + k) // 5],
+                            filenames=[f"crop_{k}.png"]) for k in range(2)]
+    files10 = cpf.cifar10_python_files(c10)
+    files100 = cpf.cifar100_python_files(*c100)
+    write(directory, "cifar10-folder", files10["batches.meta"] + FILE_SEPARATOR +
+          files10["data_batch_1"])
+    write(directory, "cifar100-folder", files100["meta"] + FILE_SEPARATOR + files100["train"])
+    write(directory, "cifar-10-python.tar.gz",
+          cpf.tar_gz("cifar-10-batches-py", files10, cpf.CIFAR10_MEMBERS))
+    write(directory, "cifar-10-python.tar",
+          cpf.tar("cifar-10-batches-py", files10, cpf.CIFAR10_MEMBERS))
+    write(directory, "cifar-100-python.tar.gz",
+          cpf.tar_gz("cifar-100-python", files100, cpf.CIFAR100_MEMBERS))
 
 
 def idx_seeds(directory):
@@ -198,6 +227,7 @@ def options_seeds(directory):
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "corpus")
     cifar_seeds(os.path.join(root, "cifar"))
+    cifar_pickle_seeds(os.path.join(root, "cifar_pickle"))
     idx_seeds(os.path.join(root, "idx"))
     image_seeds(os.path.join(root, "image"))
     tiny_imagenet_seeds(os.path.join(root, "tiny_imagenet"))

@@ -109,6 +109,9 @@ void replay_all() {
 }  // namespace
 
 TEST_CASE("fuzz inputs: CIFAR binary") { replay_all<fuzz::CifarTarget>(); }
+TEST_CASE("fuzz inputs: CIFAR's Python version, pickles and archives") {
+  replay_all<fuzz::CifarPickleTarget>();
+}
 TEST_CASE("fuzz inputs: idx files, plain and gzip") { replay_all<fuzz::IdxTarget>(); }
 TEST_CASE("fuzz inputs: images") { replay_all<fuzz::ImageTarget>(); }
 TEST_CASE("fuzz inputs: Tiny-ImageNet val_annotations.txt") {
@@ -120,7 +123,7 @@ TEST_CASE("fuzz inputs: packed data sets") { replay_all<fuzz::PackTarget>(); }
 
 TEST_CASE("every folder of fuzz inputs belongs to a target replayed here") {
   const std::set<std::string> targets = {
-      fuzz::CifarTarget::kName,        fuzz::IdxTarget::kName,
+      fuzz::CifarTarget::kName,        fuzz::CifarPickleTarget::kName,  fuzz::IdxTarget::kName,
       fuzz::ImageTarget::kName,        fuzz::TinyImageNetTarget::kName,
       fuzz::TensorFileTarget::kName,   fuzz::OptionsTarget::kName,
       fuzz::PackTarget::kName};
