@@ -225,18 +225,24 @@ EngineConfig engine_config(const Settings& s) {
                      : s.precision == "fp16" ? Precision::fp16
                      : s.precision == "fp32" ? Precision::fp32
                                              : Precision::tf32;
-  config.memory_format = s.memory_format == "nhwc" ? MemoryFormat::nhwc : MemoryFormat::nchw;
-  config.batchnorm = s.batchnorm;
-  config.deterministic = s.deterministic;
-  config.conv_timed_search = s.timed_search;
-  config.conv_graph_api = s.conv_graph_api;
-  config.cuda_graphs = s.cuda_graphs;
   config.input = s.input;
   // torchvision's ImageNet normalisation (any would do: the values do not change the speed).
   const data::Normalization imagenet = data::normalization_preset("imagenet", 3);
   config.pixel_mean = imagenet.mean;
   config.pixel_stddev = imagenet.stddev;
   return config;
+}
+
+CudaEngineOptions cuda_options(const Settings& s) {
+  CudaEngineOptions options;
+  options.memory_format = s.memory_format == "nhwc" ? MemoryFormat::nhwc : MemoryFormat::nchw;
+  options.batchnorm = s.batchnorm;
+  options.deterministic = s.deterministic;
+  options.conv_search =
+      s.timed_search ? cuda::ConvAlgorithmSearch::timed : cuda::ConvAlgorithmSearch::heuristic;
+  options.conv_api = s.conv_graph_api ? cuda::ConvApi::graph : cuda::ConvApi::legacy;
+  options.cuda_graphs = s.cuda_graphs;
+  return options;
 }
 
 std::string optimizer_text(const OptimizerConfig& o) {
@@ -273,7 +279,7 @@ JsonLine config_json(const char* record, const Settings& s, const EngineConfig& 
       .string("optimizer", to_string(s.optimizer))
       .string("precision", s.precision)
       .string("grad_allreduce", dist::to_string(s.grad_allreduce))
-      .string("memory_format", to_string(config.memory_format))
+      .string("memory_format", s.memory_format)
       .boolean("cuda_graphs", s.cuda_graphs)
       .string("batchnorm", to_string(s.batchnorm))
       .string("input", s.input == BatchInput::pixels ? "uint8 pixels" : "float")
@@ -528,7 +534,7 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
               s.input == BatchInput::pixels ? "uint8 pixels and normalised on the GPU"
                                             : "normalised float images");
   std::printf("maths            %s, %s activations, %s BatchNorm, %s convolution %s%s\n",
-              s.precision.c_str(), to_string(config.memory_format), to_string(s.batchnorm),
+              s.precision.c_str(), s.memory_format.c_str(), to_string(s.batchnorm),
               s.timed_search ? "timed-search" : "heuristic",
               s.conv_graph_api ? "plans of cuDNN's graph API" : "algorithms",
               s.deterministic ? ", deterministic" : "");
@@ -654,10 +660,11 @@ int measure(const Settings& s, dist::DistributedContext& context) {
 
   dist::Watchdog watchdog(kCommTimeout);
   const auto host = dist::make_comm(DeviceKind::cpu, context, {&watchdog, 0, nullptr});
-  EngineConfig config = engine_config(s);
-  config.device_index = device;
+  const EngineConfig config = engine_config(s);
+  CudaEngineOptions options = cuda_options(s);
+  options.device_index = device;
   const auto build_start = std::chrono::steady_clock::now();
-  const auto engine = make_engine(DeviceKind::cuda, config, 1);
+  const auto engine = make_engine(DeviceKind::cuda, config, options, 1);
   const double build_s = seconds_since(build_start);
 
   const bool ddp = s.ddp || context.world_size() > 1;

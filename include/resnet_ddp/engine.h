@@ -8,9 +8,7 @@
 #include <vector>
 
 #include "loss_scale_math.h"
-#include "resnet_ddp/batchnorm_impl.h"
 #include "resnet_ddp/gpu_peaks.h"
-#include "resnet_ddp/memory_format.h"
 #include "resnet_ddp/model_state.h"
 #include "resnet_ddp/optimizer.h"
 
@@ -121,29 +119,8 @@ struct EngineConfig {
   // standard deviation per input channel, on the 0..1 scale).
   BatchInput input = BatchInput::normalized_float;
   std::vector<float> pixel_mean, pixel_stddev;
-  // CUDA: see Precision.
+  // See Precision; the CPU engine takes tf32 and fp32 (both strict float32) only.
   Precision precision = Precision::tf32;
-  // CUDA: how activations are laid out on the device (memory_format.h); parameters, gradients,
-  // checkpoints and batches are NCHW / OIHW either way. The CPU engine is NCHW only.
-  MemoryFormat memory_format = MemoryFormat::nchw;
-  // CUDA: whose kernels compute BatchNorm (batchnorm_impl.h).
-  BatchNormImpl batchnorm = BatchNormImpl::cudnn;
-  // fp16 only: GradScaler's settings (its defaults unless a test wants a short growth interval).
-  loss_scale::Config loss_scale;
-  int device_index = 0;  // CUDA device of this rank
-  // CUDA: only cuDNN algorithms that give the same bits on every run
-  // (torch.backends.cudnn.deterministic).
-  bool deterministic = false;
-  // CUDA: choose convolution algorithms by timing them (torch.backends.cudnn.benchmark)
-  // rather than by cuDNN's heuristics.
-  bool conv_timed_search = true;
-  // CUDA: run convolutions through cuDNN's graph API, choosing among every engine configuration
-  // its heuristics list (as PyTorch does), rather than among the legacy API's algorithms.
-  bool conv_graph_api = false;
-  // CUDA: capture the training step once (after a few eager warm-up steps) and replay it as a
-  // CUDA graph; steps with StepHooks that are not capturable and batches smaller than max_batch
-  // stay eager (cuda/graph_step_policy.h).
-  bool cuda_graphs = false;
 };
 
 class Engine {
@@ -192,7 +169,5 @@ void check_batch_input(const EngineConfig& config);
 void check_batch_fits(const EngineConfig& config, const HostBatch& batch);
 
 std::unique_ptr<Engine> make_cpu_engine(const EngineConfig& config, uint64_t init_seed);
-// Defined in the CUDA part of the library; throws Error when no device answers.
-std::unique_ptr<Engine> make_cuda_engine(const EngineConfig& config, uint64_t init_seed);
 
 }  // namespace rddp

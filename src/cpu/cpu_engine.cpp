@@ -21,10 +21,6 @@ const EngineConfig& checked_precision(const EngineConfig& config) {
   if (config.precision == Precision::bf16 || config.precision == Precision::fp16)
     fail("--precision ", to_string(config.precision), " needs the CUDA engine: the CPU engine ",
          "computes in float32; use --device cuda on a GPU, or --precision fp32 on the CPU");
-  // Likewise NHWC: the CPU executor's layers are NCHW only.
-  if (config.memory_format == MemoryFormat::nhwc)
-    fail("--memory-format nhwc needs the CUDA engine: the CPU engine lays activations out NCHW; ",
-         "use --device cuda on a GPU, or --memory-format nchw on the CPU");
   check_batch_input(config);
   return config;
 }

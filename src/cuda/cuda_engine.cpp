@@ -11,7 +11,7 @@
 // the device, the optimizer's scalars are read from device memory, and nothing is allocated. The
 // one wait inside a step is for the copy of the batch out of host memory (see batch_upload.h).
 //
-// With EngineConfig::cuda_graphs the device work of a training step, forward to optimizer, is
+// With CudaEngineOptions::cuda_graphs the device work of a training step, forward to optimizer, is
 // captured once as a CUDA graph and replayed (cuda/graph_step_policy.h decides which steps may).
 // A replay repeats the captured kernels with their captured arguments and does none of the host
 // work the step did while it was captured, so the step is split along that line:
@@ -87,8 +87,7 @@ bool has_second_moment(const OptimizerConfig& optimizer) {
   return optimizer.kind == OptimizerKind::adamw;
 }
 
-cuda::MathPolicy math_policy(Precision precision, MemoryFormat memory_format,
-                             const CudaEngineOptions& options) {
+cuda::MathPolicy math_policy(Precision precision, const CudaEngineOptions& options) {
   cuda::MathPolicy policy;
   policy.allow_tf32 = precision == Precision::tf32;
   policy.deterministic = options.deterministic;
@@ -97,7 +96,8 @@ cuda::MathPolicy math_policy(Precision precision, MemoryFormat memory_format,
   policy.data_type = precision == Precision::bf16   ? CUDNN_DATA_BFLOAT16
                      : precision == Precision::fp16 ? CUDNN_DATA_HALF
                                                     : CUDNN_DATA_FLOAT;
-  policy.format = memory_format == MemoryFormat::nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  policy.format =
+      options.memory_format == MemoryFormat::nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   return policy;
 }
 
@@ -159,14 +159,15 @@ struct DeviceState {
 
 class CudaEngine final : public Engine {
  public:
-  CudaEngine(const EngineConfig& config, uint64_t init_seed, const CudaEngineOptions& options)
+  CudaEngine(const EngineConfig& config, const CudaEngineOptions& options, uint64_t init_seed)
       : config_(validated(config)),
-        device_name_(cuda::select_device(config.device_index)),
+        options_(options),
+        device_name_(cuda::select_device(options.device_index)),
         net_(describe(config.spec)),
         layout_(net_),
         counters_(layout_.batch_counter_elements(), 0),
         state_(initial_state(config.spec, init_seed), config.optimizer, config.precision,
-               config.loss_scale, context_.stream()),
+               options.loss_scale, context_.stream()),
         dlogits_(static_cast<size_t>(config.max_batch) * config.spec.num_classes),
         xent_rows_(static_cast<size_t>(config.max_batch)),
         step_metrics_(1),
@@ -174,13 +175,13 @@ class CudaEngine final : public Engine {
         pixel_mean_stddev_(pixel_input() ? 2 * static_cast<size_t>(config.spec.in_channels) : 0),
         upload_(config.max_batch, config.spec.in_channels, config.height, config.width,
                 config.input),
-        graph_policy_(config.cuda_graphs, config.max_batch),
-        graph_input_(config.cuda_graphs ? uploaded_bytes(config) * config.max_batch : 0),
-        graph_labels_(config.cuda_graphs ? static_cast<size_t>(config.max_batch) : 0),
+        graph_policy_(options.cuda_graphs, config.max_batch),
+        graph_input_(options.cuda_graphs ? uploaded_bytes(config) * config.max_batch : 0),
+        graph_labels_(options.cuda_graphs ? static_cast<size_t>(config.max_batch) : 0),
         executor_(net_, layout_, device_model(), config.max_batch, config.height, config.width,
                   context_,
-                  math_policy(config.precision, config.memory_format, options),
-                  config.batchnorm, pixel_input()) {
+                  cuda::ExecutorOptions{math_policy(config.precision, options),
+                                        options.batchnorm, pixel_input()}) {
     if (pixel_input()) {
       std::vector<float> mean_stddev = config_.pixel_mean;
       mean_stddev.insert(mean_stddev.end(), config_.pixel_stddev.begin(),
@@ -379,7 +380,7 @@ class CudaEngine final : public Engine {
                            state_.second_moment.size(), stream);
       if (loss_scaling()) {
         loss_scale::StepState scaling =
-            loss_scale::initial_step_state(config_.loss_scale, optimizer->step_count);
+            loss_scale::initial_step_state(options_.loss_scale, optimizer->step_count);
         if (optimizer->has_loss_scale) scaling.scaler = optimizer->loss_scale;
         cuda::copy_to_device(state_.loss_scaling.get(), &scaling, 1, stream);
       }
@@ -576,13 +577,13 @@ class CudaEngine final : public Engine {
     loss_scale::StepState* scaling = state_.loss_scaling.get();
     cuda::find_non_finite(state_.grads.get(), elements, scaling, stream);
     if (config_.optimizer.kind == OptimizerKind::adamw) {
-      cuda::begin_scaled_step(scaling, config_.loss_scale, adamw_hyperparameters_->device(),
+      cuda::begin_scaled_step(scaling, options_.loss_scale, adamw_hyperparameters_->device(),
                               state_.adamw_scalars.get(), stream);
       cuda::adamw_step<float>(state_.params.get(), state_.grads.get(), state_.first_moment.get(),
                               state_.second_moment.get(), elements, state_.adamw_scalars.get(),
                               stream, params_copy(), scaling, state_.no_decay_or_null());
     } else {
-      cuda::begin_scaled_step(scaling, config_.loss_scale, nullptr, nullptr, stream);
+      cuda::begin_scaled_step(scaling, options_.loss_scale, nullptr, nullptr, stream);
       cuda::sgd_step<float>(state_.params.get(), state_.grads.get(), state_.first_moment.get(),
                             elements, sgd_scalars_->device(), stream, params_copy(), scaling,
                             state_.no_decay_or_null());
@@ -631,6 +632,7 @@ class CudaEngine final : public Engine {
   }
 
   EngineConfig config_;
+  CudaEngineOptions options_;
   std::string device_name_;  // selecting the device comes before any other CUDA call
   NetDesc net_;
   ParamLayout layout_;
@@ -659,9 +661,9 @@ class CudaEngine final : public Engine {
 
 }  // namespace
 
-std::unique_ptr<Engine> make_cuda_engine(const EngineConfig& config, uint64_t init_seed,
-                                         const CudaEngineOptions& options) {
-  return std::make_unique<CudaEngine>(config, init_seed, options);
+std::unique_ptr<Engine> make_cuda_engine(const EngineConfig& config,
+                                         const CudaEngineOptions& options, uint64_t init_seed) {
+  return std::make_unique<CudaEngine>(config, options, init_seed);
 }
 
 namespace {
@@ -687,15 +689,6 @@ cuda::ConvAlgorithmCache::ApiUse cuda_conv_api_use(const Engine& engine) {
 
 CudaMemoryPlan cuda_memory_plan(const Engine& engine) {
   return as_cuda_engine(engine, "CUDA memory plan figures").memory_plan();
-}
-
-std::unique_ptr<Engine> make_cuda_engine(const EngineConfig& config, uint64_t init_seed) {
-  CudaEngineOptions options;
-  options.deterministic = config.deterministic;
-  options.conv_search = config.conv_timed_search ? cuda::ConvAlgorithmSearch::timed
-                                                 : cuda::ConvAlgorithmSearch::heuristic;
-  options.conv_api = config.conv_graph_api ? cuda::ConvApi::graph : cuda::ConvApi::legacy;
-  return make_cuda_engine(config, init_seed, options);
 }
 
 }  // namespace rddp

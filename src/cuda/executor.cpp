@@ -117,15 +117,16 @@ struct Plan {
   static constexpr bool kMixed = !std::is_same_v<T, float>;
 
   Plan(const ParamLayout& param_layout, const DeviceModel& device_model, ComputeContext& compute,
-       const MathPolicy& policy, BatchNormImpl batchnorm_impl)
+       const ExecutorOptions& options)
       : layout(param_layout),
         model(device_model),
         context(compute),
-        algorithms(policy),
-        descriptors(policy.data_type, policy.format),
-        format(policy.format == CUDNN_TENSOR_NHWC ? MemoryFormat::nhwc : MemoryFormat::nchw),
+        algorithms(options.math),
+        descriptors(options.math.data_type, options.math.format),
+        format(options.math.format == CUDNN_TENSOR_NHWC ? MemoryFormat::nhwc : MemoryFormat::nchw),
         nhwc(format == MemoryFormat::nhwc),
-        fused_bn(batchnorm_impl == BatchNormImpl::fused) {}
+        fused_bn(options.batchnorm == BatchNormImpl::fused),
+        pixel_input(options.pixel_input) {}
 
   const ParamLayout& layout;
   DeviceModel model;
@@ -153,7 +154,7 @@ struct Plan {
   // The input of the current step: the caller's float NCHW batch, or its copy in input_copy
   // converted to T and the plan's format (from the caller's pixels, normalised, when given).
   const T* input = nullptr;
-  bool pixel_input = false;
+  const bool pixel_input;
   T* input_copy = nullptr;  // pixel input, mixed precision or NHWC: [max_batch, in_channels, h, w]
   Conv<T> stem_conv;
   BatchNorm<T> stem_bn;
@@ -984,10 +985,9 @@ class TypedExecutor final : public detail::ExecutorImpl {
  public:
   TypedExecutor(const NetDesc& net, const ParamLayout& layout, const DeviceModel& model,
                 int max_batch, int height, int width, ComputeContext& context,
-                const MathPolicy& policy, BatchNormImpl batchnorm, bool pixel_input)
-      : max_batch_(max_batch), plan_(layout, model, context, policy, batchnorm) {
-    plan_.pixel_input = pixel_input;
-    build(plan_, net, max_batch, height, width, policy);
+                const ExecutorOptions& options)
+      : max_batch_(max_batch), plan_(layout, model, context, options) {
+    build(plan_, net, max_batch, height, width, options.math);
   }
   void check_batch(int batch, bool training) const override {
     check_batch_of(plan_, max_batch_, batch, training);
@@ -1012,28 +1012,26 @@ class TypedExecutor final : public detail::ExecutorImpl {
 std::unique_ptr<detail::ExecutorImpl> make_impl(const NetDesc& net, const ParamLayout& layout,
                                                 const DeviceModel& model, int max_batch,
                                                 int height, int width, ComputeContext& context,
-                                                const MathPolicy& policy,
-                                                BatchNormImpl batchnorm, bool pixel_input) {
-  switch (policy.data_type) {
+                                                const ExecutorOptions& options) {
+  switch (options.math.data_type) {
     case CUDNN_DATA_FLOAT:
       return std::make_unique<TypedExecutor<float>>(net, layout, model, max_batch, height, width,
-                                                    context, policy, batchnorm, pixel_input);
+                                                    context, options);
     case CUDNN_DATA_BFLOAT16:
       if (model.params_bf16 == nullptr)
         fail("internal error: a bfloat16 executor needs the bfloat16 copy of the parameters; ",
              "please report this");
       return std::make_unique<TypedExecutor<__nv_bfloat16>>(net, layout, model, max_batch, height,
-                                                            width, context, policy, batchnorm,
-                                                            pixel_input);
+                                                            width, context, options);
     case CUDNN_DATA_HALF:
       if (model.params_fp16 == nullptr)
         fail("internal error: a float16 executor needs the float16 copy of the parameters; ",
              "please report this");
       return std::make_unique<TypedExecutor<__half>>(net, layout, model, max_batch, height, width,
-                                                     context, policy, batchnorm, pixel_input);
+                                                     context, options);
     default:
       fail("the CUDA executor stores activations in float32, bfloat16 or float16, not ",
-           to_string(policy.data_type));
+           to_string(options.math.data_type));
   }
 }
 
@@ -1041,12 +1039,11 @@ std::unique_ptr<detail::ExecutorImpl> make_impl(const NetDesc& net, const ParamL
 
 Executor::Executor(const NetDesc& net, const ParamLayout& layout, const DeviceModel& model,
                    int max_batch, int height, int width, ComputeContext& context,
-                   const MathPolicy& policy, BatchNormImpl batchnorm, bool pixel_input)
+                   const ExecutorOptions& options)
     : max_batch_(max_batch) {
   if (max_batch < 1) fail("batch size must be >= 1, got ", max_batch);
   if (height < 1 || width < 1) fail("input images must be at least 1x1, got ", height, "x", width);
-  impl_ = make_impl(net, layout, model, max_batch, height, width, context, policy, batchnorm,
-                    pixel_input);
+  impl_ = make_impl(net, layout, model, max_batch, height, width, context, options);
 }
 
 Executor::~Executor() = default;

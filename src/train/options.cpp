@@ -154,7 +154,7 @@ const std::vector<Flag>& flags() {
       {"--memory-format", "KIND",
        "GPU activations' layout: nchw (default) or nhwc (torch.channels_last)",
        [](TrainOptions& o, auto& f, auto& v) {
-         o.memory_format =
+         o.cuda.memory_format =
              parse_choice<MemoryFormat>(f, v, {{"nchw", MemoryFormat::nchw}, {"nhwc", MemoryFormat::nhwc}});
          o.memory_format_given = true;
        }},
@@ -162,29 +162,32 @@ const std::vector<Flag>& flags() {
        "GPU BatchNorm kernels: cudnn (default) or fused (ours, with the ReLU and the residual add "
        "folded in; fast in nhwc)",
        [](TrainOptions& o, auto& f, auto& v) {
-         o.batchnorm = parse_batchnorm_impl(f, v);
+         o.cuda.batchnorm = parse_batchnorm_impl(f, v);
        }},
       {"--deterministic", nullptr,
        "GPU: the same bits every run: only deterministic cuDNN algorithms, chosen by heuristic "
        "rather than by timing (slower)",
-       [](TrainOptions& o, auto&, auto&) { o.deterministic = true; }},
+       [](TrainOptions& o, auto&, auto&) { o.cuda.deterministic = true; }},
       {"--conv-algorithms", "HOW", "GPU: timed (default, as cudnn.benchmark) or heuristic",
        [](TrainOptions& o, auto& f, auto& v) {
-         o.conv_timed_search = parse_choice<bool>(f, v, {{"timed", true}, {"heuristic", false}});
+         o.cuda.conv_search = parse_choice<cuda::ConvAlgorithmSearch>(
+             f, v, {{"timed", cuda::ConvAlgorithmSearch::timed},
+                    {"heuristic", cuda::ConvAlgorithmSearch::heuristic}});
          o.conv_algorithms_given = true;
        }},
       {"--conv-api", "API",
        "GPU: legacy (default: cuDNN's convolution algorithms) or graph (every engine "
        "configuration of cuDNN's graph API, as PyTorch)",
        [](TrainOptions& o, auto& f, auto& v) {
-         o.conv_graph_api = parse_choice<bool>(f, v, {{"legacy", false}, {"graph", true}});
+         o.cuda.conv_api = parse_choice<cuda::ConvApi>(
+             f, v, {{"legacy", cuda::ConvApi::legacy}, {"graph", cuda::ConvApi::graph}});
        }},
       {"--cuda-graphs", "on|off",
        "GPU: capture the whole training step, with its gradient allreduces on several ranks, "
        "once and replay it as a CUDA graph, saving ~200 kernel launches a step (default off "
        "until measured on a GPU)",
        [](TrainOptions& o, auto& f, auto& v) {
-         o.cuda_graphs = parse_choice<bool>(f, v, {{"on", true}, {"off", false}});
+         o.cuda.cuda_graphs = parse_choice<bool>(f, v, {{"on", true}, {"off", false}});
        }},
       // Optimisation
       {"--epochs", "N", "training epochs (default 10)",
@@ -273,11 +276,12 @@ const std::vector<Flag>& flags() {
 // the other way next run: different algorithms round differently. The same bits every run
 // therefore need the heuristic's choice, which depends only on the shapes, the GPU and cuDNN.
 void apply_determinism(TrainOptions& options) {
-  if (!options.deterministic) return;
-  if (options.conv_algorithms_given && options.conv_timed_search)
+  if (!options.cuda.deterministic) return;
+  if (options.conv_algorithms_given &&
+      options.cuda.conv_search == cuda::ConvAlgorithmSearch::timed)
     fail("--deterministic and --conv-algorithms timed contradict each other: timing may choose "
          "other algorithms next run, and they round differently; drop --conv-algorithms timed");
-  options.conv_timed_search = false;
+  options.cuda.conv_search = cuda::ConvAlgorithmSearch::heuristic;
 }
 
 void apply_optimizer_defaults(TrainOptions& options) {
@@ -304,13 +308,16 @@ void check_combinations(const TrainOptions& o) {
   if (o.init_reset_classifier && o.init_path.empty()) fail("--init-reset-classifier goes with --init FILE");
   if (!o.init_path.empty() && o.resume) fail("--init and --resume both choose the starting weights: use one");
   if (o.warmup_epochs > o.epochs) fail("--warmup-epochs ", o.warmup_epochs, " is longer than --epochs ", o.epochs);
-  if (o.batchnorm != BatchNormImpl::cudnn && o.device == DeviceChoice::cpu)
-    fail("--batchnorm ", to_string(o.batchnorm), " chooses GPU kernels, but --device cpu trains on the CPU, "
+  if (o.cuda.batchnorm != BatchNormImpl::cudnn && o.device == DeviceChoice::cpu)
+    fail("--batchnorm ", to_string(o.cuda.batchnorm), " chooses GPU kernels, but --device cpu trains on the CPU, "
          "which has one BatchNorm: drop one of the two");
-  if (o.conv_graph_api && o.device == DeviceChoice::cpu)
+  if (o.cuda.memory_format == MemoryFormat::nhwc && o.device == DeviceChoice::cpu)
+    fail("--memory-format nhwc lays out GPU activations, but --device cpu trains on the CPU, whose "
+         "layers are NCHW only: drop one of the two");
+  if (o.cuda.conv_api == cuda::ConvApi::graph && o.device == DeviceChoice::cpu)
     fail("--conv-api graph chooses how cuDNN runs the convolutions, but --device cpu trains on the CPU: drop one "
          "of the two");
-  if (o.cuda_graphs && o.device == DeviceChoice::cpu)
+  if (o.cuda.cuda_graphs && o.device == DeviceChoice::cpu)
     fail("--cuda-graphs on replays CUDA work and needs the CUDA engine: drop --device cpu, or use "
          "--cuda-graphs off");
   o.optimizer.validate();

@@ -237,22 +237,25 @@ std::string faster_flags(const TrainOptions& options) {
   const auto add = [&](bool left_out, const char* flag) {
     if (left_out) flags += (flags.empty() ? "" : " ") + std::string(flag);
   };
-  add(options.batchnorm != BatchNormImpl::fused, "--batchnorm fused");
-  add(options.memory_format != MemoryFormat::nhwc, "--memory-format nhwc");
-  add(!options.cuda_graphs, "--cuda-graphs on");
+  add(options.cuda.batchnorm != BatchNormImpl::fused, "--batchnorm fused");
+  add(options.cuda.memory_format != MemoryFormat::nhwc, "--memory-format nhwc");
+  add(!options.cuda.cuda_graphs, "--cuda-graphs on");
   return flags;
 }
 
 // Options that only mean something to the CUDA engine are refused, not ignored, when the run
 // trains on the CPU.
 void Trainer::check_gpu_only_options() const {
-  if (options_.batchnorm != BatchNormImpl::cudnn && device_ != DeviceKind::cuda)
-    fail("--batchnorm ", to_string(options_.batchnorm), " chooses GPU kernels, but this run trains on the CPU (",
+  if (options_.cuda.batchnorm != BatchNormImpl::cudnn && device_ != DeviceKind::cuda)
+    fail("--batchnorm ", to_string(options_.cuda.batchnorm), " chooses GPU kernels, but this run trains on the CPU (",
          device_reason_, "): drop --batchnorm, or run where a GPU answers");
-  if (options_.conv_graph_api && device_ != DeviceKind::cuda)
+  if (options_.cuda.memory_format == MemoryFormat::nhwc && device_ != DeviceKind::cuda)
+    fail("--memory-format nhwc lays out GPU activations, but this run trains on the CPU (", device_reason_,
+         "), whose layers are NCHW only: drop --memory-format, or run where a GPU answers");
+  if (options_.cuda.conv_api == cuda::ConvApi::graph && device_ != DeviceKind::cuda)
     fail("--conv-api graph chooses how cuDNN runs the convolutions, but this run trains on the CPU (",
          device_reason_, "): drop --conv-api, or run where a GPU answers");
-  if (!options_.cuda_graphs) return;
+  if (!options_.cuda.cuda_graphs) return;
   if (device_ != DeviceKind::cuda)
     fail("--cuda-graphs on replays CUDA work, but this run trains on the CPU (", device_reason_,
          "): use --cuda-graphs off, or run where a GPU answers");
@@ -261,7 +264,7 @@ void Trainer::check_gpu_only_options() const {
 // What --cuda-graphs on did: a capture that fails falls back to eager steps with one warning,
 // which a long log can bury, so the end of training says how many steps the graph ran.
 void Trainer::report_cuda_graphs() const {
-  if (!options_.cuda_graphs || !console_.is_main()) return;
+  if (!options_.cuda.cuda_graphs || !console_.is_main()) return;
   const CudaGraphStats stats = cuda_graph_stats(*engine_);
   const int64_t steps = stats.replays + stats.eager_steps;
   std::string line = "cuda graphs: " + std::to_string(stats.replays) + " of " + std::to_string(steps) +
@@ -274,7 +277,7 @@ void Trainer::report_cuda_graphs() const {
 // What --conv-api graph did: a convolution the graph API has no plan for runs on the legacy
 // API's algorithm, so the end of training says how many did, and why the first one did.
 void Trainer::report_conv_api() const {
-  if (!options_.conv_graph_api || !console_.is_main()) return;
+  if (options_.cuda.conv_api != cuda::ConvApi::graph || !console_.is_main()) return;
   const cuda::ConvAlgorithmCache::ApiUse use = cuda_conv_api_use(*engine_);
   std::string line = "convolutions: " + std::to_string(use.graph_plans) +
                      " on plans of cuDNN's graph API, " + std::to_string(use.legacy_algorithms) +
@@ -288,7 +291,7 @@ void Trainer::report_conv_api() const {
 // the graph holds no collective at all. With more ranks the reducer's allreduces are captured
 // with the step (dist/reducer.h).
 StepHooks* Trainer::train_step_hooks() {
-  if (options_.cuda_graphs && group_.size() == 1) return nullptr;
+  if (options_.cuda.cuda_graphs && group_.size() == 1) return nullptr;
   return group_.step_hooks();
 }
 
@@ -306,15 +309,10 @@ void Trainer::make_engine_and_state() {
   engine_config_.pixel_mean = data_.normalization.mean;
   engine_config_.pixel_stddev = data_.normalization.stddev;
   engine_config_.precision = options_.precision;
-  engine_config_.memory_format = options_.memory_format;
-  engine_config_.batchnorm = options_.batchnorm;
-  engine_config_.deterministic = options_.deterministic;
-  engine_config_.conv_timed_search = options_.conv_timed_search;
-  engine_config_.conv_graph_api = options_.conv_graph_api;
-  engine_config_.cuda_graphs = options_.cuda_graphs;
   check_gpu_only_options();
-  engine_config_.device_index = group_.prepare_device(device_);
-  engine_ = make_engine(device_, engine_config_, options_.seed);
+  CudaEngineOptions cuda = options_.cuda;
+  cuda.device_index = group_.prepare_device(device_);
+  engine_ = make_engine(device_, engine_config_, cuda, options_.seed);
   peak_ = engine_->peak();
   flops_per_image_ = training_flops_per_image(describe(engine_config_.spec), engine_config_.height);
 
@@ -412,18 +410,18 @@ void Trainer::show_settings() const {
       {"label smoothing", general(options_.label_smoothing)},
       {"precision", std::string(to_string(options_.precision)) +
                         (device_ == DeviceKind::cuda
-                             ? std::string(", ") + (options_.deterministic ? "deterministic" : "fastest") +
-                                   " cuDNN algorithms, " + (options_.conv_timed_search ? "timed" : "heuristic") +
-                                   " choice" + (options_.conv_graph_api ? " among the graph API's plans" : "")
+                             ? std::string(", ") + (options_.cuda.deterministic ? "deterministic" : "fastest") +
+                                   " cuDNN algorithms, " + (options_.cuda.conv_search == cuda::ConvAlgorithmSearch::timed ? "timed" : "heuristic") +
+                                   " choice" + (options_.cuda.conv_api == cuda::ConvApi::graph ? " among the graph API's plans" : "")
                              : std::string(" (the CPU always computes in float32)"))},
       {"memory format", device_ == DeviceKind::cuda
-                            ? std::string(to_string(options_.memory_format)) +
+                            ? std::string(to_string(options_.cuda.memory_format)) +
                                   (options_.memory_format_given ? "" : " (the default)")
                             : std::string("nchw (the CPU engine's only layout)")},
-      {"batchnorm", device_ == DeviceKind::cuda ? std::string(to_string(options_.batchnorm)) +
-                                                      batchnorm_description(options_.batchnorm)
+      {"batchnorm", device_ == DeviceKind::cuda ? std::string(to_string(options_.cuda.batchnorm)) +
+                                                      batchnorm_description(options_.cuda.batchnorm)
                                                 : std::string("the CPU engine's")},
-      {"cuda graphs", options_.cuda_graphs
+      {"cuda graphs", options_.cuda.cuda_graphs
                           ? "on: the training step captured after " +
                                 std::to_string(cuda::GraphStepPolicy::kWarmupSteps) +
                                 " eager steps and replayed; smaller batches and evaluation eager"

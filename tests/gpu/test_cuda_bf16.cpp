@@ -121,7 +121,7 @@ TEST_CASE("one bfloat16 AdamW step of the CUDA engine matches the CPU engine's f
     EngineConfig cpu_config = config;
     cpu_config.precision = Precision::fp32;
     auto cpu = make_cpu_engine(cpu_config, 5);
-    auto gpu = make_cuda_engine(config, 5, heuristic_options());
+    auto gpu = make_cuda_engine(config, heuristic_options(), 5);
 
     ModelState<float> cpu_model(config.spec), gpu_model(config.spec);
     OptimizerState cpu_opt, gpu_opt;
@@ -168,7 +168,7 @@ TEST_CASE("the bfloat16 weight copies follow the optimizer and load_state") {
   EngineConfig cpu_config = config;
   cpu_config.precision = Precision::fp32;
   auto cpu = make_cpu_engine(cpu_config, 9);
-  auto gpu = make_cuda_engine(config, 9, heuristic_options());
+  auto gpu = make_cuda_engine(config, heuristic_options(), 9);
   const Batch data = random_batch(config, 4, 41);
   const auto eval_loss = [&](Engine& engine) {
     engine.eval_step(data.view());

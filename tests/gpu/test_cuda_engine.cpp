@@ -36,6 +36,7 @@ using testing::Batch;
 using testing::random_batch;
 using testing::bitwise_equal;
 using testing::exact_options;
+using testing::with_batchnorm;
 using testing::small_image_config;
 
 namespace {
@@ -163,7 +164,7 @@ namespace {
 // the final gradient, so nothing still to be enqueued may change a reported tensor.
 void check_reports_follow_their_work() {
   EngineConfig config = small_image_config(Stem::imagenet, 2);
-  auto engine = make_cuda_engine(config, 3, exact_options());
+  auto engine = make_cuda_engine(config, exact_options(), 3);
   const ParamLayout& layout = engine->layout();
   auto stream = static_cast<cudaStream_t>(engine->compute_stream());
   DeviceBuffer<float> snapshot(layout.parameter_elements());
@@ -221,7 +222,7 @@ TEST_CASE("the CUDA engine leaves BatchNorm and biases out of weight decay under
     EngineConfig config = small_image_config(Stem::cifar, 2);
     config.optimizer.kind = kind;
     testing::check_norm_and_bias_undecayed(
-        config, [](const EngineConfig& c) { return make_cuda_engine(c, 3, exact_options()); });
+        config, [](const EngineConfig& c) { return make_cuda_engine(c, exact_options(), 3); });
   }
 }
 
@@ -255,9 +256,8 @@ TEST_CASE("one training step of the CUDA engine matches the CPU engine") {
     CAPTURE(batchnorm_name);
     EngineConfig config = small_image_config(c.stem, 4);
     config.optimizer = c.optimizer;
-    config.batchnorm = c.batchnorm;
     auto cpu = make_cpu_engine(config, 5);
-    auto gpu = make_cuda_engine(config, 5, exact_options(c.search));
+    auto gpu = make_cuda_engine(config, with_batchnorm(exact_options(c.search), c.batchnorm), 5);
     CHECK(gpu->device() == DeviceKind::cuda);
     CHECK(gpu->device_name().rfind("cuda:", 0) == 0);
 
@@ -329,7 +329,7 @@ TEST_CASE("the CUDA engine learns: the loss on a learnable synthetic task falls"
               static_cast<float>((lit ? 1.5 : -0.5) + 0.3 * rng.normal());
         }
   }
-  auto engine = make_engine(DeviceKind::cuda, config, 9);
+  auto engine = make_engine(DeviceKind::cuda, config, CudaEngineOptions{}, 9);
   auto cpu = make_cpu_engine(config, 9);
   std::vector<double> losses;
   for (int step = 0; step < 25; ++step) {
@@ -353,7 +353,7 @@ TEST_CASE("the CUDA engine learns: the loss on a learnable synthetic task falls"
 
 TEST_CASE("evaluation matches the CPU engine and changes no state") {
   const EngineConfig config = small_image_config(Stem::imagenet, 4);
-  auto gpu = make_cuda_engine(config, 13, exact_options());
+  auto gpu = make_cuda_engine(config, exact_options(), 13);
   auto cpu = make_cpu_engine(config, 13);
   gpu->train_step(random_batch(config, 4, 41).view(), 1e-3, nullptr);
   gpu->take_metrics();
@@ -381,7 +381,7 @@ TEST_CASE("evaluation matches the CPU engine and changes no state") {
 
 TEST_CASE("metrics add up across steps and start again after take_metrics") {
   const EngineConfig config = small_image_config(Stem::cifar, 4);
-  auto engine = make_cuda_engine(config, 1, exact_options());
+  auto engine = make_cuda_engine(config, exact_options(), 1);
   engine->train_step(random_batch(config, 4, 1).view(), 1e-3, nullptr);
   engine->eval_step(random_batch(config, 3, 2).view());
   const Metrics both = engine->take_metrics();
@@ -404,7 +404,7 @@ TEST_CASE("save_state and load_state round-trip, and resuming continues bit for 
     EngineConfig config = small_image_config(Stem::cifar, 4);
     config.optimizer.kind = kind;
     config.optimizer.momentum = kind == OptimizerKind::sgd ? 0.9 : 0.0;
-    auto first = make_cuda_engine(config, 1, exact_options());
+    auto first = make_cuda_engine(config, exact_options(), 1);
     first->train_step(random_batch(config, 4, 51).view(), 1e-3, nullptr);
     first->train_step(random_batch(config, 4, 52).view(), 2e-3, nullptr);
     ModelState<float> saved(config.spec);
@@ -413,7 +413,7 @@ TEST_CASE("save_state and load_state round-trip, and resuming continues bit for 
     CHECK(saved_opt.step_count == 2);
     CHECK(saved.counters == std::vector<int64_t>(saved.counters.size(), 2));
 
-    auto second = make_cuda_engine(config, 2, exact_options());  // other weights, replaced
+    auto second = make_cuda_engine(config, exact_options(), 2);  // other weights, replaced
     second->load_state(saved, &saved_opt);
     ModelState<float> loaded(config.spec);
     OptimizerState loaded_opt;
@@ -443,7 +443,7 @@ TEST_CASE("save_state and load_state round-trip, and resuming continues bit for 
 
 TEST_CASE("load_state refuses a model or optimizer state of another shape") {
   const EngineConfig config = small_image_config(Stem::cifar, 2);
-  auto engine = make_cuda_engine(config, 1, exact_options());
+  auto engine = make_cuda_engine(config, exact_options(), 1);
   ModelSpec narrow = config.spec;
   narrow.widths = {8, 16, 32, 64};
   CHECK_THROWS_AS(engine->load_state(ModelState<float>(narrow), nullptr), Error);
@@ -456,7 +456,7 @@ TEST_CASE("load_state refuses a model or optimizer state of another shape") {
 
 TEST_CASE("a label outside [0, classes) is an Error, and leaves the model as it was") {
   const EngineConfig config = small_image_config(Stem::cifar, 4);
-  auto engine = make_cuda_engine(config, 1, exact_options());
+  auto engine = make_cuda_engine(config, exact_options(), 1);
   ModelState<float> before(config.spec), after(config.spec);
   OptimizerState before_opt, after_opt;
   engine->save_state(before, before_opt);
@@ -495,17 +495,17 @@ TEST_CASE("the CUDA engine refuses bad settings and batches with a clear Error")
   CHECK_THROWS_AS(cuda::select_device(devices), Error);
 
   EngineConfig config = small_image_config(Stem::cifar, 2);
-  config.device_index = devices;
-  CHECK_THROWS_AS(make_cuda_engine(config, 1), Error);
-  config.device_index = 0;
+  CudaEngineOptions beyond;
+  beyond.device_index = devices;
+  CHECK_THROWS_AS(make_cuda_engine(config, beyond, 1), Error);
   config.max_batch = 0;
-  CHECK_THROWS_AS(make_cuda_engine(config, 1), Error);
+  CHECK_THROWS_AS(make_cuda_engine(config, CudaEngineOptions{}, 1), Error);
   config.max_batch = 2;
   config.label_smoothing = 1.5;
-  CHECK_THROWS_AS(make_cuda_engine(config, 1), Error);
+  CHECK_THROWS_AS(make_cuda_engine(config, CudaEngineOptions{}, 1), Error);
   config.label_smoothing = 0.0;
 
-  auto engine = make_cuda_engine(config, 1, exact_options());
+  auto engine = make_cuda_engine(config, exact_options(), 1);
   CHECK_THROWS_AS(engine->train_step(random_batch(config, 3, 1).view(), 1e-3, nullptr), Error);
   Batch wrong_size = random_batch(config, 2, 1);
   wrong_size.height = 31;

@@ -43,6 +43,7 @@ using cuda::DeviceBuffer;
 using testing::Batch;
 using testing::random_batch;
 using testing::exact_options;
+using testing::with_batchnorm;
 using testing::heuristic_options;
 using testing::small_image_config;
 
@@ -110,16 +111,15 @@ TEST_CASE("one float16 AdamW step of the CUDA engine matches the CPU engine's fl
     const std::string stem_name = to_string(c.stem), batchnorm_name = to_string(c.batchnorm);
     CAPTURE(stem_name);
     CAPTURE(batchnorm_name);
-    EngineConfig config = small_image_config(c.stem, 4, Precision::fp16);
-    config.batchnorm = c.batchnorm;
+    const EngineConfig config = small_image_config(c.stem, 4, Precision::fp16);
+    CudaEngineOptions options = with_batchnorm(heuristic_options(), c.batchnorm);
     // The scale the PyTorch measurement of the header used; a power of two, so that the
     // unscale rounds nothing.
-    config.loss_scale.init_scale = 1024.0;
+    options.loss_scale.init_scale = 1024.0;
     EngineConfig cpu_config = config;
     cpu_config.precision = Precision::fp32;
-    cpu_config.memory_format = MemoryFormat::nchw;  // the CPU engine's only layout
     auto cpu = make_cpu_engine(cpu_config, 5);
-    auto gpu = make_cuda_engine(config, 5, heuristic_options());
+    auto gpu = make_cuda_engine(config, options, 5);
 
     ModelState<float> cpu_model(config.spec), gpu_model(config.spec);
     OptimizerState cpu_opt, gpu_opt;
@@ -145,14 +145,14 @@ TEST_CASE("one float16 AdamW step of the CUDA engine matches the CPU engine's fl
     cpu->save_state(cpu_model, cpu_opt);
     gpu->save_state(gpu_model, gpu_opt);
     // The gradients in the engine are those of the scaled loss (as .grad before unscale_).
-    const double scale = config.loss_scale.init_scale;
+    const double scale = options.loss_scale.init_scale;
     for (const TensorInfo& info : gpu_model.layout.tensors())
       if (info.role == TensorRole::parameter)
         check_tensor("gradient " + info.name, gpu_model.grads.data() + info.offset, scale,
                      cpu_model.grads.data() + info.offset, info.numel);
     CHECK(gpu_opt.step_count == 1);
     CHECK(gpu_opt.has_loss_scale);
-    CHECK(gpu_opt.loss_scale.scale == config.loss_scale.init_scale);
+    CHECK(gpu_opt.loss_scale.scale == options.loss_scale.init_scale);
     CHECK(gpu_opt.loss_scale.growth_tracker == 1);
 
     // As the bfloat16 test: where the gradients agree in sign AdamW's first step moves p alike.
@@ -170,7 +170,7 @@ TEST_CASE("a float16 step with an Inf gradient is skipped and halves the scale")
     config.spec.widths = kNarrow;
     config.optimizer.kind = kind;
     if (kind == OptimizerKind::sgd) config.optimizer.momentum = 0.9;
-    auto gpu = make_cuda_engine(config, 3, heuristic_options());
+    auto gpu = make_cuda_engine(config, heuristic_options(), 3);
     const Batch data = random_batch(config, 4, 51);
     // One finite step first, so that the moments hold values a skip must keep.
     gpu->train_step(data.view(), config.optimizer.lr, nullptr);
@@ -211,10 +211,11 @@ TEST_CASE("a float16 step with an Inf gradient is skipped and halves the scale")
 TEST_CASE("the float16 loss scale grows after growth_interval finite steps, and resumes exactly") {
   EngineConfig config = small_image_config(Stem::cifar, 4, Precision::fp16);
   config.spec.widths = kNarrow;
-  config.loss_scale.init_scale = 1024.0f;
-  config.loss_scale.growth_interval = 3;
   // Deterministic algorithms: the resumed engine below must reproduce this one's bits.
-  auto gpu = make_cuda_engine(config, 4, exact_options());
+  CudaEngineOptions options = exact_options();
+  options.loss_scale.init_scale = 1024.0f;
+  options.loss_scale.growth_interval = 3;
+  auto gpu = make_cuda_engine(config, options, 4);
   const Batch data = random_batch(config, 4, 61);
   ModelState<float> model(config.spec);
   OptimizerState opt;
@@ -233,7 +234,7 @@ TEST_CASE("the float16 loss scale grows after growth_interval finite steps, and 
   // Resume: a fresh engine loaded with the state continues exactly as this one.
   opt.loss_scale = {2048.0f, 2};  // one step before growth
   gpu->load_state(model, &opt);
-  auto resumed = make_cuda_engine(config, 99, exact_options());
+  auto resumed = make_cuda_engine(config, options, 99);
   resumed->load_state(model, &opt);
   ModelState<float> a(config.spec), b(config.spec);
   OptimizerState opt_a, opt_b;

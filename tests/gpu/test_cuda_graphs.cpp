@@ -20,8 +20,7 @@ namespace {
 
 constexpr int kBatch = 8, kLastBatch = 5, kClasses = 10;
 
-EngineConfig graph_config(OptimizerKind optimizer, Precision precision, bool graphs,
-                          BatchNormImpl batchnorm) {
+EngineConfig graph_config(OptimizerKind optimizer, Precision precision) {
   EngineConfig config;
   config.spec.stem = Stem::cifar;
   config.spec.num_classes = kClasses;
@@ -33,15 +32,12 @@ EngineConfig graph_config(OptimizerKind optimizer, Precision precision, bool gra
   config.height = config.width = 32;
   config.label_smoothing = 0.1;
   config.precision = precision;
-  config.memory_format = precision == Precision::fp16 ? MemoryFormat::nhwc : MemoryFormat::nchw;
   config.optimizer.kind = optimizer;
   if (optimizer == OptimizerKind::sgd) {
     config.optimizer.lr = 0.05;
     config.optimizer.momentum = 0.9;
     config.optimizer.weight_decay = 1e-4;
   }
-  config.cuda_graphs = graphs;
-  config.batchnorm = batchnorm;
   return config;
 }
 
@@ -76,11 +72,14 @@ struct Outcome {
 // every step (as a warm-up or cosine schedule does), metrics taken at each epoch's end. Every
 // batch is a fresh host buffer, as the loader's ring hands out different ones.
 Outcome train(OptimizerKind optimizer, Precision precision, bool graphs, BatchNormImpl batchnorm) {
-  const EngineConfig config = graph_config(optimizer, precision, graphs, batchnorm);
+  const EngineConfig config = graph_config(optimizer, precision);
   CudaEngineOptions options;
   options.deterministic = true;
   options.conv_search = cuda::ConvAlgorithmSearch::heuristic;
-  std::unique_ptr<Engine> engine = make_cuda_engine(config, /*init_seed=*/11, options);
+  options.memory_format = precision == Precision::fp16 ? MemoryFormat::nhwc : MemoryFormat::nchw;
+  options.cuda_graphs = graphs;
+  options.batchnorm = batchnorm;
+  std::unique_ptr<Engine> engine = make_cuda_engine(config, options, /*init_seed=*/11);
   Outcome outcome(config.spec);
   int step = 0;
   for (int epoch = 0; epoch < 3; ++epoch) {
@@ -141,7 +140,7 @@ void check_identical(OptimizerKind optimizer, Precision precision,
     CHECK(eager.metrics[i].skipped_steps == graphed.metrics[i].skipped_steps);
   }
   // The steps did something: the parameters moved from their initial values.
-  ModelState<float> initial(graph_config(optimizer, precision, false, batchnorm).spec);
+  ModelState<float> initial(graph_config(optimizer, precision).spec);
   init_torchvision(initial, 11);
   CHECK_FALSE(same_bits(initial.params, graphed.model.params));
 }

@@ -54,6 +54,7 @@ using testing::nhwc_to_nchw;
 using testing::window_places;
 using testing::exact_options;
 using testing::small_image_config;
+using testing::in_format;
 using testing::device_has_bf16;
 
 namespace {
@@ -126,16 +127,14 @@ StatesAfterStep compare_states_after_step(Engine& got_engine, Engine& want_engin
 TEST_CASE("an NHWC engine's SGD step matches the NCHW engine's, and its weight copy follows") {
   // SGD without momentum moves each parameter by lr * (g + wd * p): linear in the gradient, so
   // the parameters after the step agree as closely as the gradients do.
-  EngineConfig nhwc =
-      small_image_config(Stem::imagenet, 4, Precision::fp32, MemoryFormat::nhwc);
+  EngineConfig nhwc = small_image_config(Stem::imagenet, 4, Precision::fp32);
   nhwc.optimizer.kind = OptimizerKind::sgd;
   nhwc.optimizer.lr = 0.1;
   nhwc.optimizer.momentum = 0.0;
   nhwc.optimizer.weight_decay = 1e-4;
-  EngineConfig nchw = nhwc;
-  nchw.memory_format = MemoryFormat::nchw;
-  auto a = make_cuda_engine(nhwc, 3, exact_options());
-  auto b = make_cuda_engine(nchw, 3, exact_options());
+  const EngineConfig nchw = nhwc;
+  auto a = make_cuda_engine(nhwc, in_format(exact_options(), MemoryFormat::nhwc), 3);
+  auto b = make_cuda_engine(nchw, exact_options(), 3);
   const Batch data = random_batch(nhwc, 4, 21);
   const auto eval_loss = [&](Engine& engine) {
     engine.eval_step(data.view());
@@ -177,7 +176,7 @@ TEST_CASE("an NHWC engine's SGD step matches the NCHW engine's, and its weight c
   CHECK(std::fabs(eval_loss(*a) - after_step) <= loss_tolerance(after_step));
 
   // load_state replaces the masters; the copy follows.
-  auto fresh = make_cuda_engine(nchw, 3, exact_options());
+  auto fresh = make_cuda_engine(nchw, exact_options(), 3);
   ModelState<float> initial(nhwc.spec);
   OptimizerState unused;
   fresh->save_state(initial, unused);

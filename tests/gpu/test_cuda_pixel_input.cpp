@@ -39,9 +39,6 @@ EngineConfig config_for(const Setting& setting, BatchInput input) {
   config.max_batch = kBatch;
   config.height = config.width = 32;
   config.precision = setting.precision;
-  config.memory_format = setting.format;
-  config.batchnorm = setting.batchnorm;
-  config.cuda_graphs = setting.graphs;
   config.input = input;
   // CIFAR-10's normalisation: every one of its divisions rounds.
   config.pixel_mean = {0.4914f, 0.4822f, 0.4465f};
@@ -60,7 +57,10 @@ Outcome train(const Setting& setting, BatchInput input) {
   CudaEngineOptions options;
   options.deterministic = true;
   options.conv_search = cuda::ConvAlgorithmSearch::heuristic;
-  std::unique_ptr<Engine> engine = make_cuda_engine(config, /*init_seed=*/5, options);
+  options.memory_format = setting.format;
+  options.batchnorm = setting.batchnorm;
+  options.cuda_graphs = setting.graphs;
+  std::unique_ptr<Engine> engine = make_cuda_engine(config, options, /*init_seed=*/5);
   const auto view = [&](const Batch& batch) {
     return input == BatchInput::pixels ? batch.pixel_view() : batch.view();
   };
@@ -107,10 +107,10 @@ TEST_CASE("a pixel normalisation that cannot work is refused by name") {
   const Setting setting{"fp32", Precision::fp32, MemoryFormat::nchw, BatchNormImpl::cudnn, false};
   EngineConfig config = config_for(setting, BatchInput::pixels);
   config.pixel_stddev = {0.2f, 0.2f};
-  CHECK_THROWS_WITH_AS(make_cuda_engine(config, 1, CudaEngineOptions{}),
+  CHECK_THROWS_WITH_AS(make_cuda_engine(config, CudaEngineOptions{}, 1),
                        doctest::Contains("2 standard deviations for a model of 3 input channels"),
                        Error);
   config.pixel_stddev = {0.2f, 0.0f, 0.2f};
-  CHECK_THROWS_WITH_AS(make_cuda_engine(config, 1, CudaEngineOptions{}),
+  CHECK_THROWS_WITH_AS(make_cuda_engine(config, CudaEngineOptions{}, 1),
                        doctest::Contains("channel 1"), Error);
 }

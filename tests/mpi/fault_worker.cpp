@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "mpi_test_support.h"
+#include "resnet_ddp/cuda/cuda_engine.h"
 #include "resnet_ddp/cuda/device.h"
 #include "resnet_ddp/cuda/graph_step_policy.h"
 #include "resnet_ddp/dist/comm.h"
@@ -103,8 +104,7 @@ int main(int argc, char** argv) {
       fail("unknown engine '", engine_kind, "'");
     const bool graphs = engine_kind == "cuda-graphs";
     Watchdog watchdog(std::chrono::milliseconds(std::atol(argv[2])));
-    EngineConfig config = narrow_config();
-    config.cuda_graphs = graphs;
+    const EngineConfig config = narrow_config();
     std::unique_ptr<Engine> engine;
     std::unique_ptr<Comm> comm;
     if (engine_kind == "cpu") {
@@ -114,7 +114,9 @@ int main(int argc, char** argv) {
       std::string reason;
       const int device = select_device(context.local_rank(), cuda::cuda_device_count_or_zero(&reason));
       check_one_rank_per_gpu(context, device);
-      engine = make_cuda_engine(config, 5);
+      CudaEngineOptions cuda;
+      cuda.cuda_graphs = graphs;
+      engine = make_cuda_engine(config, cuda, 5);
       comm = make_comm(DeviceKind::cuda, context, CommOptions{&watchdog, device, engine->compute_stream()});
     }
     ReducerOptions options;

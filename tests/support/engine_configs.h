@@ -11,8 +11,7 @@ namespace rddp::testing {
 // stem at 64x64 (its stride-2 convolution and max pooling leave 16x16 to layer1). Label smoothing
 // 0.1, so that its term of the loss and its gradient are checked too.
 inline EngineConfig small_image_config(Stem stem, int max_batch,
-                                       Precision precision = Precision::fp32,
-                                       MemoryFormat format = MemoryFormat::nchw) {
+                                       Precision precision = Precision::fp32) {
   EngineConfig config;
   config.spec.stem = stem;
   config.spec.num_classes = 10;
@@ -20,7 +19,6 @@ inline EngineConfig small_image_config(Stem stem, int max_batch,
   config.height = config.width = stem == Stem::cifar ? 32 : 64;
   config.label_smoothing = 0.1;
   config.precision = precision;
-  config.memory_format = format;
   return config;
 }
 
@@ -39,6 +37,18 @@ inline CudaEngineOptions exact_options(
   CudaEngineOptions options;
   options.deterministic = true;
   options.conv_search = search;
+  return options;
+}
+
+// `options` with the activations laid out in `format`.
+inline CudaEngineOptions in_format(CudaEngineOptions options, MemoryFormat format) {
+  options.memory_format = format;
+  return options;
+}
+
+// `options` with `batchnorm`'s kernels.
+inline CudaEngineOptions with_batchnorm(CudaEngineOptions options, BatchNormImpl batchnorm) {
+  options.batchnorm = batchnorm;
   return options;
 }
 

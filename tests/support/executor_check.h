@@ -109,18 +109,18 @@ inline ExecutorRun check_executor_against_cpu(const ExecutorSetting& setting,
   cuda::DeviceBuffer<__nv_bfloat16> params_bf16(setting.bf16 ? model.params.size() : 0);
   if (setting.bf16)
     cuda::convert(static_cast<int64_t>(params.size()), params.get(), params_bf16.get(), stream);
-  cuda::MathPolicy policy;
-  policy.allow_tf32 = false;
-  policy.deterministic = true;
-  policy.data_type = setting.bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
-  policy.format = setting.format;
-  policy.search = setting.search;
-  policy.api = setting.api;
+  cuda::ExecutorOptions options;
+  options.math.allow_tf32 = false;
+  options.math.deterministic = true;
+  options.math.data_type = setting.bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+  options.math.format = setting.format;
+  options.math.search = setting.search;
+  options.math.api = setting.api;
+  options.batchnorm = setting.batchnorm;
   cuda::Executor executor(model.net, model.layout,
                           cuda::DeviceModel{params.get(), grads.get(), running.get(),
                                             setting.bf16 ? params_bf16.get() : nullptr},
-                          batch, config.height, config.width, context, policy,
-                          setting.batchnorm, /*pixel_input=*/false);
+                          batch, config.height, config.width, context, options);
   cpu::Executor<double> cpu_executor(reference, batch, config.height, config.width);
 
   const cuda::DeviceBuffer<float> input = to_device(data.images, stream);

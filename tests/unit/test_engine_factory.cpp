@@ -26,7 +26,7 @@ EngineConfig small_config() {
 }  // namespace
 
 TEST_CASE("the CPU engine is built whatever the machine") {
-  auto engine = make_engine(DeviceKind::cpu, small_config(), 1);
+  auto engine = make_engine(DeviceKind::cpu, small_config(), CudaEngineOptions{}, 1);
   CHECK(engine->device() == DeviceKind::cpu);
   CHECK(engine->layout().parameter_count() > 0);
 }
@@ -34,22 +34,13 @@ TEST_CASE("the CPU engine is built whatever the machine") {
 TEST_CASE("the CPU engine refuses bf16 and fp16 rather than training in float32 unasked") {
   EngineConfig config = small_config();
   config.precision = Precision::bf16;
-  CHECK_THROWS_WITH_AS(make_engine(DeviceKind::cpu, config, 1),
+  CHECK_THROWS_WITH_AS(make_engine(DeviceKind::cpu, config, CudaEngineOptions{}, 1),
                        doctest::Contains("--precision bf16 needs the CUDA engine"), Error);
   config.precision = Precision::fp16;
-  CHECK_THROWS_WITH_AS(make_engine(DeviceKind::cpu, config, 1),
+  CHECK_THROWS_WITH_AS(make_engine(DeviceKind::cpu, config, CudaEngineOptions{}, 1),
                        doctest::Contains("--precision fp16 needs the CUDA engine"), Error);
   config.precision = Precision::fp32;
-  CHECK(make_engine(DeviceKind::cpu, config, 1)->device() == DeviceKind::cpu);
-}
-
-TEST_CASE("the CPU engine refuses NHWC activations rather than ignoring the request") {
-  EngineConfig config = small_config();
-  config.memory_format = MemoryFormat::nhwc;
-  CHECK_THROWS_WITH_AS(make_engine(DeviceKind::cpu, config, 1),
-                       doctest::Contains("--memory-format nhwc needs the CUDA engine"), Error);
-  config.memory_format = MemoryFormat::nchw;
-  CHECK(make_engine(DeviceKind::cpu, config, 1)->device() == DeviceKind::cpu);
+  CHECK(make_engine(DeviceKind::cpu, config, CudaEngineOptions{}, 1)->device() == DeviceKind::cpu);
 }
 
 TEST_CASE("without a CUDA device the probe says why and the CUDA engine is refused") {
@@ -61,5 +52,5 @@ TEST_CASE("without a CUDA device the probe says why and the CUDA engine is refus
     return;
   }
   CHECK_FALSE(reason.empty());
-  CHECK_THROWS_WITH_AS(make_engine(DeviceKind::cuda, small_config(), 1), doctest::Contains(reason.c_str()), Error);
+  CHECK_THROWS_WITH_AS(make_engine(DeviceKind::cuda, small_config(), CudaEngineOptions{}, 1), doctest::Contains(reason.c_str()), Error);
 }

@@ -66,23 +66,23 @@ TEST_CASE("--precision: tf32 by default, fp32, bf16 and fp16 on request, anythin
 
 TEST_CASE("--memory-format: nchw by default at every precision, nhwc on request") {
   const TrainOptions plain = parse({"--data", "/d"});
-  CHECK(plain.memory_format == MemoryFormat::nchw);
+  CHECK(plain.cuda.memory_format == MemoryFormat::nchw);
   CHECK_FALSE(plain.memory_format_given);
-  CHECK(parse({"--data", "/d", "--precision", "fp32"}).memory_format == MemoryFormat::nchw);
+  CHECK(parse({"--data", "/d", "--precision", "fp32"}).cuda.memory_format == MemoryFormat::nchw);
   const TrainOptions bf16 = parse({"--data", "/d", "--precision", "bf16"});
-  CHECK(bf16.memory_format == MemoryFormat::nchw);
+  CHECK(bf16.cuda.memory_format == MemoryFormat::nchw);
   CHECK_FALSE(bf16.memory_format_given);
   // An explicit choice wins over the precision's default, whichever flag comes first.
   const TrainOptions bf16_nchw = parse({"--data", "/d", "--memory-format", "nchw", "--precision", "bf16"});
-  CHECK(bf16_nchw.memory_format == MemoryFormat::nchw);
+  CHECK(bf16_nchw.cuda.memory_format == MemoryFormat::nchw);
   CHECK(bf16_nchw.memory_format_given);
-  CHECK(parse({"--data", "/d", "--precision", "bf16", "--memory-format=nchw"}).memory_format ==
+  CHECK(parse({"--data", "/d", "--precision", "bf16", "--memory-format=nchw"}).cuda.memory_format ==
         MemoryFormat::nchw);
-  CHECK(parse({"--data", "/d", "--memory-format", "nhwc"}).memory_format == MemoryFormat::nhwc);
-  CHECK(parse({"--data", "/d", "--precision", "fp16"}).memory_format == MemoryFormat::nchw);
-  CHECK(parse({"--data", "/d", "--precision", "bf16", "--memory-format", "nhwc"}).memory_format ==
+  CHECK(parse({"--data", "/d", "--memory-format", "nhwc"}).cuda.memory_format == MemoryFormat::nhwc);
+  CHECK(parse({"--data", "/d", "--precision", "fp16"}).cuda.memory_format == MemoryFormat::nchw);
+  CHECK(parse({"--data", "/d", "--precision", "bf16", "--memory-format", "nhwc"}).cuda.memory_format ==
         MemoryFormat::nhwc);
-  CHECK(parse({"--data", "/d", "--precision", "tf32", "--memory-format", "nhwc"}).memory_format ==
+  CHECK(parse({"--data", "/d", "--precision", "tf32", "--memory-format", "nhwc"}).cuda.memory_format ==
         MemoryFormat::nhwc);
   CHECK(std::string(to_string(MemoryFormat::nhwc)) == "nhwc");
   CHECK(std::string(to_string(MemoryFormat::nchw)) == "nchw");
@@ -94,22 +94,23 @@ TEST_CASE("--memory-format: nchw by default at every precision, nhwc on request"
 
 TEST_CASE("--deterministic chooses convolution algorithms by heuristic, never by timing") {
   const TrainOptions plain = parse({"--data", "/d"});
-  CHECK_FALSE(plain.deterministic);
-  CHECK(plain.conv_timed_search);
+  CHECK_FALSE(plain.cuda.deterministic);
+  CHECK(plain.cuda.conv_search == cuda::ConvAlgorithmSearch::timed);
   const TrainOptions exact = parse({"--data", "/d", "--deterministic"});
-  CHECK(exact.deterministic);
-  CHECK_FALSE(exact.conv_timed_search);
+  CHECK(exact.cuda.deterministic);
+  CHECK(exact.cuda.conv_search == cuda::ConvAlgorithmSearch::heuristic);
   const TrainOptions stated = parse({"--data", "/d", "--conv-algorithms", "heuristic", "--deterministic"});
-  CHECK_FALSE(stated.conv_timed_search);
-  CHECK(parse({"--data", "/d", "--conv-algorithms", "heuristic"}).conv_timed_search == false);
+  CHECK(stated.cuda.conv_search == cuda::ConvAlgorithmSearch::heuristic);
+  CHECK(parse({"--data", "/d", "--conv-algorithms", "heuristic"}).cuda.conv_search ==
+        cuda::ConvAlgorithmSearch::heuristic);
   refused({"--data", "/d", "--deterministic", "--conv-algorithms", "timed"},
           "--deterministic and --conv-algorithms timed contradict each other");
 }
 
 TEST_CASE("--conv-api chooses cuDNN's legacy convolution API (the default) or its graph API") {
-  CHECK_FALSE(parse({"--data", "/d"}).conv_graph_api);
-  CHECK_FALSE(parse({"--data", "/d", "--conv-api", "legacy"}).conv_graph_api);
-  CHECK(parse({"--data", "/d", "--conv-api", "graph"}).conv_graph_api);
+  CHECK(parse({"--data", "/d"}).cuda.conv_api == cuda::ConvApi::legacy);
+  CHECK(parse({"--data", "/d", "--conv-api", "legacy"}).cuda.conv_api == cuda::ConvApi::legacy);
+  CHECK(parse({"--data", "/d", "--conv-api", "graph"}).cuda.conv_api == cuda::ConvApi::graph);
   refused({"--data", "/d", "--conv-api", "frontend"}, "--conv-api: 'frontend' is not one of: legacy, graph");
   refused({"--data", "/d", "--conv-api", "graph", "--device", "cpu"},
           "--conv-api graph chooses how cuDNN runs the convolutions, but --device cpu trains on the CPU");
@@ -199,9 +200,9 @@ TEST_CASE("--grad-allreduce chooses the type gradients travel as") {
 }
 
 TEST_CASE("--batchnorm: cuDNN's by default, our fused kernels on request, never with the CPU engine") {
-  CHECK(parse({"--dataset", "synthetic"}).batchnorm == BatchNormImpl::cudnn);
-  CHECK(parse({"--dataset", "synthetic", "--batchnorm", "fused"}).batchnorm == BatchNormImpl::fused);
-  CHECK(parse({"--dataset", "synthetic", "--batchnorm=cudnn", "--device", "cuda"}).batchnorm ==
+  CHECK(parse({"--dataset", "synthetic"}).cuda.batchnorm == BatchNormImpl::cudnn);
+  CHECK(parse({"--dataset", "synthetic", "--batchnorm", "fused"}).cuda.batchnorm == BatchNormImpl::fused);
+  CHECK(parse({"--dataset", "synthetic", "--batchnorm=cudnn", "--device", "cuda"}).cuda.batchnorm ==
         BatchNormImpl::cudnn);
   refused({"--dataset", "synthetic", "--batchnorm", "native"},
           "--batchnorm: 'native' is not one of: cudnn, fused");
@@ -216,10 +217,10 @@ TEST_CASE("--batchnorm: cuDNN's by default, our fused kernels on request, never 
 }
 
 TEST_CASE("--cuda-graphs: off by default, on or off on request, never with the CPU engine") {
-  CHECK_FALSE(parse({"--dataset", "synthetic"}).cuda_graphs);
-  CHECK(parse({"--dataset", "synthetic", "--cuda-graphs", "on"}).cuda_graphs);
-  CHECK(parse({"--dataset", "synthetic", "--cuda-graphs=on", "--device", "cuda"}).cuda_graphs);
-  CHECK_FALSE(parse({"--dataset", "synthetic", "--cuda-graphs", "off"}).cuda_graphs);
+  CHECK_FALSE(parse({"--dataset", "synthetic"}).cuda.cuda_graphs);
+  CHECK(parse({"--dataset", "synthetic", "--cuda-graphs", "on"}).cuda.cuda_graphs);
+  CHECK(parse({"--dataset", "synthetic", "--cuda-graphs=on", "--device", "cuda"}).cuda.cuda_graphs);
+  CHECK_FALSE(parse({"--dataset", "synthetic", "--cuda-graphs", "off"}).cuda.cuda_graphs);
   refused({"--dataset", "synthetic", "--cuda-graphs", "yes"}, "--cuda-graphs");
   refused({"--dataset", "synthetic", "--cuda-graphs", "on", "--device", "cpu"}, "needs the CUDA engine");
   CHECK_NOTHROW(parse({"--dataset", "synthetic", "--cuda-graphs", "off", "--device", "cpu"}));

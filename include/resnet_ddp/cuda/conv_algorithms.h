@@ -12,25 +12,14 @@
 
 #include "resnet_ddp/cpu/layers.h"
 #include "resnet_ddp/cuda/cudnn_descriptors.h"
+#include "resnet_ddp/cuda/engine_options.h"
 
 namespace rddp::cuda {
 
 using ConvShape = cpu::ConvShape;
 
-enum class ConvAlgorithmSearch {
-  timed,      // cudnnFind*AlgorithmEx: run every candidate once, keep the fastest
-  heuristic,  // cudnnGet*Algorithm_v7: cuDNN's own ranking, nothing is run
-};
-
 enum class ConvDirection { forward, backward_data, backward_filter };
 const char* to_string(ConvDirection direction);
-
-// Which cuDNN interface runs the convolutions.
-enum class ConvApi {
-  legacy,  // cudnnConvolution{Forward,BackwardData,BackwardFilter}: one kernel per algorithm
-  graph,   // the graph API's execution plans, one per engine configuration (conv_graph.h)
-};
-const char* to_string(ConvApi api);
 
 // How convolutions and matrix products may compute.
 struct MathPolicy {

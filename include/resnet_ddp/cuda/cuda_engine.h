@@ -1,31 +1,20 @@
 #pragma once
-// The CUDA engine's settings beyond EngineConfig, for tests that choose them one by one;
-// make_cuda_engine(config, seed) (engine.h) takes them from EngineConfig's deterministic and
-// conv_timed_search and conv_graph_api.
+// The CUDA engine: the Engine interface (engine.h) on a GPU, and what only it can tell.
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "resnet_ddp/cuda/conv_algorithms.h"
+#include "resnet_ddp/cuda/engine_options.h"
 #include "resnet_ddp/engine.h"
 
 namespace rddp {
 
-struct CudaEngineOptions {
-  // Only cuDNN algorithms that give the same bits on every run (torch.backends.cudnn.
-  // deterministic); our own kernels and cuBLAS on one stream always do.
-  bool deterministic = false;
-  // How convolution algorithms are chosen for the engine's max_batch (torch.backends.cudnn.
-  // benchmark = True is `timed`). Other batch sizes always use cuDNN's heuristics.
-  cuda::ConvAlgorithmSearch conv_search = cuda::ConvAlgorithmSearch::timed;
-  // Which cuDNN interface runs the convolutions (EngineConfig::conv_graph_api).
-  cuda::ConvApi conv_api = cuda::ConvApi::legacy;
-};
+// Throws Error when no device answers.
+std::unique_ptr<Engine> make_cuda_engine(const EngineConfig& config,
+                                         const CudaEngineOptions& options, uint64_t init_seed);
 
-std::unique_ptr<Engine> make_cuda_engine(const EngineConfig& config, uint64_t init_seed,
-                                         const CudaEngineOptions& options);
-
-// How a CUDA engine's training steps ran (EngineConfig::cuda_graphs), for benchmarks and tests
+// How a CUDA engine's training steps ran (CudaEngineOptions::cuda_graphs), for benchmarks and tests
 // that must know the graph was really replayed.
 struct CudaGraphStats {
   int64_t eager_steps = 0;
@@ -38,7 +27,7 @@ struct CudaGraphStats {
 CudaGraphStats cuda_graph_stats(const Engine& engine);
 
 // How a CUDA engine's convolutions run: on the graph API's plans or the legacy API's algorithms
-// (EngineConfig::conv_graph_api), so that a benchmark of the graph API can say how much of the
+// (CudaEngineOptions::conv_api), so that a benchmark of the graph API can say how much of the
 // network it covered. Throws Error unless `engine` was made by make_cuda_engine.
 cuda::ConvAlgorithmCache::ApiUse cuda_conv_api_use(const Engine& engine);
 

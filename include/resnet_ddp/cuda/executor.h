@@ -50,32 +50,36 @@ struct DeviceModel {
   const __half* params_fp16 = nullptr;
 };
 
+// How an executor computes. math: its convolutions' and GEMMs' types, layout and algorithm
+// choice (conv_algorithms.h):
+// - math.data_type is the activations' type: CUDNN_DATA_FLOAT, or CUDNN_DATA_BFLOAT16 (or
+//   CUDNN_DATA_HALF, with params_fp16, likewise) for PyTorch autocast's mixed precision
+//   (bfloat16 activations and conv/fc weights, float accumulation, BatchNorm statistics, logits
+//   and every parameter gradient in float; the model must then carry params_bf16). Input,
+//   logits and gradients are float either way. math.allow_tf32 applies to cuBLAS too.
+// - math.format is the activations' layout: CUDNN_TENSOR_NCHW, or CUDNN_TENSOR_NHWC
+//   (torch.channels_last), where the executor converts the NCHW input on the device, convolves
+//   with an OHWI copy of the weights it writes from the float masters at every forward, and
+//   permutes each weight gradient back to OIHW before reporting it. The model's buffers, the
+//   input and the logits are the same in both formats.
+struct ExecutorOptions {
+  MathPolicy math;
+  // Whose kernels compute BatchNorm (batchnorm_impl.h): cuDNN's, with the ReLU and the residual
+  // add as passes of their own, or ours, with both folded in.
+  BatchNormImpl batchnorm = BatchNormImpl::cudnn;
+  // Forward will be given pixels (NetworkInput); the executor keeps the normalised input in its
+  // own buffer, as it does under mixed precision or NHWC anyway.
+  bool pixel_input = false;
+};
+
 class Executor {
  public:
   // Plans the network for up to `max_batch` images of height x width, allocates everything, and
   // chooses every convolution's algorithms for `max_batch` (a timed search, which runs the
-  // candidates on the real buffers, unless the policy says heuristic). The policy's allow_tf32
-  // applies to cuBLAS too. `net`, `layout`, `model` and `context` must outlive the executor.
-  //
-  // The policy's data_type is the activations' type: CUDNN_DATA_FLOAT, or CUDNN_DATA_BFLOAT16
-  // (or CUDNN_DATA_HALF, with params_fp16, likewise) for PyTorch autocast's mixed precision (bfloat16 activations and conv/fc weights, float
-  // accumulation, BatchNorm statistics, logits and every parameter gradient in float; the model
-  // must then carry params_bf16). Input, logits and gradients are float either way.
-  //
-  // The policy's format is the activations' layout: CUDNN_TENSOR_NCHW, or CUDNN_TENSOR_NHWC
-  // (torch.channels_last), where the executor converts the NCHW input on the device, convolves
-  // with an OHWI copy of the weights it writes from the float masters at every forward, and
-  // permutes each weight gradient back to OIHW before reporting it. The model's buffers, the
-  // input and the logits are the same in both formats.
-  //
-  // `batchnorm` chooses whose kernels compute BatchNorm (batchnorm_impl.h): cuDNN's, with the
-  // ReLU and the residual add as passes of their own, or ours, with both folded in.
-  //
-  // `pixel_input`: forward will be given pixels (NetworkInput); the executor keeps the
-  // normalised input in its own buffer, as it does under mixed precision or NHWC anyway.
+  // candidates on the real buffers, unless options.math says heuristic). `net`, `layout`,
+  // `model` and `context` must outlive the executor.
   Executor(const NetDesc& net, const ParamLayout& layout, const DeviceModel& model, int max_batch,
-           int height, int width, ComputeContext& context, const MathPolicy& policy,
-           BatchNormImpl batchnorm = BatchNormImpl::cudnn, bool pixel_input = false);
+           int height, int width, ComputeContext& context, const ExecutorOptions& options);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;

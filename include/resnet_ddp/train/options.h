@@ -7,6 +7,7 @@
 
 #include "resnet_ddp/data/data_config.h"
 #include "resnet_ddp/dist/grad_allreduce.h"
+#include "resnet_ddp/cuda/engine_options.h"
 #include "resnet_ddp/engine.h"
 #include "resnet_ddp/optimizer.h"
 
@@ -24,19 +25,12 @@ struct TrainOptions {
   std::string stem = "auto";  // auto: cifar for images up to 64 pixels, else imagenet
   DeviceChoice device = DeviceChoice::automatic;
   Precision precision = Precision::tf32;
-  // GPU activations' layout: nchw at every precision unless given. nhwc is the faster with our
-  // fused BatchNorm (bench/results, H100, 2026-11-28) and far slower with cuDNN's; the default
-  // changes with the BatchNorm's, once a whole GPU training run has been compared with PyTorch's.
-  MemoryFormat memory_format = MemoryFormat::nchw;
+  // The CUDA engine's own settings (layout, BatchNorm, convolution algorithms, CUDA graphs);
+  // the trainer sets device_index. Their defaults stay the conservative ones until a whole GPU
+  // training run with the fastest has been compared with PyTorch's (docs/performance.md).
+  CudaEngineOptions cuda;
   bool memory_format_given = false;
-  // GPU BatchNorm kernels: cuDNN's until a whole GPU training run with our fused ones has been
-  // compared with PyTorch's (they are the faster: bench/results, H100, 2026-11-28).
-  BatchNormImpl batchnorm = BatchNormImpl::cudnn;
-  bool deterministic = false;     // cuDNN algorithms that give the same bits every run
-  bool conv_timed_search = true;  // time cuDNN's convolution algorithms (cudnn.benchmark)
   bool conv_algorithms_given = false;  // --deterministic turns timing off unless this is set
-  bool conv_graph_api = false;    // cuDNN's graph API for convolutions (--conv-api graph)
-  bool cuda_graphs = false;       // replay the training step as a CUDA graph
 
   int epochs = 10;
   int64_t max_steps = 0;  // stop after this many training steps in all (0: no limit)

@@ -44,14 +44,11 @@ std::string describe(const Variant& v) {
 EngineConfig config_of(const Variant& v) {
   EngineConfig config = testing::narrow_cpu_config();
   config.precision = v.precision;
-  config.memory_format = v.format;
-  config.batchnorm = v.batchnorm;
   config.input = v.input;
   if (v.input == BatchInput::pixels) {
     config.pixel_mean = {0.5f, 0.5f, 0.5f};
     config.pixel_stddev = {0.25f, 0.25f, 0.25f};
   }
-  config.cuda_graphs = v.graphs;
   config.optimizer.kind = v.optimizer;
   if (v.optimizer == OptimizerKind::sgd) config.optimizer.momentum = 0.9;
   return config;
@@ -73,7 +70,10 @@ void check_steps(const Variant& v) {
   const EngineConfig config = config_of(v);
   CudaEngineOptions options;
   options.conv_search = cuda::ConvAlgorithmSearch::heuristic;
-  std::unique_ptr<Engine> engine = make_cuda_engine(config, /*init_seed=*/3, options);
+  options.memory_format = v.format;
+  options.batchnorm = v.batchnorm;
+  options.cuda_graphs = v.graphs;
+  std::unique_ptr<Engine> engine = make_cuda_engine(config, options, /*init_seed=*/3);
   const bool pixels = v.input == BatchInput::pixels;
   const int size = config.max_batch;
   constexpr int kSteps = 6;  // past the graph's eager warm-up and its capture
