@@ -63,6 +63,8 @@ std::string encode_listing(const FolderListing& listing) {
     out.number(uint64_t(uint32_t(file.label)));
     out.text(file.path);
   }
+  out.number(listing.skipped_links);
+  out.text(listing.first_skipped_link);
   return out.take();
 }
 
@@ -79,6 +81,8 @@ FolderListing decode_listing(const std::string& bytes) {
     file.path = in.text();
     listing.files.push_back(std::move(file));
   }
+  listing.skipped_links = in.number();
+  listing.first_skipped_link = in.text();
   if (!in.at_end()) fail("internal error: a folder listing received from rank 0 has bytes to spare");
   return listing;
 }

@@ -1,5 +1,6 @@
 #include <string>
 
+#include "class_difference.h"
 #include "resnet_ddp/data/file_io.h"
 #include "resnet_ddp/data/readers.h"
 #include "resnet_ddp/error.h"
@@ -11,6 +12,12 @@ namespace {
 void check_channels(int channels) {
   if (channels != 1 && channels != 3)
     fail("image folders decode to 3 channels (RGB) or 1 (greyscale), not ", channels);
+}
+
+// "; N symbolic link(s) ... not followed (...)" for a description, or "".
+std::string note(const FolderListing& listing) {
+  const std::string text = skipped_links_note(listing);
+  return text.empty() ? "" : "; " + text;
 }
 
 }  // namespace
@@ -27,7 +34,8 @@ Splits open_image_folder(const std::string& dir, int channels, const FolderListe
   // Described before the files move into the data set: arguments are evaluated in no set order.
   std::string train_description = "image folder train (" + train_dir + ", " +
                                   std::to_string(train.files.size()) + " images, " +
-                                  std::to_string(num_classes) + " classes)";
+                                  std::to_string(num_classes) + " classes" +
+                                  note(train) + ")";
   Splits splits;
   splits.train = make_file_dataset(std::move(train_description), std::move(train.files),
                                    num_classes, channels);
@@ -37,18 +45,14 @@ Splits open_image_folder(const std::string& dir, int channels, const FolderListe
   if (!val.present) return splits;
   // Labels are positions in the sorted class list, so both splits need the same list or the
   // same label would mean different classes.
-  if (val.classes != train.classes) {
-    size_t i = 0;
-    while (i < val.classes.size() && i < train.classes.size() && val.classes[i] == train.classes[i])
-      ++i;
+  if (val.classes != train.classes)
     fail("the class folders of ", val_dir, " (", val.classes.size(), ") differ from those of ",
-         train_dir, " (", train.classes.size(), ")", i < val.classes.size() && i < train.classes.size()
-             ? ": " + val.classes[i] + " in val/ where train/ has " + train.classes[i]
-             : std::string(),
-         "; both splits need the same class folders");
-  }
-  std::string val_description =
-      "image folder val (" + val_dir + ", " + std::to_string(val.files.size()) + " images)";
+         train_dir, " (", train.classes.size(), "): ",
+         class_difference("train/", train.classes, "val/", val.classes),
+         "; both splits need the same class folders (an empty class folder needs at least one "
+         "image)");
+  std::string val_description = "image folder val (" + val_dir + ", " +
+                                std::to_string(val.files.size()) + " images" + note(val) + ")";
   splits.val = make_file_dataset(std::move(val_description), std::move(val.files), num_classes,
                                  channels);
   return splits;

@@ -330,7 +330,18 @@ TEST_CASE("bad image folders are refused with the path that is wrong") {
   }
   SUBCASE("validation classes differ") {
     fs::rename(root + "/val/dog", root + "/val/dingo");
-    CHECK_THROWS_WITH_AS(open_image_folder(root, 3), doctest::Contains("dingo in val/ where train/ has dog"), Error);
+    CHECK_THROWS_WITH_AS(open_image_folder(root, 3),
+                         doctest::Contains("train/ has dog that val/ lacks; val/ has dingo that train/ lacks"),
+                         Error);
+  }
+  SUBCASE("a validation class missing is named, though the counts differ") {
+    fs::remove_all(root + "/val/dog");
+    CHECK_THROWS_WITH_AS(open_image_folder(root, 3), doctest::Contains("train/ has dog that val/ lacks"), Error);
+    fs::remove_all(root + "/val");
+    write_png(root + "/val/cat/1.png", image);
+    write_png(root + "/val/dog/1.png", image);
+    write_png(root + "/val/eel/1.png", image);
+    CHECK_THROWS_WITH_AS(open_image_folder(root, 3), doctest::Contains("val/ has eel that train/ lacks"), Error);
   }
   SUBCASE("a corrupt image fails when read, naming the file") {
     write_text(root + "/train/dog/2.jpg", "this is text, not a JPEG");

@@ -29,6 +29,11 @@ Splits open_idx(const std::string& dir);
 // recursively, folders in sorted order, files sorted, extensions matched case-insensitively.
 // Files with an extension torchvision accepts but we cannot decode (.tif, .tiff, .webp) are
 // refused rather than skipped, so that the data set never silently differs from PyTorch's.
+// Symbolic links to folders are followed as os.walk(followlinks=True) follows them, except
+// those that lead back to a folder already listed (a loop, the split itself, another class):
+// those are skipped and counted, so no walk is endless and no image is listed under two
+// classes (src/data/directory_walk.h). FIFOs, sockets and devices named like images are
+// refused.
 struct LabelledFile {
   std::string path;
   int32_t label = 0;
@@ -37,7 +42,12 @@ struct FolderListing {
   bool present = true;  // false: the folder does not exist (and may_be_absent was set)
   std::vector<std::string> classes;
   std::vector<LabelledFile> files;
+  size_t skipped_links = 0;        // symbolic links to folders not followed
+  std::string first_skipped_link;  // "path -> target" of the first, printable
 };
+
+// "N symbolic link(s) ... not followed (first: ...)", or "" when none was skipped.
+std::string skipped_links_note(const FolderListing& listing);
 
 // A listing as bytes and back, to send it to other ranks. decode_listing throws Error on bytes
 // encode_listing did not write.
