@@ -34,9 +34,11 @@ const LayoutNames& names_of(CifarVersion version) {
   return version == CifarVersion::cifar10 ? cifar10 : cifar100;
 }
 
+// Anything of that name counts: the reader then refuses what is not a regular file, saying what
+// it is.
 bool holds(const std::string& dir, const char* file, const char* companion) {
-  return is_regular_file(join_path(dir, file)) &&
-         (!companion || is_regular_file(join_path(dir, companion)));
+  return path_exists(join_path(dir, file)) &&
+         (!companion || path_exists(join_path(dir, companion)));
 }
 
 std::string base_name(const std::string& path) {

@@ -65,7 +65,7 @@ DatasetPtr read_split(const std::string& dir, const std::vector<std::string>& na
   array.num_classes = format.num_classes;
   for (const std::string& name : names) {
     const std::string path = join_path(dir, name);
-    if (!is_regular_file(path))
+    if (!path_exists(path))
       fail(format.name, " file ", path, " is missing: unpack all of ", format.archive, " into ",
            dir);
     append_file(array, path, format);

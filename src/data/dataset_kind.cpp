@@ -2,6 +2,7 @@
 
 #include "cifar_layout.h"
 #include "resnet_ddp/data/file_io.h"
+#include "resnet_ddp/data/regular_file.h"
 #include "resnet_ddp/error.h"
 
 namespace rddp::data {
@@ -25,8 +26,10 @@ constexpr const char* kLayouts =
     "(cifar10, cifar100, idx, imagefolder, tiny-imagenet, packed, synthetic); data/README.md "
     "shows each layout";
 
+// Anything of that name counts: a reader then refuses what is not a regular file, saying what
+// it is, where "cannot tell which data set" would hide it.
 bool holds_file(const std::string& dir, const char* name) {
-  return is_regular_file(join_path(dir, name));
+  return path_exists(join_path(dir, name));
 }
 
 }  // namespace
@@ -70,7 +73,7 @@ DatasetKind detect_dataset_kind(const std::string& dir) {
     if (holds_file(folder, "train-images-idx3-ubyte") ||
         holds_file(folder, "train-images-idx3-ubyte.gz"))
       return DatasetKind::idx;
-  if (holds_file(dir, "wnids.txt") && is_regular_file(join_path(dir, "val/val_annotations.txt")))
+  if (holds_file(dir, "wnids.txt") && holds_file(dir, "val/val_annotations.txt"))
     return DatasetKind::tiny_imagenet;
   if (is_directory(join_path(dir, "train"))) return DatasetKind::image_folder;
   fail("cannot tell which data set ", dir, " holds: looked for ",

@@ -13,6 +13,7 @@
 #include "resnet_ddp/data/file_io.h"
 #include "resnet_ddp/data/transform.h"
 #include "resnet_ddp/error.h"
+#include "resnet_ddp/printable.h"
 
 namespace rddp::data {
 
@@ -94,8 +95,13 @@ Image decode_image_crop(const uint8_t* bytes, size_t size, int channels,
 }
 
 Image decode_image_file(const std::string& path, int channels) {
-  const std::vector<uint8_t> bytes = read_file(path);
-  return decode_image(bytes.data(), bytes.size(), channels, path);
+  const std::vector<uint8_t> bytes = read_image_file(path);
+  return decode_image(bytes.data(), bytes.size(), channels, printable(path));
+}
+
+std::vector<uint8_t> read_image_file(const std::string& path) {
+  return read_file(path, kMaxImageFileBytes,
+                   "that an image of at most 178,956,970 pixels (Pillow's limit) can take");
 }
 
 }  // namespace rddp::data

@@ -6,6 +6,7 @@
 #include <exception>
 #include <filesystem>
 #include <mutex>
+#include <new>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "resnet_ddp/data/file_io.h"
 #include "resnet_ddp/data/pack.h"
 #include "resnet_ddp/data/readers.h"
+#include "resnet_ddp/data/regular_file.h"
 #include "resnet_ddp/data/transform.h"
 #include "resnet_ddp/error.h"
 
@@ -34,13 +36,21 @@ void prepare_chunk(const Dataset& dataset, size_t first, int size, int threads,
   std::mutex error_mutex;
   auto work = [&] {
     for (size_t i = next++; i < out.size(); i = next++) {
+      std::exception_ptr failure;
       try {
         Sample sample = dataset.get(first + i);
         sample.image = resize_shorter_side(sample.image, size);
         out[i] = std::move(sample);
+      } catch (const std::bad_alloc&) {
+        failure = std::make_exception_ptr(Error(
+            "not enough memory to decode and resize " + dataset.source(first + i) +
+            ": free memory, or pack with fewer --threads"));
       } catch (...) {
+        failure = std::current_exception();
+      }
+      if (failure) {
         std::lock_guard<std::mutex> lock(error_mutex);
-        if (!error) error = std::current_exception();
+        if (!error) error = failure;
         next = out.size();  // the others stop at their next image
       }
     }
@@ -123,14 +133,14 @@ std::vector<PackedSplit> pack_dataset(const std::string& input, const std::strin
 
 Splits open_packed(const std::string& dir) {
   const std::string train_path = join_path(dir, kPackTrainFile);
-  if (!is_regular_file(train_path))
+  if (!path_exists(train_path))
     fail("packed data directory ", dir, " has no ", kPackTrainFile,
          ": make it with resnet_ddp_pack IMAGE_FOLDER ", dir);
   auto train = std::make_shared<const PackedDataset>(train_path, "packed train");
   Splits splits;
   splits.train = train;
   const std::string val_path = join_path(dir, kPackValFile);
-  if (!is_regular_file(val_path)) return splits;
+  if (!path_exists(val_path)) return splits;
   auto val = std::make_shared<const PackedDataset>(val_path, "packed val");
   // Labels are positions in the class list: both splits need the same list.
   if (val->info().classes != train->info().classes)

@@ -1,9 +1,6 @@
 // Reading a pack file through a memory mapping: nothing is read at open but the header, the
 // index and the trailer; the kernel pages images in as the loader asks for them.
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -14,6 +11,7 @@
 #include "resnet_ddp/data/image_decode.h"
 #include "resnet_ddp/data/mapped_file_fault.h"
 #include "resnet_ddp/data/pack.h"
+#include "resnet_ddp/data/regular_file.h"
 #include "resnet_ddp/error.h"
 
 namespace rddp::data {
@@ -71,24 +69,12 @@ class HeaderCursor {
 }  // namespace
 
 PackedDataset::PackedDataset(const std::string& path, const std::string& name) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    fail("cannot open '", path, "': ", std::strerror(errno),
-         errno == ENOENT ? std::string(kFix) : std::string());
-  struct stat info;
-  if (::fstat(fd, &info) != 0) {
-    const int err = errno;
-    ::close(fd);
-    fail("cannot read '", path, "': ", std::strerror(err));
-  }
-  map_size_ = size_t(info.st_size);
-  if (map_size_ == 0) {
-    ::close(fd);
-    fail("'", path, "' is empty", kFix);
-  }
-  void* map = ::mmap(nullptr, map_size_, PROT_READ, MAP_SHARED, fd, 0);
-  const int map_errno = errno;
-  ::close(fd);  // the mapping keeps the file open
+  if (!path_exists(path)) fail("cannot open '", path, "': ", std::strerror(ENOENT), kFix);
+  const RegularFile file(path);  // no FIFO or device: opening one could block
+  map_size_ = size_t(file.size());
+  if (map_size_ == 0) fail("'", path, "' is empty", kFix);
+  void* map = ::mmap(nullptr, map_size_, PROT_READ, MAP_SHARED, file.fd(), 0);
+  const int map_errno = errno;  // the mapping keeps the file open once it is closed
   if (map == MAP_FAILED) fail("cannot map '", path, "' into memory: ", std::strerror(map_errno));
   map_ = static_cast<const uint8_t*>(map);
   report_bus_errors_for(path);

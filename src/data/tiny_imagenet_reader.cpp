@@ -3,25 +3,38 @@
 // file's wnid; every image 64x64. Labels follow the sorted train/ folder names, as
 // ImageFolder(train/) numbers them, so a model trained either way means the same by label k.
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "class_difference.h"
 #include "resnet_ddp/data/file_io.h"
 #include "resnet_ddp/data/readers.h"
+#include "resnet_ddp/data/regular_file.h"
 #include "resnet_ddp/error.h"
+#include "resnet_ddp/printable.h"
 
 namespace rddp::data {
 
 namespace {
 
 constexpr int kSide = 64;
+// wnids.txt and val_annotations.txt hold a few hundred kilobytes.
+constexpr uint64_t kMaxListBytes = uint64_t(1) << 28;
+
+// The file's text, read as a regular file (regular_file.h), so that a pipe named like it
+// cannot block the run. `missing` says what is lost when there is no such file.
+std::istringstream read_list(const std::string& path, const char* missing) {
+  if (!path_exists(path)) fail("cannot open ", path, ": ", missing);
+  const std::vector<uint8_t> bytes =
+      read_file(path, kMaxListBytes, "that a Tiny-ImageNet list may have (it holds a few "
+                "hundred kilobytes)");
+  return std::istringstream(std::string(bytes.begin(), bytes.end()));
+}
 
 std::vector<std::string> read_wnids(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail("cannot open ", path, ": Tiny-ImageNet's class list is missing");
+  std::istringstream in = read_list(path, "Tiny-ImageNet's class list is missing");
   std::vector<std::string> wnids;
   std::string line;
   while (std::getline(in, line)) {
@@ -44,22 +57,25 @@ Splits open_tiny_imagenet(const std::string& dir, int channels, const FolderList
   std::sort(wnids.begin(), wnids.end());
   if (wnids != train.classes)
     fail(wnids_path, " lists ", wnids.size(), " classes but ", join_path(dir, "train"), " has ",
-         train.classes.size(), " class folders, not the same ones: unpack tiny-imagenet-200.zip "
-         "again");
+         train.classes.size(), " class folders, not the same ones (",
+         class_difference("wnids.txt", wnids, "train/", train.classes),
+         "): unpack tiny-imagenet-200.zip again");
   const int num_classes = int(train.classes.size());
   std::map<std::string, int32_t> label_of;
   for (size_t i = 0; i < train.classes.size(); ++i) label_of[train.classes[i]] = int32_t(i);
 
   // Described before the files move into the data set: arguments are evaluated in no set order.
-  std::string train_description =
-      "Tiny-ImageNet train (" + dir + ", " + std::to_string(train.files.size()) + " images)";
+  const std::string skipped = skipped_links_note(train);
+  std::string train_description = "Tiny-ImageNet train (" + dir + ", " +
+                                  std::to_string(train.files.size()) + " images" +
+                                  (skipped.empty() ? "" : "; " + skipped) + ")";
   Splits splits;
   splits.train = make_file_dataset(std::move(train_description), std::move(train.files),
                                    num_classes, channels, kSide, kSide);
 
   const std::string annotations = join_path(dir, "val/val_annotations.txt");
-  std::ifstream in(annotations);
-  if (!in) fail("cannot open ", annotations, ": Tiny-ImageNet's validation labels are missing");
+  std::istringstream in =
+      read_list(annotations, "Tiny-ImageNet's validation labels are missing");
   std::vector<LabelledFile> val;
   std::string line;
   for (size_t number = 1; std::getline(in, line); ++number) {
@@ -67,10 +83,12 @@ Splits open_tiny_imagenet(const std::string& dir, int channels, const FolderList
     std::string file, wnid;
     if (!(fields >> file)) continue;  // blank line
     if (!(fields >> wnid))
-      fail(annotations, " line ", number, ": expected a file name and a wnid, found '", line, "'");
+      fail(annotations, " line ", number, ": expected a file name and a wnid, found '",
+           printable(line), "'");
     const auto found = label_of.find(wnid);
     if (found == label_of.end())
-      fail(annotations, " line ", number, ": class ", wnid, " of ", file, " is not one of the ",
+      fail(annotations, " line ", number, ": class ", printable(wnid), " of ", printable(file),
+           " is not one of the ",
            num_classes, " training classes");
     val.push_back({join_path(dir, "val/images/" + file), found->second});
   }

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "resnet_ddp/data/dataset.h"
 
@@ -38,6 +39,11 @@ ImageHeader read_image_header(const uint8_t* bytes, size_t size, const std::stri
 // messages.
 Image decode_image(const uint8_t* bytes, size_t size, int channels, const std::string& what);
 Image decode_image_file(const std::string& path, int channels);
+
+// An image file's bytes (read_file), refused when larger than any image of kMaxImagePixels
+// pixels can be (2 GiB; a 16-bit RGBA PNG stored uncompressed needs 1.44 GB).
+inline constexpr uint64_t kMaxImageFileBytes = uint64_t(1) << 31;
+std::vector<uint8_t> read_image_file(const std::string& path);
 
 // The region `choose` picks (inside the image) from the size in the image's header, of what
 // decode_image gives, byte for byte. A JPEG decodes only what the region needs
