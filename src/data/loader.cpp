@@ -1,14 +1,44 @@
 #include "resnet_ddp/data/loader.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstring>
+#include <exception>
+#include <mutex>
+#include <new>
 #include <optional>
 
 #include "resnet_ddp/data/malloc_tuning.h"
 #include "resnet_ddp/error.h"
 
 namespace rddp::data {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long the destructor waits for the workers to finish their sample before it leaves them
+// behind: a worker that is not stuck is done in well under a second.
+constexpr double kLeaveBehindSeconds = 2;
+constexpr auto kPollInterval = std::chrono::milliseconds(100);
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+double seconds(Clock::duration duration) { return std::chrono::duration<double>(duration).count(); }
+
+std::string seconds_text(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, value < 10 ? "%.1f s" : "%.0f s", value);
+  return text;
+}
+
+}  // namespace
 
 // One batch buffer of the ring. Step s always goes to slot s % ring size, so a worker knows
 // where to write without asking the consumer, and the consumer where to look.
@@ -40,81 +70,162 @@ struct Loader::Slot {
   Batch batch;
 };
 
+struct Loader::Shared {
+  // The sample a worker is reading, and since when; -1 while it reads none. Written by the
+  // worker, read by next() to say which file it waits for.
+  struct Reading {
+    std::atomic<int64_t> index{-1};
+    std::atomic<int64_t> since_ns{0};
+  };
+
+  Shared(DatasetPtr dataset, LoaderOptions options, std::shared_ptr<HostAllocator> allocator)
+      : dataset(std::move(dataset)), options(std::move(options)), allocator(std::move(allocator)) {}
+
+  const DatasetPtr dataset;
+  const LoaderOptions options;
+  const std::shared_ptr<HostAllocator> allocator;  // outlives the slots it allocated
+  std::vector<std::unique_ptr<Slot>> slots;
+  std::vector<std::unique_ptr<Reading>> reading;  // one per worker
+  size_t steps = 0;
+
+  // Under mutex.
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<int64_t> epoch_indices;
+  uint64_t epoch = 0;
+  size_t next_to_fill = 0;
+  size_t next_to_deliver = 0;
+  bool stopping = true;  // no epoch is being made
+  std::exception_ptr failure;
+  size_t running = 0;    // worker threads that have not returned
+
+  std::atomic<bool> stop_now{true};  // `stopping`, for workers between samples
+};
+
 Loader::Loader(DatasetPtr dataset, DistributedSampler sampler, LoaderOptions options,
                std::shared_ptr<HostAllocator> allocator)
-    : dataset_(std::move(dataset)), sampler_(std::move(sampler)), options_(std::move(options)),
-      allocator_(std::move(allocator)) {
-  RDDP_ASSERT(dataset_ && allocator_);
-  RDDP_ASSERT(sampler_.dataset_size() == dataset_->size());
+    : sampler_(std::move(sampler)), options_(std::move(options)) {
+  RDDP_ASSERT(dataset && allocator);
+  RDDP_ASSERT(sampler_.dataset_size() == dataset->size());
   options_.transform.validate();
   keep_freed_image_memory();  // before the workers allocate their first images
   if (options_.workers < 1) fail("the loader needs at least one worker, not ", options_.workers);
   if (options_.batches_per_worker < 1)
     fail("each loader worker needs at least one batch buffer, not ", options_.batches_per_worker);
+  if (!(options_.stall_limit_seconds > 0) || !(options_.stop_grace_seconds >= 0))
+    fail("the loader's stall limit must be positive and its stop grace not negative");
   if (options_.make_float) {
     const Normalization& n = options_.normalization;
-    if (int(n.mean.size()) != dataset_->channels() || int(n.stddev.size()) != dataset_->channels())
+    if (int(n.mean.size()) != dataset->channels() || int(n.stddev.size()) != dataset->channels())
       fail("the ", n.name.empty() ? "given" : n.name, " normalisation has ", n.mean.size(),
-           " channels but ", dataset_->description(), " has ", dataset_->channels());
+           " channels but ", dataset->description(), " has ", dataset->channels());
   }
   steps_ = data::steps_per_epoch(sampler_.num_samples(), options_.batch_size, options_.drop_last);
   const size_t image = size_t(options_.transform.size) * options_.transform.size *
-                       size_t(dataset_->channels());
+                       size_t(dataset->channels());
   const size_t ring = std::min(size_t(options_.workers) * size_t(options_.batches_per_worker),
                                std::max<size_t>(steps_, 1));
+  shared_ = std::make_shared<Shared>(std::move(dataset), options_, std::move(allocator));
+  shared_->steps = steps_;
   for (size_t i = 0; i < ring; ++i)
-    slots_.push_back(std::make_unique<Slot>(*allocator_, options_.batch_size * image,
-                                            options_.make_float ? options_.batch_size * image : 0,
-                                            options_.batch_size));
+    shared_->slots.push_back(std::make_unique<Slot>(
+        *shared_->allocator, options_.batch_size * image,
+        options_.make_float ? options_.batch_size * image : 0, options_.batch_size));
+  for (int i = 0; i < options_.workers; ++i)
+    shared_->reading.push_back(std::make_unique<Shared::Reading>());
 }
 
-Loader::~Loader() { stop_workers(); }
+// Once next() has found a worker stuck, waiting for it would only delay the exit.
+Loader::~Loader() { stop_workers(stuck_ ? 0.1 : kLeaveBehindSeconds); }
 
-void Loader::stop_workers() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
+bool Loader::stop_workers(double wait_seconds) {
+  Shared& s = *shared_;
+  std::unique_lock<std::mutex> lock(s.mutex);
+  s.stopping = true;
+  s.stop_now = true;
+  s.changed.notify_all();
+  const bool stopped = s.changed.wait_for(lock, std::chrono::duration<double>(wait_seconds),
+                                          [&] { return s.running == 0; });
+  lock.unlock();
+  for (std::thread& thread : threads_) {
+    if (stopped) {
+      thread.join();
+    } else {
+      thread.detach();  // it holds `shared_` and ends, if ever, on its own
+    }
   }
-  changed_.notify_all();
-  for (std::thread& thread : threads_) thread.join();
   threads_.clear();
+  if (!stopped) abandoned_ = true;
+  return stopped;
+}
+
+std::string Loader::longest_read() const {
+  const Shared& s = *shared_;
+  const int64_t now = now_ns();
+  int64_t longest = -1, index = -1;
+  size_t worker = 0;
+  for (size_t w = 0; w < s.reading.size(); ++w) {
+    const int64_t reading = s.reading[w]->index.load(std::memory_order_acquire);
+    const int64_t since = s.reading[w]->since_ns.load(std::memory_order_relaxed);
+    if (reading >= 0 && now - since > longest) {
+      longest = now - since;
+      index = reading;
+      worker = w;
+    }
+  }
+  if (index < 0) return "";
+  return "loader thread " + std::to_string(worker) + " has been reading " +
+         s.dataset->source(size_t(index)) + " for " + seconds_text(double(longest) * 1e-9);
 }
 
 void Loader::start_epoch(uint64_t epoch, size_t first_step) {
   if (first_step > steps_)
     fail("cannot start epoch ", epoch, " at step ", first_step, ": it has ", steps_, " steps");
-  stop_workers();
-  for (const auto& slot : slots_)
+  if (abandoned_)
+    fail("cannot start epoch ", epoch, ": a loader thread is still stuck in a read");
+  Shared& s = *shared_;
+  if (!stop_workers(options_.stall_limit_seconds)) {
+    const std::string read = longest_read();
+    fail("the previous epoch's loader threads did not stop within ",
+         seconds_text(options_.stall_limit_seconds), read.empty() ? "" : ": " + read,
+         ". The file system may be hung: check that its mount answers, or copy the data to a "
+         "local disk");
+  }
+  for (const auto& slot : s.slots)
     RDDP_ASSERT(slot->state != Slot::State::leased);  // every batch handed back first
-  epoch_indices_ = sampler_.indices(epoch);
-  epoch_ = epoch;
-  next_to_fill_ = next_to_deliver_ = first_step;
-  stopping_ = false;
-  failure_ = nullptr;
+  s.epoch_indices = sampler_.indices(epoch);
+  s.epoch = epoch;
+  s.next_to_fill = s.next_to_deliver = first_step;
+  s.stopping = false;
+  s.stop_now = false;
+  s.failure = nullptr;
   // Step k always lives in slot k % slots: each slot waits for the first step it will hold.
-  const size_t slot_count = slots_.size();
+  const size_t slot_count = s.slots.size();
   for (size_t i = 0; i < slot_count; ++i) {
-    slots_[i]->state = Slot::State::free;
-    slots_[i]->step = first_step + (i + slot_count - first_step % slot_count) % slot_count;
+    s.slots[i]->state = Slot::State::free;
+    s.slots[i]->step = first_step + (i + slot_count - first_step % slot_count) % slot_count;
   }
   const size_t threads = std::min(size_t(options_.workers), steps_ - first_step);
-  for (size_t i = 0; i < threads; ++i) threads_.emplace_back(&Loader::worker_loop, this);
+  s.running = threads;
+  for (size_t i = 0; i < threads; ++i) threads_.emplace_back(&Loader::worker_loop, shared_, i);
 }
 
-void Loader::worker_loop() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  while (!stopping_ && !failure_ && next_to_fill_ < steps_) {
-    const size_t step = next_to_fill_++;
-    Slot& slot = *slots_[step % slots_.size()];
-    changed_.wait(lock, [&] {
-      return stopping_ || failure_ || (slot.state == Slot::State::free && slot.step == step);
+void Loader::worker_loop(std::shared_ptr<Shared> shared, size_t worker) {
+  Shared& s = *shared;
+  std::unique_lock<std::mutex> lock(s.mutex);
+  while (!s.stopping && !s.failure && s.next_to_fill < s.steps) {
+    const size_t step = s.next_to_fill++;
+    Slot& slot = *s.slots[step % s.slots.size()];
+    s.changed.wait(lock, [&] {
+      return s.stopping || s.failure || (slot.state == Slot::State::free && slot.step == step);
     });
-    if (stopping_ || failure_) return;
+    if (s.stopping || s.failure) break;
     slot.state = Slot::State::filling;
     lock.unlock();
     std::exception_ptr error;
+    bool filled = false;
     try {
-      fill(slot, step);
+      filled = fill(s, slot, step, worker);
     } catch (const Error&) {
       error = std::current_exception();
     } catch (const std::exception& e) {
@@ -124,47 +235,65 @@ void Loader::worker_loop() {
     }
     lock.lock();
     if (error) {
-      if (!failure_) failure_ = error;
-    } else {
+      if (!s.failure) s.failure = error;
+    } else if (filled) {
       slot.state = Slot::State::ready;
     }
-    changed_.notify_all();
+    s.changed.notify_all();
   }
+  --s.running;
+  s.changed.notify_all();
 }
 
-void Loader::fill(Slot& slot, size_t step) {
-  const Transform& transform = options_.transform;
-  const int size = transform.size, channels = dataset_->channels();
+bool Loader::fill(Shared& s, Slot& slot, size_t step, size_t worker) {
+  const Transform& transform = s.options.transform;
+  const Dataset& dataset = *s.dataset;
+  const int size = transform.size, channels = dataset.channels();
   const size_t image_bytes = size_t(size) * size * channels;
-  const size_t begin = step * options_.batch_size;
-  const size_t count = std::min(options_.batch_size, epoch_indices_.size() - begin);
+  const size_t begin = step * s.options.batch_size;
+  const size_t count = std::min(s.options.batch_size, s.epoch_indices.size() - begin);
+  Shared::Reading& reading = *s.reading[worker];
   for (size_t i = 0; i < count; ++i) {
-    const int64_t index = epoch_indices_[begin + i];
+    if (s.stop_now.load(std::memory_order_relaxed)) return false;
+    const int64_t index = s.epoch_indices[begin + i];
+    reading.since_ns.store(now_ns(), std::memory_order_relaxed);
+    reading.index.store(index, std::memory_order_release);
     Sample sample;
     Image out;
-    if (transform.kind == Transform::Kind::random_resized_crop_flip) {
-      // The crop is chosen from the image's size alone, so a data set may decode only it.
-      std::optional<ResizedCropDraw> draw;
-      sample = dataset_->get_crop(size_t(index), [&](int height, int width) {
-        draw.emplace(transform, height, width, options_.seed, epoch_, uint64_t(index));
-        return draw->box();
-      });
-      out = draw->finish(sample.image);
-    } else {
-      sample = dataset_->get(size_t(index));
-      try {
-        out = apply_transform(transform, sample.image, options_.seed, epoch_, uint64_t(index));
-      } catch (const Error& e) {
-        fail(dataset_->source(size_t(index)), ": ", e.what());
+    try {
+      if (transform.kind == Transform::Kind::random_resized_crop_flip) {
+        // The crop is chosen from the image's size alone, so a data set may decode only it.
+        std::optional<ResizedCropDraw> draw;
+        sample = dataset.get_crop(size_t(index), [&](int height, int width) {
+          draw.emplace(transform, height, width, s.options.seed, s.epoch, uint64_t(index));
+          return draw->box();
+        });
+        out = draw->finish(sample.image);
+      } else {
+        sample = dataset.get(size_t(index));
+        try {
+          out = apply_transform(transform, sample.image, s.options.seed, s.epoch, uint64_t(index));
+        } catch (const Error& e) {
+          fail(dataset.source(size_t(index)), ": ", e.what());
+        }
       }
+    } catch (const std::bad_alloc&) {
+      reading.index.store(-1, std::memory_order_release);
+      fail("not enough memory to read and prepare ", dataset.source(size_t(index)),
+           ": free memory, or use fewer loader threads");
+    } catch (...) {
+      reading.index.store(-1, std::memory_order_release);
+      throw;
     }
+    reading.index.store(-1, std::memory_order_release);
     RDDP_ASSERT(out.height == size && out.width == size && out.channels == channels);
     std::memcpy(slot.pixels + i * image_bytes, out.pixels.data(), image_bytes);
     slot.labels[i] = sample.label;
     slot.indices[i] = index;
   }
   if (slot.input)
-    normalize_to_nchw(slot.pixels, count, size, size, channels, options_.normalization, slot.input);
+    normalize_to_nchw(slot.pixels, count, size, size, channels, s.options.normalization,
+                      slot.input);
   Batch& batch = slot.batch;
   batch.step = step;
   batch.count = count;
@@ -174,38 +303,68 @@ void Loader::fill(Slot& slot, size_t step) {
   batch.input = slot.input;
   batch.labels = slot.labels;
   batch.indices = slot.indices.data();
+  return true;
 }
 
-Loader::Lease Loader::next() {
-  RDDP_ASSERT(!stopping_);  // start_epoch comes first
-  if (next_to_deliver_ >= steps_) return Lease();
-  const auto start = std::chrono::steady_clock::now();
-  const size_t step = next_to_deliver_;
-  const size_t index = step % slots_.size();
-  Slot& slot = *slots_[index];
+Loader::Lease Loader::next(const StopWaiting& stop) {
+  Shared& s = *shared_;
+  RDDP_ASSERT(!s.stopping);  // start_epoch comes first
+  if (s.next_to_deliver >= steps_) return Lease();
+  const auto start = Clock::now();
+  const size_t step = s.next_to_deliver;
+  const size_t index = step % s.slots.size();
+  Slot& slot = *s.slots[index];
   {
-    std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait(lock, [&] {
-      return failure_ || (slot.state == Slot::State::ready && slot.step == step);
-    });
-    if (failure_) std::rethrow_exception(failure_);
+    std::unique_lock<std::mutex> lock(s.mutex);
+    const auto arrived = [&] {
+      return s.failure || (slot.state == Slot::State::ready && slot.step == step);
+    };
+    std::optional<Clock::time_point> stop_asked;
+    while (!s.changed.wait_for(lock, kPollInterval, arrived)) {
+      if (stop && !stop_asked) {
+        lock.unlock();  // the caller's check runs without the loader's lock
+        const bool asked = stop();
+        lock.lock();
+        if (asked) stop_asked = Clock::now();
+        if (arrived()) break;
+      }
+      const auto now = Clock::now();
+      if (stop_asked && seconds(now - *stop_asked) >= options_.stop_grace_seconds) {
+        stuck_ = true;
+        const std::string read = longest_read();
+        throw DataWaitInterrupted(
+            "stopped waiting for batch " + std::to_string(step) + " of the epoch after " +
+            seconds_text(seconds(now - start)) + (read.empty() ? "" : ": " + read) +
+            " (the file system may be hung: check that its mount answers)");
+      }
+      if (seconds(now - start) >= options_.stall_limit_seconds) {
+        stuck_ = true;
+        const std::string read = longest_read();
+        fail("no batch for ", seconds_text(seconds(now - start)), " (batch ", step,
+             " of the epoch): ",
+             read.empty() ? std::string("no loader thread is reading a file; please report this")
+                          : read + ". The file system may be hung: check that its mount "
+                                   "answers (ls, df), or copy the data to a local disk");
+      }
+    }
+    if (s.failure) std::rethrow_exception(s.failure);
     slot.state = Slot::State::leased;
-    ++next_to_deliver_;
+    ++s.next_to_deliver;
   }
-  slot.batch.wait_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  slot.batch.wait_seconds = seconds(Clock::now() - start);
   total_wait_seconds_ += slot.batch.wait_seconds;
   return Lease(this, index, slot.batch);
 }
 
 void Loader::release(size_t slot_index) {
+  Shared& s = *shared_;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    Slot& slot = *slots_[slot_index];
+    std::lock_guard<std::mutex> lock(s.mutex);
+    Slot& slot = *s.slots[slot_index];
     slot.state = Slot::State::free;
-    slot.step += slots_.size();
+    slot.step += s.slots.size();
   }
-  changed_.notify_all();
+  s.changed.notify_all();
 }
 
 Loader::Lease::Lease(Loader* loader, size_t slot, const Batch& batch)

@@ -14,6 +14,7 @@
 #include "resnet_ddp/cuda/graph_step_policy.h"
 #include "resnet_ddp/data/data_config.h"
 #include "resnet_ddp/data/malloc_tuning.h"
+#include "resnet_ddp/dist/fatal.h"
 #include "resnet_ddp/engine_factory.h"
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/model_flops.h"
@@ -54,6 +55,26 @@ std::string general(double value) {
 // `separator` and "MFU 15.2%" where the device's peak is known (`mfu` finite), else nothing.
 std::string mfu_part(const char* separator, double mfu) {
   return std::isfinite(mfu) ? separator + std::string("MFU ") + fixed(100.0 * mfu, 1) + "%" : "";
+}
+
+// A rank whose loader thread is stuck in a read (a hung mount) reaches no step boundary to
+// checkpoint at: once preempted, it ends the run with the preemption exit code, naming the file.
+std::string preempted_while_stuck(const data::DataWaitInterrupted& stuck) {
+  return std::string("preempted (") + (preemption_signal() == SIGUSR1 ? "SIGUSR1" : "SIGTERM") +
+         ") while waiting for data: " + stuck.what() + "; exiting with code " +
+         std::to_string(kExitPreempted) + " without a checkpoint; --resume continues from the "
+         "last one once the file system answers";
+}
+
+// One rank of many ends the whole job (the others wait in a collective); a run of one rank
+// unwinds to run_training, which returns the code.
+data::Loader::Lease next_batch(data::Loader& loader, int world_size) {
+  try {
+    return loader.next(preemption_requested);
+  } catch (const data::DataWaitInterrupted& stuck) {
+    if (world_size > 1) dist::fatal_abort(preempted_while_stuck(stuck), kExitPreempted);
+    throw;
+  }
 }
 
 std::string percent(int64_t part, int64_t whole) {
@@ -472,7 +493,8 @@ Metrics Trainer::evaluate(int epoch) {
   const ProfileRange range("evaluate");
   group_.sync_buffers();
   val_loader_->start_epoch(static_cast<uint64_t>(epoch));
-  while (auto lease = val_loader_->next()) engine_->eval_step(host_batch(*lease, engine_config_.input));
+  while (auto lease = next_batch(*val_loader_, group_.size()))
+    engine_->eval_step(host_batch(*lease, engine_config_.input));
   return group_.sum(engine_->take_metrics());
 }
 
@@ -548,7 +570,7 @@ int Trainer::run() {
         // the loader at once, before anything slow.
         const data::Loader::Lease lease = [&] {
           const ProfileRange range("data wait");
-          return train_loader_->next();
+          return next_batch(*train_loader_, group_.size());
         }();
         if (!lease) break;
         data_wait += lease->wait_seconds;
@@ -683,6 +705,14 @@ int Trainer::run() {
 
 }  // namespace
 
-int run_training(const TrainOptions& options, ProcessGroup& group) { return Trainer(options, group).run(); }
+int run_training(const TrainOptions& options, ProcessGroup& group) {
+  try {
+    return Trainer(options, group).run();
+  } catch (const data::DataWaitInterrupted& stuck) {
+    const std::string message = preempted_while_stuck(stuck);
+    std::fprintf(stderr, "%s %s\n", dist::rank_prefix().c_str(), message.c_str());
+    return kExitPreempted;
+  }
+}
 
 }  // namespace rddp

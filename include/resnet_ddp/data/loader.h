@@ -3,12 +3,14 @@
 // training loop takes the batches in order. Batch k of an epoch is the same whatever the
 // number of workers: its samples are the sampler's, its random draws come from
 // (seed, epoch, sample index), and batches are handed out strictly in order.
-#include <condition_variable>
+// No wait is endless: a read that hangs in the kernel (a hung network mount) makes next() give
+// up after a stall limit, or sooner when its caller asks, naming the file; and the Loader's
+// destructor leaves a worker stuck in such a read behind instead of waiting for it.
 #include <cstddef>
 #include <cstdint>
-#include <exception>
+#include <functional>
 #include <memory>
-#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -17,6 +19,7 @@
 #include "resnet_ddp/data/normalize.h"
 #include "resnet_ddp/data/sampler.h"
 #include "resnet_ddp/data/transform.h"
+#include "resnet_ddp/error.h"
 
 namespace rddp::data {
 
@@ -31,6 +34,19 @@ struct LoaderOptions {
   // a GPU turns this off: the engine takes the pixels (BatchInput::pixels, engine.h).
   bool make_float = true;
   Normalization normalization;  // needed when make_float is set
+  // next() throws an Error when it has waited this long for one batch, naming the file a
+  // worker has been reading all along: reads of local files never take this long.
+  double stall_limit_seconds = 600;
+  // Once next(stop)'s stop() says so, how much longer next() still waits for its batch: one
+  // on its way still arrives, and the caller ends at a step boundary as it would have.
+  double stop_grace_seconds = 5;
+};
+
+// Thrown by next(stop) when stop() asked and no batch came within the grace; the message
+// names the file a worker is stuck reading.
+class DataWaitInterrupted : public Error {
+ public:
+  using Error::Error;
 };
 
 // One batch, valid while its Lease lives.
@@ -80,8 +96,11 @@ class Loader {
   // run starts at `first_step`: the batches before it are never read.
   void start_epoch(uint64_t epoch, size_t first_step = 0);
   // The next batch in order; an empty Lease at the end of the epoch. Rethrows, as Error
-  // naming the sample's file, the first failure of any worker.
-  Lease next();
+  // naming the sample's file, the first failure of any worker. Throws Error when no batch
+  // comes within the stall limit, and DataWaitInterrupted when `stop` (asked every 100 ms
+  // while next() waits; it must be quick) returns true and no batch comes within the grace.
+  using StopWaiting = std::function<bool()>;
+  Lease next(const StopWaiting& stop = {});
 
   size_t steps_per_epoch() const { return steps_; }
   int workers() const { return options_.workers; }
@@ -92,29 +111,25 @@ class Loader {
 
  private:
   struct Slot;
-  void stop_workers();
-  void worker_loop();
-  void fill(Slot& slot, size_t step);
+  // What the workers share with the loader. They hold it too, so that a worker left behind in
+  // a read that never returns still has its memory when the loader is gone.
+  struct Shared;
+  // Asks the workers to stop and waits up to `seconds` for them; joins them if they all
+  // stopped, else leaves them (detached) and returns false.
+  bool stop_workers(double seconds);
+  // "loader thread k has been reading FILE for N s", of the read in progress longest.
+  std::string longest_read() const;
+  static void worker_loop(std::shared_ptr<Shared> shared, size_t worker);
+  static bool fill(Shared& shared, Slot& slot, size_t step, size_t worker);
   void release(size_t slot_index);
 
-  DatasetPtr dataset_;
   DistributedSampler sampler_;
   LoaderOptions options_;
-  std::shared_ptr<HostAllocator> allocator_;
   size_t steps_ = 0;
-  std::vector<std::unique_ptr<Slot>> slots_;
-
-  // Shared with the workers, under mutex_.
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<int64_t> epoch_indices_;
-  uint64_t epoch_ = 0;
-  size_t next_to_fill_ = 0;
-  size_t next_to_deliver_ = 0;
-  bool stopping_ = true;  // no epoch is being made
-  std::exception_ptr failure_;
+  std::shared_ptr<Shared> shared_;
   std::vector<std::thread> threads_;
-
+  bool stuck_ = false;      // next() gave up on a worker's read
+  bool abandoned_ = false;  // workers were left behind: their slots may still be written
   double total_wait_seconds_ = 0;
 };
 
