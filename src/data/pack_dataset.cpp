@@ -3,15 +3,18 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <mutex>
 #include <new>
+#include <random>
 #include <string>
 #include <system_error>
 #include <thread>
 #include <vector>
 
+#include "pack_staging.h"
 #include "resnet_ddp/data/dataset_kind.h"
 #include "resnet_ddp/data/file_io.h"
 #include "resnet_ddp/data/pack.h"
@@ -62,6 +65,12 @@ void prepare_chunk(const Dataset& dataset, size_t first, int size, int threads,
   if (error) std::rethrow_exception(error);
 }
 
+// Random, so that two runs' packs tell themselves apart wherever they are copied.
+uint64_t new_run_id() {
+  std::random_device device;
+  return uint64_t(device()) << 32 ^ uint64_t(device());
+}
+
 PackedSplit pack_split(const std::string& split, const Dataset& dataset, const std::string& path,
                        PackInfo info, const PackOptions& options) {
   const int size = info.short_side;
@@ -98,36 +107,52 @@ std::vector<PackedSplit> pack_dataset(const std::string& input, const std::strin
     fail("packs hold 3 channels (RGB) or 1 (greyscale), not ", options.channels);
   if (options.size < 0) fail("the packed size must be at least 1, not ", options.size);
   const DatasetKind kind = detect_dataset_kind(input);
+  // Both readers number the classes as the sorted folder names of train/: its one listing
+  // gives them.
+  const std::string train_dir = join_path(input, "train");
+  std::vector<std::string> classes;
+  const FolderLister list = [&](const std::string& root, bool may_be_absent) {
+    FolderListing listing = list_image_folder(root, may_be_absent);
+    if (root == train_dir) classes = listing.classes;
+    return listing;
+  };
   Splits splits;
   if (kind == DatasetKind::image_folder) {
-    splits = open_image_folder(input, options.channels);
+    splits = open_image_folder(input, options.channels, list);
   } else if (kind == DatasetKind::tiny_imagenet) {
-    splits = open_tiny_imagenet(input, options.channels);
+    splits = open_tiny_imagenet(input, options.channels, list);
   } else {
     fail(input, " holds ", to_string(kind), " data; resnet_ddp_pack packs image folders "
          "(train/<class>/...) and Tiny-ImageNet, whose images are decoded from files. ",
          kind == DatasetKind::packed ? "It is packed already."
                                      : "resnet_ddp reads this format into memory whole as it is.");
   }
+  RDDP_ASSERT(!classes.empty());
   PackInfo info;
   info.channels = options.channels;
   info.short_side = options.size > 0 ? options.size
                     : kind == DatasetKind::tiny_imagenet ? kTinyImageNetSide
                                                          : kDefaultPackSize;
-  // Both readers number the classes as the sorted folder names of train/.
-  info.classes = list_image_folder(join_path(input, "train")).classes;
+  info.classes = std::move(classes);
+  info.run_id = new_run_id();
+  if (options.note) {
+    options.note("train: " + splits.train->description());
+    if (splits.val) options.note("val: " + splits.val->description());
+  }
 
-  std::error_code error;
-  std::filesystem::create_directories(output, error);
-  if (error || !is_directory(output))
-    fail("cannot create the output directory ", output, ": ",
-         error ? error.message() : std::string("a file of that name exists"),
-         "; choose another path");
+  PackStaging staging(output, options.note);
   std::vector<PackedSplit> packed;
-  packed.push_back(pack_split("train", *splits.train, join_path(output, kPackTrainFile), info,
+  std::vector<std::string> written;
+  packed.push_back(pack_split("train", *splits.train, staging.staged(kPackTrainFile), info,
                               options));
-  if (splits.val)
-    packed.push_back(pack_split("val", *splits.val, join_path(output, kPackValFile), info, options));
+  written.push_back(kPackTrainFile);
+  if (splits.val) {
+    packed.push_back(pack_split("val", *splits.val, staging.staged(kPackValFile), info, options));
+    written.insert(written.begin(), kPackValFile);  // train last: see PackStaging::commit
+  }
+  staging.commit(written, {kPackTrainFile, kPackValFile});
+  packed[0].path = join_path(output, kPackTrainFile);
+  if (splits.val) packed[1].path = join_path(output, kPackValFile);
   return packed;
 }
 
@@ -142,11 +167,25 @@ Splits open_packed(const std::string& dir) {
   const std::string val_path = join_path(dir, kPackValFile);
   if (!path_exists(val_path)) return splits;
   auto val = std::make_shared<const PackedDataset>(val_path, "packed val");
+  const PackInfo& t = train->info();
+  const PackInfo& v = val->info();
+  // A val pack of another run may hold other images, or the same images under other labels.
+  if (v.version != t.version || v.run_id != t.run_id) {
+    char ids[64];
+    std::snprintf(ids, sizeof ids, "run ids %016llx and %016llx", (unsigned long long)v.run_id,
+                  (unsigned long long)t.run_id);
+    fail("'", val_path, "' was written by another resnet_ddp_pack run than '", train_path, "' (",
+         v.version != t.version ? "format versions " + std::to_string(v.version) + " and " +
+                                      std::to_string(t.version)
+                                : std::string(ids),
+         "): it may hold other images than the training pack's validation split. Run "
+         "resnet_ddp_pack again to write both, or remove '", val_path, "' to train without "
+         "validation");
+  }
   // Labels are positions in the class list: both splits need the same list.
-  if (val->info().classes != train->info().classes)
-    fail(val_path, " lists other classes (", val->info().classes.size(), ") than ", train_path,
-         " (", train->info().classes.size(), "): pack both from the same folder with "
-         "resnet_ddp_pack");
+  if (v.classes != t.classes)
+    fail(val_path, " lists other classes (", v.classes.size(), ") than ", train_path, " (",
+         t.classes.size(), "): pack both from the same folder with resnet_ddp_pack");
   if (val->channels() != train->channels())
     fail(val_path, " holds ", val->channels(), "-channel images and ", train_path, " ",
          train->channels(), "-channel ones: pack both with the same --channels");

@@ -14,10 +14,8 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 
 inline constexpr char kMagic[8] = {'R', 'D', 'D', 'P', 'P', 'A', 'C', 'K'};
 inline constexpr char kEndMarker[8] = {'R', 'D', 'D', 'P', 'E', 'N', 'D', '\0'};
-inline constexpr uint32_t kVersion = 1;
-
-// magic, version, flags, channels, short_side, fixed_height, fixed_width, class_count.
-inline constexpr size_t kFixedHeaderBytes = 8 + 7 * 4;
+// 2 added run_id, after flags; version 1 packs are still read (their run id counts as 0).
+inline constexpr uint32_t kVersion = 2;
 // offset u64, height u32, width u32, label i32, pixel_crc u32.
 inline constexpr size_t kIndexRecordBytes = 24;
 // index_offset u64, image_count u64, trailer_crc u32, end marker.

@@ -93,6 +93,8 @@ PackedDataset::PackedDataset(const std::string& path, const std::string& name) :
            fmt::kVersion, version > fmt::kVersion ? ": use a newer resnet_ddp, or" : std::string(),
            kFix);
     const uint32_t flags = header.take<uint32_t>("flags");
+    info_.version = int(version);
+    if (version >= 2) info_.run_id = header.take<uint64_t>("run id");
     info_.channels = int(header.take<uint32_t>("channels"));
     const uint32_t short_side = header.take<uint32_t>("short_side");
     const uint32_t fixed_height = header.take<uint32_t>("fixed_height");

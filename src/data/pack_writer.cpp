@@ -52,6 +52,7 @@ PackWriter::PackWriter(const std::string& path, PackInfo info)
   header.put_raw(fmt::kMagic, sizeof fmt::kMagic);
   header.put(fmt::kVersion);
   header.put(uint32_t{0});  // flags
+  header.put(info_.run_id);
   header.put(uint32_t(info_.channels));
   header.put(uint32_t(info_.short_side));
   header.put(uint32_t(info_.fixed_height));

@@ -21,7 +21,9 @@ constexpr const char* kUsage =
     "Decodes every image of an image folder (INPUT_DIR/train/<class>/..., val/<class>/...) or\n"
     "of Tiny-ImageNet, resizes it so that its shorter side is S pixels (Pillow's bilinear\n"
     "resize, as torchvision's Resize(S)), and writes OUTPUT_DIR/train.rddp-pack and, where\n"
-    "there is a validation split, OUTPUT_DIR/val.rddp-pack. Train on it with\n"
+    "there is a validation split, OUTPUT_DIR/val.rddp-pack (a val.rddp-pack of an earlier run\n"
+    "is removed otherwise). Both are written into OUTPUT_DIR/rddp-pack.tmp.<pid>/ and moved\n"
+    "into place at the end: a failed run leaves the earlier pack as it was. Train on it with\n"
     "resnet_ddp --data OUTPUT_DIR.\n"
     "\n"
     "  --size S        shorter side of the packed images (default 256, what Resize(256) +\n"
@@ -84,6 +86,9 @@ int main(int argc, char** argv) {
   options.progress = [&](const std::string& split, size_t done, size_t total) {
     std::fprintf(stderr, "resnet_ddp_pack: %s: %zu/%zu images (%.0f%%), %.0f s\n", split.c_str(),
                  done, total, total ? 100.0 * double(done) / double(total) : 100.0, seconds());
+  };
+  options.note = [](const std::string& line) {
+    std::fprintf(stderr, "resnet_ddp_pack: %s\n", line.c_str());
   };
   try {
     std::fprintf(stderr, "resnet_ddp_pack: packing %s into %s with %d threads\n",

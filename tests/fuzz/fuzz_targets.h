@@ -510,9 +510,11 @@ inline std::string with_pack_crcs_repaired(std::string bytes) {
     return value;
   };
   auto put_u32 = [&](size_t at, uint32_t value) { std::memcpy(bytes.data() + at, &value, 4); };
-  size_t at = 36;  // after class_count
+  // Version 2 puts an 8-byte run id after flags (docs/file_format.md).
+  const size_t shift = bytes.size() >= 12 && u32_at(8) >= 2 ? 8 : 0;
+  size_t at = 36 + shift;  // after class_count
   if (bytes.size() < at) return bytes;
-  for (uint32_t k = 0, count = u32_at(32); k < count && k < (1u << 20); ++k) {
+  for (uint32_t k = 0, count = u32_at(32 + shift); k < count && k < (1u << 20); ++k) {
     if (bytes.size() - at < 4) return bytes;
     const uint32_t length = u32_at(at);
     if (bytes.size() - at - 4 < length) return bytes;
@@ -530,7 +532,7 @@ inline std::string with_pack_crcs_repaired(std::string bytes) {
   if (index_offset < pixels_begin || index_offset > trailer || count > (trailer - index_offset) / 24 ||
       index_offset + count * 24 + 4 != trailer)
     return bytes;
-  const uint32_t channels = u32_at(16);
+  const uint32_t channels = u32_at(16 + shift);
   for (uint64_t i = 0; i < count; ++i) {
     const size_t record = size_t(index_offset + i * 24);
     uint64_t offset;

@@ -167,11 +167,13 @@ def tiny_imagenet_seeds(directory):
     write(directory, "val_annotations.txt", ("\n".join(lines) + "\n").encode())
 
 
-def pack(images, labels, classes, channels, short_side, fixed=(0, 0)):
+def pack(images, labels, classes, channels, short_side, fixed=(0, 0), version=2):
     """A pack file as docs/file_format.md describes it, written independently of the C++
-    writer, so that the two agree through the reader."""
-    header = b"RDDPPACK" + struct.pack("<7I", 1, 0, channels, short_side, fixed[0], fixed[1],
-                                       len(classes))
+    writer, so that the two agree through the reader. Version 1 has no run id."""
+    header = b"RDDPPACK" + struct.pack("<2I", version, 0)
+    if version >= 2:
+        header += struct.pack("<Q", 0x5EED0F0A11C0DE5)
+    header += struct.pack("<5I", channels, short_side, fixed[0], fixed[1], len(classes))
     for name in classes:
         header += struct.pack("<I", len(name)) + name.encode()
     header += struct.pack("<I", zlib.crc32(header))
@@ -194,6 +196,10 @@ def pack_seeds(directory):
           pack([photo(6, 4), photo(4, 5), photo(4, 4)], [1, 0, 1], ["ant", "bee"], 3, 4))
     write(directory, "grey-fixed.rddp-pack",
           pack([photo(4, 4, "L"), photo(4, 4, "L")], [0, 2], ["a", "b", "c"], 1, 4, (4, 4)))
+    # Packs of version 1 are still read.
+    write(directory, "rgb-v1.rddp-pack",
+          pack([photo(6, 4), photo(4, 5), photo(4, 4)], [1, 0, 1], ["ant", "bee"], 3, 4,
+               version=1))
 
 
 def options_seeds(directory):

@@ -28,6 +28,10 @@ struct PackInfo {
   int fixed_height = 0;  // where the source has images of one size (Tiny-ImageNet): that size
   int fixed_width = 0;   // after packing; 0 where sizes differ (image folders)
   std::vector<std::string> classes;  // label k is classes[k]
+  // Drawn once per resnet_ddp_pack run and written into each of its splits, so that training
+  // can tell a validation pack from another run (open_packed). Read as 0 from version 1.
+  uint64_t run_id = 0;
+  int version = 0;  // of the file read; the writer writes the newest
 };
 
 // Writes one pack file, image by image, crash-safely (AtomicFileWriter): until finish() the
@@ -86,19 +90,24 @@ class PackedDataset final : public Dataset {
   size_t count_ = 0;
 };
 
-// `dir` holds train.rddp-pack and, optionally, val.rddp-pack with the same classes.
+// `dir` holds train.rddp-pack and, optionally, val.rddp-pack with the same classes, written by
+// the same resnet_ddp_pack run (the run ids in their headers agree).
 Splits open_packed(const std::string& dir);
 
 // What resnet_ddp_pack does: reads an image folder or Tiny-ImageNet at `input`, decodes every
 // image with `threads` threads, resizes its shorter side to `size` with the project's
 // Pillow-exact resize, and writes output/train.rddp-pack (and val.rddp-pack where the input
-// has a validation split).
+// has a validation split). Both are written into a staging folder first and moved into place
+// together, and a val.rddp-pack this run does not write is removed (pack_staging.h).
 struct PackOptions {
   int size = 0;      // 0: kDefaultPackSize for image folders, 64 (as stored) for Tiny-ImageNet
   int threads = 1;
   int channels = 3;  // 3: RGB; 1: greyscale
   // Called now and then and at the end of each split with (split, done, total).
   std::function<void(const std::string&, size_t, size_t)> progress;
+  // Called with a line for the user: each split's source, and what stopped runs left behind
+  // in the output folder that this run removed.
+  std::function<void(const std::string&)> note;
 };
 struct PackedSplit {
   std::string path;
