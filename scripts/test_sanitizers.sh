@@ -59,8 +59,9 @@ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 # sanitizers see none of the device code they exercise.
 # emulated_kernel_tests runs kernels/*.cu on the CPU (tests/emu): its fibers tell ASan of every
 # stack switch, so the sanitizers see the kernels' host-side code and their emulated threads.
-# nvtx_recorder: the NVTX tool the profiling tests load into resnet_ddp.
-targets=(unit_tests emulated_kernel_tests resnet_ddp resnet_ddp_pack nvtx_recorder)
+# nvtx_recorder: the NVTX tool the profiling tests load into resnet_ddp; rddp_hang_open: the
+# stand-in for a hung mount that cli.test_hostile_data preloads.
+targets=(unit_tests emulated_kernel_tests resnet_ddp resnet_ddp_pack nvtx_recorder rddp_hang_open)
 for source in "$root"/tests/mpi/*.cpp; do targets+=("$(basename "$source" .cpp)"); done
 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 phase_done build
