@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <system_error>
@@ -45,6 +47,10 @@ Entries read_entries(const std::string& dir) {
     const std::string name = it->path().filename().string();
     std::error_code kind_error;
     const fs::file_type type = it->symlink_status(kind_error).type();
+    // An entry that cannot be looked at (a path too long to name) would drop its images unsaid;
+    // one that vanished since the listing has none.
+    if (kind_error && kind_error != std::errc::no_such_file_or_directory)
+      fail("cannot list ", printable(it->path().string()), ": ", kind_error.message());
     if (type == fs::file_type::directory) {
       entries.folders.push_back(name);
     } else if (type == fs::file_type::symlink && it->is_directory(kind_error)) {
@@ -77,8 +83,12 @@ class SplitWalker {
       const std::string path = join_path(dir, name);
       Key key;
       // A folder seen twice without a link is a bind mount looping back; one that vanished
-      // since it was listed has nothing to walk.
-      if (!key_of(path, key)) continue;
+      // since it was listed has nothing to walk. Any other failure (a path too long to open)
+      // would drop its images unsaid.
+      if (!key_of(path, key)) {
+        if (errno == ENOENT) continue;
+        fail("cannot list ", printable(path), ": ", std::strerror(errno));
+      }
       if (mark(key)) {
         walk(top, path);
       } else {

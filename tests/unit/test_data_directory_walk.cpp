@@ -3,9 +3,11 @@
 #include <doctest/doctest.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <fcntl.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -157,4 +159,34 @@ TEST_CASE("FIFOs, sockets and devices named like images are refused when listed"
     close(fd);
   }
   // A file that is a link to a FIFO is listed, and refused when read (test_data_regular_file).
+}
+
+TEST_CASE("a folder too deep to name is refused, not left out unsaid") {
+  // rm, which walks by descriptor, removes what std::filesystem cannot name (also after a run
+  // that stopped before its end).
+  const std::string parent = std::string(RDDP_TEST_TMP) + "/data_directory_walk";
+  const std::string remove = "rm -rf '" + parent + "/deep'";
+  REQUIRE(std::system(remove.c_str()) == 0);
+  const std::string data = fresh_dir("deep");
+  touch(data + "/train/a/1.png");
+  touch(data + "/train/b/2.png");
+  // 900 levels of 5 characters: paths past PATH_MAX (4096), made one level at a time.
+  int fd = open((data + "/train/a").c_str(), O_RDONLY | O_DIRECTORY);
+  REQUIRE(fd >= 0);
+  bool made = true;
+  for (int level = 0; level < 900 && made; ++level) {
+    made = mkdirat(fd, "dddd", 0755) == 0;
+    const int next = openat(fd, "dddd", O_RDONLY | O_DIRECTORY);
+    close(fd);
+    fd = next;
+    made = made && fd >= 0;
+  }
+  REQUIRE(made);
+  const int image = openat(fd, "deep.png", O_WRONLY | O_CREAT, 0644);
+  CHECK(image >= 0);
+  close(image);
+  close(fd);
+  CHECK_THROWS_WITH_AS(list_in_time(data + "/train"), doctest::Contains("File name too long"),
+                       Error);
+  CHECK(std::system(remove.c_str()) == 0);
 }
