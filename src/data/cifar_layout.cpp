@@ -3,6 +3,7 @@
 #include "cifar_layout.h"
 
 #include "resnet_ddp/data/file_io.h"
+#include "resnet_ddp/data/regular_file.h"
 #include "resnet_ddp/data/readers.h"
 #include "resnet_ddp/data/tar_archive.h"
 #include "resnet_ddp/error.h"

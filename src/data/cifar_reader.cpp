@@ -8,6 +8,7 @@
 #include "cifar_layout.h"
 #include "resnet_ddp/data/file_io.h"
 #include "resnet_ddp/data/in_memory_dataset.h"
+#include "resnet_ddp/data/regular_file.h"
 #include "resnet_ddp/error.h"
 
 namespace rddp::data {
