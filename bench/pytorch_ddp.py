@@ -6,9 +6,10 @@ bench/cuda_step_bench.cpp, made the same way, for the comparison of bench/run_th
                    [--stem auto|imagenet|cifar] [--classes 1000] [--optimizer adamw|sgd]
                    [--precision tf32|fp32|bf16|fp16] [--warmup 15] [--windows 5]
                    [--steps-per-window 30] [--conv-algorithms timed|heuristic] [--ddp]
-                   [--profile] [--kernel-csv FILE] [--kernel-steps N]
+                   [--profile] [--kernel-csv FILE] [--kernel-steps N] [--srun]
     pytorch_ddp.py --describe [same flags]     the model's FLOPs and parameters, on the CPU
     torchrun --nproc-per-node 8 pytorch_ddp.py [flags]     DDP, one process per GPU
+    srun --ntasks-per-node 8 pytorch_ddp.py --srun [flags]  the same, one Slurm task per GPU
 
 The model is torchvision.models.resnet18(num_classes=C); the cifar stem replaces conv1 by a
 3x3/1 convolution and maxpool by Identity, as the parity tests do (tests/parity/
@@ -25,10 +26,12 @@ default timed search. The optimizers are torch.optim's with resnet_ddp's default
 
 A single process trains the plain model; --ddp wraps it in DistributedDataParallel over NCCL in
 a world of one (init_method tcp://127.0.0.1 on a free port), as resnet_ddp's --ddp adds its
-reducer. Under torchrun the model is always wrapped, and the total is every rank's images over
-the slowest rank's window. --mode compile is torch.compile(model) with the default mode (after
-the DDP wrapper, so DDP's graph breaks at bucket boundaries apply); compilation happens in the
-warm-up, which is not timed.
+reducer. Under torchrun, or srun with --srun, the model is always wrapped, and the total is every
+rank's images over the slowest rank's window. --srun takes the rank, world size and local rank
+from Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID) and meets at MASTER_ADDR:MASTER_PORT,
+which the job script exports (scripts/slurm/benchmark_runs.sh: the job's first node).
+--mode compile is torch.compile(model) with the default mode (after the DDP wrapper, so DDP's
+graph breaks at bucket boundaries apply); compilation happens in the warm-up, which is not timed.
 
 Warm-up steps, then windows of steps timed by CUDA events; the median window counts. One JSON
 line per run (the schema of bench/results/README.md). Without a CUDA device it prints SKIPPED
@@ -80,6 +83,9 @@ def parse_args(argv):
     parser.add_argument("--conv-algorithms", choices=["timed", "heuristic"], default="timed")
     parser.add_argument("--ddp", action="store_true",
                         help="DistributedDataParallel in a world of one (always under torchrun)")
+    parser.add_argument("--srun", action="store_true",
+                        help="started by srun, one task per GPU: DDP over Slurm's tasks, meeting "
+                             "at MASTER_ADDR:MASTER_PORT")
     parser.add_argument("--bucket-mb", type=float, default=25.0, help="DDP's bucket_cap_mb")
     parser.add_argument("--grad-allreduce", choices=["fp32", "bf16"], default="fp32",
                         help="bf16: DDP's bf16_compress_hook (with DDP only; halves the bytes, "
@@ -265,8 +271,37 @@ def free_local_port():
         return probe.getsockname()[1]
 
 
+SRUN_VARIABLES = ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "MASTER_ADDR", "MASTER_PORT")
+
+
+def srun_rendezvous(environ):
+    """(rank, world size, local rank, init_method) of a task started by srun: Slurm names the
+    first three; the job script exports where rank 0 listens."""
+    missing = [name for name in SRUN_VARIABLES if not environ.get(name)]
+    if missing:
+        sys.exit(f"pytorch_ddp.py --srun: {', '.join(missing)} not set: start it with srun inside "
+                 "a job, after exporting MASTER_ADDR (the job's first node: scontrol show "
+                 "hostnames | head -n 1) and MASTER_PORT (a free port), as "
+                 "scripts/slurm/benchmark_runs.sh does")
+    try:
+        rank, world, local_rank, port = (int(environ[name]) for name in (
+            "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "MASTER_PORT"))
+    except ValueError:
+        sys.exit("pytorch_ddp.py --srun: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID and "
+                 "MASTER_PORT must be whole numbers, not " +
+                 ", ".join(environ[name] for name in SRUN_VARIABLES if name != "MASTER_ADDR"))
+    if not 0 <= rank < world or local_rank < 0:
+        sys.exit(f"pytorch_ddp.py --srun: rank {rank} of {world} tasks (local rank {local_rank}) "
+                 "is not a task of the step")
+    return rank, world, local_rank, f"tcp://{environ['MASTER_ADDR']}:{port}"
+
+
 def start_distributed(args):
     """(rank, world size, local rank, whether DDP wraps the model)."""
+    if args.srun:
+        rank, world, local_rank, init_method = srun_rendezvous(os.environ)
+        dist.init_process_group("nccl", init_method=init_method, rank=rank, world_size=world)
+        return rank, world, local_rank, True
     if "WORLD_SIZE" in os.environ:  # torchrun or another env:// launcher
         dist.init_process_group("nccl")
         return dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)), True

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Takes resnet_ddp's place in the job script tests: keeps the program's side of the contract
 # in scripts/slurm/requeue.sh without training anything.
-#   --max-steps N                   a benchmark run: report and exit 0
+#   --max-steps N                   a profile run: report and exit 0
 #   --checkpoint-dir DIR --resume   go on from DIR/checkpoint (report, exit 0) when it exists;
 #                                   otherwise run until SIGUSR1 or SIGTERM, then rank 0 writes
 #                                   it and every rank exits 75 once it is written
@@ -22,7 +22,7 @@ echo "rank $rank of $SLURM_NTASKS: restart ${SLURM_RESTART_COUNT:-0}," \
   "CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-}, SLURM_CPUS_PER_TASK=${SLURM_CPUS_PER_TASK:-}," \
   "arguments: $arguments"
 if [ -n "$steps" ]; then
-  echo "rank $rank: benchmark of $steps steps done"
+  echo "rank $rank: $steps steps done"
   exit 0
 fi
 checkpoint=$checkpoint_dir/checkpoint

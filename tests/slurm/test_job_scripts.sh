@@ -2,8 +2,8 @@
 # The job scripts users submit (scripts/slurm/*.sbatch), run for real by sbatch on two of the
 # local node's GPU slots, with a stand-in for resnet_ddp that keeps the program's side of the
 # checkpoint contract: one task per GPU with its loader CPUs, the near-time-limit signal that
-# checkpoints and requeues, the scancel that checkpoints and ends, the benchmark's runs, the
-# profile's runs under nsys (a stand-in too).
+# checkpoints and requeues, the scancel that checkpoints and ends, the profile's runs under nsys
+# (a stand-in too). The benchmark jobs have their own test (test_benchmark_scaling.sh).
 # shellcheck source=tests/slurm/slurm_test_lib.sh
 source "$(dirname "$0")/slurm_test_lib.sh"
 slurm_test_begin job_scripts
@@ -48,17 +48,6 @@ for rank in 0 1; do
 done
 expect_file_lines 1 "checkpoint written; job not requeued" "$job_out"
 [ -s "$tree/checkpoints/resnet_ddp-$job/checkpoint" ] || fail "no checkpoint after scancel"
-
-# The benchmark: a run on one GPU, then one on both.
-submit_job "$tree" --gpus-per-node=2 scripts/slurm/benchmark_throughput.sbatch
-wait_for_job_end "$job" 60
-show_job_output
-expect_job_state COMPLETED
-expect_file_lines 1 '^=== 1 of 2 GPUs, 300 steps$' "$job_out"
-expect_file_lines 1 '^=== 2 of 2 GPUs, 300 steps$' "$job_out"
-expect_file_lines 1 "^rank 0 of 1: .*SLURM_CPUS_PER_TASK=1, arguments: --data $DATA --max-steps 300\$" "$job_out"
-expect_file_lines 2 "^rank [01] of 2: .*SLURM_CPUS_PER_TASK=1, arguments: --data $DATA --max-steps 300\$" "$job_out"
-expect_file_lines 3 "^rank [01]: benchmark of 300 steps done\$" "$job_out"
 
 # The profile: every rank under nsys (a stand-in that runs the program, keeps what it printed as
 # the report, and summarises a report by naming it), collecting steps 100-110, the run ending
