@@ -68,13 +68,13 @@
 #include "resnet_ddp/cuda/device.h"
 #include "resnet_ddp/cuda/device_buffer.h"
 #include "resnet_ddp/data/normalize.h"
-#include "resnet_ddp/dist/comm.h"
-#include "resnet_ddp/dist/context.h"
-#include "resnet_ddp/dist/fatal.h"
-#include "resnet_ddp/dist/gpu_assignment.h"
-#include "resnet_ddp/dist/launch_checks.h"
-#include "resnet_ddp/dist/reducer.h"
-#include "resnet_ddp/dist/watchdog.h"
+#include "resnet_ddp/ddp/comm.h"
+#include "resnet_ddp/ddp/context.h"
+#include "resnet_ddp/ddp/fatal.h"
+#include "resnet_ddp/ddp/gpu_assignment.h"
+#include "resnet_ddp/ddp/launch_checks.h"
+#include "resnet_ddp/ddp/reducer.h"
+#include "resnet_ddp/ddp/watchdog.h"
 #include "resnet_ddp/engine_factory.h"
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/gpu_peaks.h"
@@ -113,7 +113,7 @@ struct Settings {
   std::string kernel_csv;  // --kernel-csv: the kernels of kernel_steps more steps, by name
   int kernel_steps = 0;    // 0: a window's steps
   double bucket_mb = 25.0;
-  dist::GradAllreduce grad_allreduce = dist::GradAllreduce::fp32;
+  ddp::GradAllreduce grad_allreduce = ddp::GradAllreduce::fp32;
   BatchInput input = BatchInput::pixels;
 };
 
@@ -181,7 +181,7 @@ Settings parse(int argc, char** argv) {
       if (end == text.c_str() || *end != '\0' || !(s.bucket_mb > 0) || !std::isfinite(s.bucket_mb))
         fail("--bucket-mb needs a positive number of MiB, got '", text, "'");
     } else if (flag == "--grad-allreduce") {
-      s.grad_allreduce = dist::parse_grad_allreduce(flag, value());
+      s.grad_allreduce = ddp::parse_grad_allreduce(flag, value());
     } else if (flag == "--input") {
       const std::string how =
           one_of(flag, value(), {"pixels", " (uint8, normalised on the GPU, as resnet_ddp trains)"},
@@ -278,7 +278,7 @@ JsonLine config_json(const char* record, const Settings& s, const EngineConfig& 
       .integer("classes", s.classes)
       .string("optimizer", to_string(s.optimizer))
       .string("precision", s.precision)
-      .string("grad_allreduce", dist::to_string(s.grad_allreduce))
+      .string("grad_allreduce", ddp::to_string(s.grad_allreduce))
       .string("memory_format", s.memory_format)
       .boolean("cuda_graphs", s.cuda_graphs)
       .string("batchnorm", to_string(s.batchnorm))
@@ -489,17 +489,17 @@ Measurement train_and_time(const Settings& s, Engine& engine, StepHooks* reducer
 }
 
 // Rank 0's figures: the slowest rank's window times, the largest memory, the mean split.
-void reduce_over_ranks(dist::Comm& host, Measurement& m) {
+void reduce_over_ranks(ddp::Comm& host, Measurement& m) {
   if (host.size() == 1) return;
-  host.allreduce(m.window_ms.data(), m.window_ms.size(), dist::DataType::f64, dist::Reduction::max,
+  host.allreduce(m.window_ms.data(), m.window_ms.size(), ddp::DataType::f64, ddp::Reduction::max,
                  "maximum of the window times");
   double memory[2] = {m.peak_bytes, m.end_bytes};
-  host.allreduce(memory, 2, dist::DataType::f64, dist::Reduction::max, "maximum of the memory");
+  host.allreduce(memory, 2, ddp::DataType::f64, ddp::Reduction::max, "maximum of the memory");
   m.peak_bytes = memory[0];
   m.end_bytes = memory[1];
   double split[5] = {m.split.data, m.split.forward_backward, m.split.exposed_comm,
                      m.split.optimizer, m.split.idle};
-  host.allreduce(split, 5, dist::DataType::f64, dist::Reduction::average, "mean of the split");
+  host.allreduce(split, 5, ddp::DataType::f64, ddp::Reduction::average, "mean of the split");
   m.split = {split[0], split[1], split[2], split[3], split[4]};
 }
 
@@ -649,17 +649,17 @@ void report(const Settings& s, const DeviceFacts& d, const Engine& engine, int w
   std::printf("%s\n", json.text().c_str());
 }
 
-int measure(const Settings& s, dist::DistributedContext& context) {
+int measure(const Settings& s, ddp::DistributedContext& context) {
   std::string reason;
-  const int device = dist::select_device(context.local_rank(),
+  const int device = ddp::select_device(context.local_rank(),
                                          cuda::cuda_device_count_or_zero(&reason));
-  dist::check_one_rank_per_gpu(context, device);
+  ddp::check_one_rank_per_gpu(context, device);
   RDDP_CUDA_CHECK(cudaFree(nullptr));  // the context exists before the memory baseline
   bench::DeviceMemoryPeak memory;
   memory.start();
 
-  dist::Watchdog watchdog(kCommTimeout);
-  const auto host = dist::make_comm(DeviceKind::cpu, context, {&watchdog, 0, nullptr});
+  ddp::Watchdog watchdog(kCommTimeout);
+  const auto host = ddp::make_comm(DeviceKind::cpu, context, {&watchdog, 0, nullptr});
   const EngineConfig config = engine_config(s);
   CudaEngineOptions options = cuda_options(s);
   options.device_index = device;
@@ -668,17 +668,17 @@ int measure(const Settings& s, dist::DistributedContext& context) {
   const double build_s = seconds_since(build_start);
 
   const bool ddp = s.ddp || context.world_size() > 1;
-  if (!ddp && s.grad_allreduce != dist::GradAllreduce::fp32)
-    fail("--grad-allreduce ", dist::to_string(s.grad_allreduce),
+  if (!ddp && s.grad_allreduce != ddp::GradAllreduce::fp32)
+    fail("--grad-allreduce ", ddp::to_string(s.grad_allreduce),
          " acts in the gradient reducer, which one process does not run: add --ddp (or start several ranks)");
-  std::unique_ptr<dist::Comm> nccl;
-  std::unique_ptr<dist::Reducer> reducer;
+  std::unique_ptr<ddp::Comm> nccl;
+  std::unique_ptr<ddp::Reducer> reducer;
   if (ddp) {
-    nccl = dist::make_comm(DeviceKind::cuda, context, {&watchdog, device, engine->compute_stream()});
-    dist::ReducerOptions options;
+    nccl = ddp::make_comm(DeviceKind::cuda, context, {&watchdog, device, engine->compute_stream()});
+    ddp::ReducerOptions options;
     options.bucket_mb = s.bucket_mb;
     options.grad_allreduce = s.grad_allreduce;
-    reducer = std::make_unique<dist::Reducer>(*nccl, *engine, options);
+    reducer = std::make_unique<ddp::Reducer>(*nccl, *engine, options);
   }
 
   Measurement m = train_and_time(s, *engine, reducer.get(), memory);
@@ -707,16 +707,16 @@ int main(int argc, char** argv) {
     std::printf("SKIPPED: %s: no CUDA device answers (%s)\n", kProgram, reason.c_str());
     return 0;
   }
-  std::unique_ptr<dist::DistributedContext> context;
+  std::unique_ptr<ddp::DistributedContext> context;
   try {
-    context = std::make_unique<dist::DistributedContext>(&argc, &argv);
+    context = std::make_unique<ddp::DistributedContext>(&argc, &argv);
   } catch (const std::exception& error) {
-    std::fprintf(stderr, "%s %s: %s\n", dist::rank_prefix().c_str(), kProgram, error.what());
+    std::fprintf(stderr, "%s %s: %s\n", ddp::rank_prefix().c_str(), kProgram, error.what());
     return 1;
   }
   try {
     return measure(settings, *context);
-  } catch (const dist::AllRanksError& error) {
+  } catch (const ddp::AllRanksError& error) {
     std::fprintf(stderr, "%s %s: %s\n", context->prefix().c_str(), kProgram, error.what());
     return 1;
   } catch (const std::exception& error) {
@@ -725,6 +725,6 @@ int main(int argc, char** argv) {
       return 1;
     }
     // The other ranks may wait in a collective this rank will never join: end the job.
-    dist::fatal_abort(std::string(kProgram) + ": " + error.what());
+    ddp::fatal_abort(std::string(kProgram) + ": " + error.what());
   }
 }

@@ -1,7 +1,7 @@
 // The casts of --grad-allreduce bf16: a bucket's float gradients into its bfloat16 staging
 // slice (rounded, scaled by the rank's share, rounded again, as PyTorch's bf16_compress_hook)
 // and the allreduced bits back into the gradients. Memory-bound grid-stride loops over
-// kernels/bf16_math.h, the formulas of the host twins in src/dist/bf16_gradients.cpp.
+// kernels/bf16_math.h, the formulas of the host twins in src/ddp/bf16_gradients.cpp.
 #include <cuda_runtime.h>
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 #pragma once
 // bfloat16 (1 sign, 8 exponent, 7 mantissa bits: the top half of a float32) as raw uint16_t
 // bits, shared by the CUDA cast kernels (kernels/bf16_cast.cu) and their host twins
-// (src/dist/bf16_gradients.cpp), so the gradient compression of --grad-allreduce bf16 computes the
+// (src/ddp/bf16_gradients.cpp), so the gradient compression of --grad-allreduce bf16 computes the
 // same bits on either side. Raw bits rather than __nv_bfloat16 so that plain C++ compiles it
 // and MPI can carry it as two bytes.
 #include <stdint.h>

@@ -3,8 +3,8 @@
 #include <exception>
 #include <memory>
 
-#include "resnet_ddp/dist/context.h"
-#include "resnet_ddp/dist/fatal.h"
+#include "resnet_ddp/ddp/context.h"
+#include "resnet_ddp/ddp/fatal.h"
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/train/options.h"
 #include "resnet_ddp/train/process_group.h"
@@ -21,18 +21,18 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  std::unique_ptr<rddp::dist::DistributedContext> context;
+  std::unique_ptr<rddp::ddp::DistributedContext> context;
   try {
-    context = std::make_unique<rddp::dist::DistributedContext>(&argc, &argv);
+    context = std::make_unique<rddp::ddp::DistributedContext>(&argc, &argv);
   } catch (const std::exception& error) {
-    std::fprintf(stderr, "%s error: %s\n", rddp::dist::rank_prefix().c_str(), error.what());
+    std::fprintf(stderr, "%s error: %s\n", rddp::ddp::rank_prefix().c_str(), error.what());
     return 1;
   }
   try {
     auto group = rddp::make_mpi_process_group(*context, options.bucket_mb, options.comm_timeout_s,
                                                options.grad_allreduce);
     return rddp::run_training(options, *group);
-  } catch (const rddp::dist::AllRanksError& error) {
+  } catch (const rddp::ddp::AllRanksError& error) {
     // Every rank stopped at the same check with its own message: end normally, together.
     std::fprintf(stderr, "%s error: %s\n", context->prefix().c_str(), error.what());
     return 1;
@@ -42,6 +42,6 @@ int main(int argc, char** argv) {
       return 1;
     }
     // The other ranks may be blocked in a collective this rank will never join: end the job.
-    rddp::dist::fatal_abort(std::string("error: ") + error.what());
+    rddp::ddp::fatal_abort(std::string("error: ") + error.what());
   }
 }

@@ -5,7 +5,7 @@
 namespace rddp {
 
 std::string data_starvation_warning(int64_t epoch, int rank, int world_size,
-                                    const dist::RankMaximum& most, int loader_workers) {
+                                    const ddp::RankMaximum& most, int loader_workers) {
   if (most.rank != rank || !(most.value >= kStarvedDataWaitShare)) return "";
   char share[32];
   std::snprintf(share, sizeof share, "%.1f%%", 100.0 * most.value);

@@ -265,7 +265,7 @@ const std::vector<Flag>& flags() {
        [](TrainOptions& o, auto& f, auto& v) { o.bucket_mb = parse_real(f, v, 0.01, 4096); }},
       {"--grad-allreduce", "TYPE", "fp32 (default) or bf16: gradients sent and summed as bfloat16, half the bytes "
                                    "(DDP's bf16_compress_hook; only matters with more than one rank)",
-       [](TrainOptions& o, auto& f, auto& v) { o.grad_allreduce = dist::parse_grad_allreduce(f, v); }},
+       [](TrainOptions& o, auto& f, auto& v) { o.grad_allreduce = ddp::parse_grad_allreduce(f, v); }},
       {"--comm-timeout", "SECONDS", "abort the job when a collective takes longer (default 600)",
        [](TrainOptions& o, auto& f, auto& v) { o.comm_timeout_s = parse_real(f, v, 1, 86400); }},
   };

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "resnet_ddp/crc32.h"
-#include "resnet_ddp/dist/fatal.h"
+#include "resnet_ddp/ddp/fatal.h"
 
 namespace rddp {
 
@@ -25,10 +25,10 @@ uint32_t replica_fingerprint(const ModelState<float>& model, const OptimizerStat
 void check_replicas_agree(const ModelState<float>& model, const OptimizerState& optimizer, ProcessGroup& group,
                           const std::string& when) {
   const uint32_t mine = replica_fingerprint(model, optimizer);
-  const dist::RankDisagreement differing =
+  const ddp::RankDisagreement differing =
       group.compare_with_rank0(mine, "fingerprint of the weights and optimizer state");
   if (differing.ranks == 0) return;
-  throw dist::AllRanksError(
+  throw ddp::AllRanksError(
       when + ", the weights and optimizer state of " + std::to_string(differing.ranks) + " of " +
       std::to_string(group.size()) + " ranks differ from rank 0's (the first: rank " + std::to_string(differing.first) +
       "; CRC-32 here " + crc32_hex(mine) + ", on rank 0 " + crc32_hex(static_cast<uint32_t>(differing.rank0_value)) +

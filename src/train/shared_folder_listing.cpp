@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "resnet_ddp/dist/fatal.h"
+#include "resnet_ddp/ddp/fatal.h"
 #include "resnet_ddp/error.h"
 
 namespace rddp {
@@ -27,7 +27,7 @@ data::FolderLister rank0_folder_lister(ProcessGroup& group) {
     }
     message = group.broadcast_from_rank0(std::move(message), "the listing of " + root);
     if (message.empty() || message[0] != kListing)
-      throw dist::AllRanksError(message.empty() ? "rank 0 sent no listing of " + root
+      throw ddp::AllRanksError(message.empty() ? "rank 0 sent no listing of " + root
                                                 : message.substr(1));
     return data::decode_listing(message.substr(1));
   };

@@ -14,7 +14,7 @@
 #include "resnet_ddp/cuda/graph_step_policy.h"
 #include "resnet_ddp/data/data_config.h"
 #include "resnet_ddp/data/malloc_tuning.h"
-#include "resnet_ddp/dist/fatal.h"
+#include "resnet_ddp/ddp/fatal.h"
 #include "resnet_ddp/engine_factory.h"
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/model_flops.h"
@@ -72,7 +72,7 @@ data::Loader::Lease next_batch(data::Loader& loader, int world_size) {
   try {
     return loader.next(preemption_requested);
   } catch (const data::DataWaitInterrupted& stuck) {
-    if (world_size > 1) dist::fatal_abort(preempted_while_stuck(stuck), kExitPreempted);
+    if (world_size > 1) ddp::fatal_abort(preempted_while_stuck(stuck), kExitPreempted);
     throw;
   }
 }
@@ -451,7 +451,7 @@ void Trainer::show_settings() const {
                      allocator_->description() + " batch buffers, " +
                      data::keep_freed_image_memory()},
       {"communication", group_.describe()},
-      {"grad allreduce", options_.grad_allreduce == dist::GradAllreduce::bf16
+      {"grad allreduce", options_.grad_allreduce == ddp::GradAllreduce::bf16
                                  ? std::string("bf16: sent and summed as bfloat16, half the bytes of fp32 "
                                                "(DDP's bf16_compress_hook)") +
                                        (group_.size() > 1 ? "" : "; with one rank it only rounds the gradients")
@@ -633,7 +633,7 @@ int Trainer::run() {
     const Metrics train = group_.sum(epoch_local);
     // Rank 0's own share alone would hide a starved rank elsewhere (data_starvation.h).
     const double wait_share = train_seconds > 0 ? data_wait / train_seconds : 0.0;
-    const dist::RankMaximum most_wait = group_.max_over_ranks(wait_share, "largest data-wait share");
+    const ddp::RankMaximum most_wait = group_.max_over_ranks(wait_share, "largest data-wait share");
     const std::string starved = data_starvation_warning(epoch, group_.rank(), group_.size(), most_wait,
                                                         train_loader_->workers());
     if (!starved.empty()) console_.warn(starved);
@@ -710,7 +710,7 @@ int run_training(const TrainOptions& options, ProcessGroup& group) {
     return Trainer(options, group).run();
   } catch (const data::DataWaitInterrupted& stuck) {
     const std::string message = preempted_while_stuck(stuck);
-    std::fprintf(stderr, "%s %s\n", dist::rank_prefix().c_str(), message.c_str());
+    std::fprintf(stderr, "%s %s\n", ddp::rank_prefix().c_str(), message.c_str());
     return kExitPreempted;
   }
 }

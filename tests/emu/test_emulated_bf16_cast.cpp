@@ -1,5 +1,5 @@
 // kernels/bf16_cast.cu run on the CPU through the emulator (README.md) against the host twins
-// (src/dist/bf16_gradients.cpp), bit for bit: the compression of --grad-allreduce bf16 over
+// (src/ddp/bf16_gradients.cpp), bit for bit: the compression of --grad-allreduce bf16 over
 // NaNs, infinities, subnormals, rounding ties and random bit patterns with several shares, and
 // the widening of every bfloat16. Counts reach past kMaxBlocks * kThreads elements, where the
 // grid-stride loops go round again. tests/unit/test_dist_bf16_gradients.cpp holds the maths
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "resnet_ddp/cuda/bf16_cast.h"
-#include "resnet_ddp/dist/bf16_gradients.h"
+#include "resnet_ddp/ddp/bf16_gradients.h"
 #include "resnet_ddp/rng.h"
 #include "support/device_buffers.h"
 #include "support/test_tensors.h"
@@ -73,7 +73,7 @@ void check_compress(size_t count, float share) {
   std::fill_n(out.begin(), count, uint16_t{0xffff});
   const auto d_out = to_device(out, nullptr);
   cuda::compress_bf16(d_gradients.get(), d_out.get(), count, share, nullptr);
-  dist::compress_bf16(gradients.data(), want.data(), count, share);
+  ddp::compress_bf16(gradients.data(), want.data(), count, share);
   CHECK(bitwise_equal(to_host(d_out, nullptr), want));
 }
 
@@ -87,7 +87,7 @@ void check_decompress(std::vector<uint16_t> in) {
   std::fill_n(out.begin(), count, std::numeric_limits<float>::quiet_NaN());
   const auto d_out = to_device(out, nullptr);
   cuda::decompress_bf16(d_in.get(), d_out.get(), count, nullptr);
-  dist::decompress_bf16(in.data(), want.data(), count);
+  ddp::decompress_bf16(in.data(), want.data(), count);
   CHECK(bitwise_equal(to_host(d_out, nullptr), want));
 }
 

@@ -19,19 +19,19 @@
 #include "mpi_test_support.h"
 #include "resnet_ddp/cpu/executor.h"
 #include "resnet_ddp/cpu/softmax_xent.h"
-#include "resnet_ddp/dist/comm.h"
-#include "resnet_ddp/dist/context.h"
-#include "resnet_ddp/dist/fatal.h"
-#include "resnet_ddp/dist/host_collectives.h"
-#include "resnet_ddp/dist/reducer.h"
-#include "resnet_ddp/dist/thread_budget.h"
-#include "resnet_ddp/dist/watchdog.h"
+#include "resnet_ddp/ddp/comm.h"
+#include "resnet_ddp/ddp/context.h"
+#include "resnet_ddp/ddp/fatal.h"
+#include "resnet_ddp/ddp/host_collectives.h"
+#include "resnet_ddp/ddp/reducer.h"
+#include "resnet_ddp/ddp/thread_budget.h"
+#include "resnet_ddp/ddp/watchdog.h"
 #include "resnet_ddp/model_state.h"
 #include "resnet_ddp/train/process_group.h"
 #include "resnet_ddp/train/shared_folder_listing.h"
 
 using namespace rddp;
-using namespace rddp::dist;
+using namespace rddp::ddp;
 using namespace rddp::mpi_test;
 
 namespace {

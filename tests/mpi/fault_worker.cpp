@@ -28,16 +28,16 @@
 #include "resnet_ddp/cuda/cuda_engine.h"
 #include "resnet_ddp/cuda/device.h"
 #include "resnet_ddp/cuda/graph_step_policy.h"
-#include "resnet_ddp/dist/comm.h"
-#include "resnet_ddp/dist/context.h"
-#include "resnet_ddp/dist/fatal.h"
-#include "resnet_ddp/dist/gpu_assignment.h"
-#include "resnet_ddp/dist/launch_checks.h"
-#include "resnet_ddp/dist/reducer.h"
-#include "resnet_ddp/dist/watchdog.h"
+#include "resnet_ddp/ddp/comm.h"
+#include "resnet_ddp/ddp/context.h"
+#include "resnet_ddp/ddp/fatal.h"
+#include "resnet_ddp/ddp/gpu_assignment.h"
+#include "resnet_ddp/ddp/launch_checks.h"
+#include "resnet_ddp/ddp/reducer.h"
+#include "resnet_ddp/ddp/watchdog.h"
 
 using namespace rddp;
-using namespace rddp::dist;
+using namespace rddp::ddp;
 using namespace rddp::mpi_test;
 
 namespace {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "resnet_ddp/dist/context.h"
-#include "resnet_ddp/dist/mpi_check.h"
+#include "resnet_ddp/ddp/context.h"
+#include "resnet_ddp/ddp/mpi_check.h"
 #include "resnet_ddp/engine.h"
 #include "resnet_ddp/rng.h"
 #include "support/engine_batches.h"
@@ -40,7 +40,7 @@ inline Batch rank_batch(const EngineConfig& config, int rank, int64_t step) {
 
 class RankChecks {
  public:
-  explicit RankChecks(const dist::DistributedContext& context) : context_(context) {}
+  explicit RankChecks(const ddp::DistributedContext& context) : context_(context) {}
 
   bool check(bool ok, const std::string& what) {
     if (ok) {
@@ -74,13 +74,13 @@ class RankChecks {
   }
 
  private:
-  const dist::DistributedContext& context_;
+  const ddp::DistributedContext& context_;
   long long passed_ = 0, failed_ = 0;
 };
 
 // Every rank's copy of `values`, rank after rank.
 template <typename T>
-std::vector<T> allgather(const dist::DistributedContext& context, const std::vector<T>& values) {
+std::vector<T> allgather(const ddp::DistributedContext& context, const std::vector<T>& values) {
   std::vector<T> all(values.size() * static_cast<size_t>(context.world_size()));
   const int bytes = static_cast<int>(values.size() * sizeof(T));
   RDDP_MPI_CHECK(MPI_Allgather(values.data(), bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE, context.world()));
@@ -89,7 +89,7 @@ std::vector<T> allgather(const dist::DistributedContext& context, const std::vec
 
 // Whether every rank holds exactly rank 0's bytes.
 template <typename T>
-bool same_on_every_rank(const dist::DistributedContext& context, const std::vector<T>& values) {
+bool same_on_every_rank(const ddp::DistributedContext& context, const std::vector<T>& values) {
   const std::vector<T> all = allgather(context, values);
   const size_t bytes = values.size() * sizeof(T);
   const auto* first = reinterpret_cast<const unsigned char*>(all.data());

@@ -19,17 +19,17 @@
 
 #include "mpi_test_support.h"
 #include "resnet_ddp/cuda/check.h"
-#include "resnet_ddp/dist/comm.h"
-#include "resnet_ddp/dist/context.h"
-#include "resnet_ddp/dist/fatal.h"
-#include "resnet_ddp/dist/launch_checks.h"
-#include "resnet_ddp/dist/nccl_comm.h"
-#include "resnet_ddp/dist/reducer.h"
-#include "resnet_ddp/dist/watchdog.h"
+#include "resnet_ddp/ddp/comm.h"
+#include "resnet_ddp/ddp/context.h"
+#include "resnet_ddp/ddp/fatal.h"
+#include "resnet_ddp/ddp/launch_checks.h"
+#include "resnet_ddp/ddp/nccl_comm.h"
+#include "resnet_ddp/ddp/reducer.h"
+#include "resnet_ddp/ddp/watchdog.h"
 #include "resnet_ddp/model_state.h"
 
 using namespace rddp;
-using namespace rddp::dist;
+using namespace rddp::ddp;
 using namespace rddp::mpi_test;
 
 namespace {

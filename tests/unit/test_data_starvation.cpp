@@ -10,7 +10,7 @@ using namespace rddp;
 using testing::contains;
 
 TEST_CASE("only the rank that waited the most for its data warns, from 10 % of the epoch on") {
-  const dist::RankMaximum rank5{0.38, 5};
+  const ddp::RankMaximum rank5{0.38, 5};
   CHECK(data_starvation_warning(2, 0, 8, rank5, 4).empty());  // rank 0 waited less
   const std::string warning = data_starvation_warning(2, 5, 8, rank5, 4);
   CHECK(contains(warning, "epoch 3: this rank waited for its data 38.0% of the time"));

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "bf16_math.h"
-#include "resnet_ddp/dist/bf16_gradients.h"
+#include "resnet_ddp/ddp/bf16_gradients.h"
 #include "resnet_ddp/rng.h"
 
 using namespace rddp;
@@ -121,7 +121,7 @@ TEST_CASE("compress, accumulate and decompress over buffers") {
     for (float share : {1.0f, 0.5f, 0.25f, 1.0f / 3.0f, 1.0f / 7.0f}) {
       CAPTURE(share);
       std::vector<uint16_t> out(n, 0xAAAA);
-      dist::compress_bf16(gradients.data(), out.data(), n, share);
+      ddp::compress_bf16(gradients.data(), out.data(), n, share);
       for (size_t i = 0; i < n; ++i) {
         const double once = bf16::to_float(reference_round(gradients[i]));
         // The product of two floats is exact in double, so the reference rounds it only once.
@@ -135,10 +135,10 @@ TEST_CASE("compress, accumulate and decompress over buffers") {
   }
   SUBCASE("accumulate adds in float and rounds each sum to bfloat16") {
     std::vector<uint16_t> a(n), b(n);
-    dist::compress_bf16(gradients.data(), a.data(), n, 1.0f);
+    ddp::compress_bf16(gradients.data(), a.data(), n, 1.0f);
     for (size_t i = 0; i < n; ++i) b[i] = bf16::from_float(static_cast<float>(rng.normal()));
     std::vector<uint16_t> sum = b;
-    dist::accumulate_bf16(a.data(), sum.data(), n);
+    ddp::accumulate_bf16(a.data(), sum.data(), n);
     for (size_t i = 0; i < n; ++i) {
       // Two bfloat16 values sum exactly in double unless their exponents are far apart, in
       // which case the smaller is far below half an ulp of the larger either way.
@@ -146,14 +146,14 @@ TEST_CASE("compress, accumulate and decompress over buffers") {
       REQUIRE(sum[i] == reference_round(exact));
     }
     std::vector<uint16_t> other_order = a;
-    dist::accumulate_bf16(b.data(), other_order.data(), n);
+    ddp::accumulate_bf16(b.data(), other_order.data(), n);
     CHECK(other_order == sum);  // commutative, as the MPI operation declares
   }
   SUBCASE("decompress widens exactly") {
     std::vector<uint16_t> bits(n);
-    dist::compress_bf16(gradients.data(), bits.data(), n, 1.0f);
+    ddp::compress_bf16(gradients.data(), bits.data(), n, 1.0f);
     std::vector<float> back(n, -1.0f);
-    dist::decompress_bf16(bits.data(), back.data(), n);
+    ddp::decompress_bf16(bits.data(), back.data(), n);
     for (size_t i = 0; i < n; ++i) REQUIRE(bf16::from_float(back[i]) == bits[i]);
     // 8 significant bits (7 stored): half an ulp is at most 2^-8 of the value.
     double worst = 0;

@@ -6,11 +6,11 @@
 #include <limits>
 #include <vector>
 
-#include "resnet_ddp/dist/bucket_plan.h"
+#include "resnet_ddp/ddp/bucket_plan.h"
 #include "resnet_ddp/error.h"
 
 using namespace rddp;
-using namespace rddp::dist;
+using namespace rddp::ddp;
 
 namespace {
 

@@ -10,11 +10,11 @@
 #include <cstdio>
 #include <string>
 
-#include "resnet_ddp/dist/comm.h"
-#include "resnet_ddp/dist/fatal.h"
+#include "resnet_ddp/ddp/comm.h"
+#include "resnet_ddp/ddp/fatal.h"
 
 using namespace rddp;
-using namespace rddp::dist;
+using namespace rddp::ddp;
 
 namespace {
 

@@ -6,11 +6,11 @@
 #include <optional>
 #include <string>
 
-#include "resnet_ddp/dist/launch_checks.h"
+#include "resnet_ddp/ddp/launch_checks.h"
 #include "resnet_ddp/error.h"
 
 using namespace rddp;
-using namespace rddp::dist;
+using namespace rddp::ddp;
 
 namespace {
 

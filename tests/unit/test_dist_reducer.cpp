@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "bf16_math.h"
-#include "resnet_ddp/dist/reducer.h"
+#include "resnet_ddp/ddp/reducer.h"
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/rng.h"
 #include "support/engine_batches.h"
@@ -17,7 +17,7 @@
 #include "support/forwarding_engine.h"
 
 using namespace rddp;
-using namespace rddp::dist;
+using namespace rddp::ddp;
 
 namespace {
 

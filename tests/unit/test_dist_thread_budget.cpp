@@ -5,9 +5,9 @@
 #include <thread>
 #include <vector>
 
-#include "resnet_ddp/dist/thread_budget.h"
+#include "resnet_ddp/ddp/thread_budget.h"
 
-using namespace rddp::dist;
+using namespace rddp::ddp;
 
 namespace {
 

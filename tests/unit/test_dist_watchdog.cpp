@@ -9,12 +9,12 @@
 #include <string>
 #include <thread>
 
-#include "resnet_ddp/dist/comm.h"
-#include "resnet_ddp/dist/watchdog.h"
+#include "resnet_ddp/ddp/comm.h"
+#include "resnet_ddp/ddp/watchdog.h"
 #include "resnet_ddp/error.h"
 
 using namespace rddp;
-using namespace rddp::dist;
+using namespace rddp::ddp;
 using namespace std::chrono_literals;
 
 namespace {

@@ -191,9 +191,9 @@ TEST_CASE("learning-rate schedules") {
 }
 
 TEST_CASE("--grad-allreduce chooses the type gradients travel as") {
-  CHECK(parse({"--data", "/d"}).grad_allreduce == dist::GradAllreduce::fp32);
-  CHECK(parse({"--data", "/d", "--grad-allreduce", "bf16"}).grad_allreduce == dist::GradAllreduce::bf16);
-  CHECK(parse({"--data", "/d", "--grad-allreduce", "fp32"}).grad_allreduce == dist::GradAllreduce::fp32);
+  CHECK(parse({"--data", "/d"}).grad_allreduce == ddp::GradAllreduce::fp32);
+  CHECK(parse({"--data", "/d", "--grad-allreduce", "bf16"}).grad_allreduce == ddp::GradAllreduce::bf16);
+  CHECK(parse({"--data", "/d", "--grad-allreduce", "fp32"}).grad_allreduce == ddp::GradAllreduce::fp32);
   CHECK_THROWS_WITH_AS(parse({"--data", "/d", "--grad-allreduce", "fp16"}),
                        "--grad-allreduce: 'fp16' is not one of: fp32, bf16", Error);
   CHECK(usage().find("--grad-allreduce TYPE") != std::string::npos);

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "resnet_ddp/dist/host_collectives.h"
+#include "resnet_ddp/ddp/host_collectives.h"
 
 namespace rddp {
 
@@ -16,6 +16,6 @@ inline constexpr double kStarvedDataWaitShare = 0.10;
 // The warning this rank prints at the end of epoch `epoch` (0-based), or "" for none: only the
 // rank that waited the most (`most`, over every rank), and only from kStarvedDataWaitShare on.
 std::string data_starvation_warning(int64_t epoch, int rank, int world_size,
-                                    const dist::RankMaximum& most, int loader_workers);
+                                    const ddp::RankMaximum& most, int loader_workers);
 
 }  // namespace rddp

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "resnet_ddp/data/data_config.h"
-#include "resnet_ddp/dist/grad_allreduce.h"
+#include "resnet_ddp/ddp/grad_allreduce.h"
 #include "resnet_ddp/cuda/engine_options.h"
 #include "resnet_ddp/engine.h"
 #include "resnet_ddp/optimizer.h"
@@ -60,7 +60,7 @@ struct TrainOptions {
   int64_t profile_first_step = 0, profile_last_step = 0;
 
   double bucket_mb = 25.0;
-  dist::GradAllreduce grad_allreduce = dist::GradAllreduce::fp32;
+  ddp::GradAllreduce grad_allreduce = ddp::GradAllreduce::fp32;
   double comm_timeout_s = 600.0;
 };
 

@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include "resnet_ddp/dist/grad_allreduce.h"
-#include "resnet_ddp/dist/host_collectives.h"
+#include "resnet_ddp/ddp/grad_allreduce.h"
+#include "resnet_ddp/ddp/host_collectives.h"
 #include "resnet_ddp/engine.h"
 
 namespace rddp {
@@ -38,9 +38,9 @@ class ProcessGroup {
   // Throws Error on every rank when ranks disagree on `value` (e.g. steps per epoch).
   virtual void require_same(int64_t value, const std::string& what) = 0;
   // How many ranks' `value` differs from rank 0's, and the first of them (host_collectives.h).
-  virtual dist::RankDisagreement compare_with_rank0(uint64_t value, const std::string& what) = 0;
+  virtual ddp::RankDisagreement compare_with_rank0(uint64_t value, const std::string& what) = 0;
   // The largest `value` over the ranks and the lowest rank holding it (host_collectives.h).
-  virtual dist::RankMaximum max_over_ranks(double value, const std::string& what) = 0;
+  virtual ddp::RankMaximum max_over_ranks(double value, const std::string& what) = 0;
   // True on every rank when `flag` is true on any (e.g. a preemption signal on one rank).
   virtual bool any(bool flag) = 0;
   // Returns on every rank once all have called it.
@@ -49,13 +49,13 @@ class ProcessGroup {
   virtual std::string broadcast_from_rank0(std::string bytes, const std::string& what) = 0;
 };
 
-namespace dist {
+namespace ddp {
 class DistributedContext;
 }
 // The group of every rank of the MPI job; collectives time out after `comm_timeout_s`;
 // gradients travel as `grad_allreduce`.
-std::unique_ptr<ProcessGroup> make_mpi_process_group(const dist::DistributedContext& context,
+std::unique_ptr<ProcessGroup> make_mpi_process_group(const ddp::DistributedContext& context,
                                                      double bucket_mb, double comm_timeout_s,
-                                                     dist::GradAllreduce grad_allreduce = dist::GradAllreduce::fp32);
+                                                     ddp::GradAllreduce grad_allreduce = ddp::GradAllreduce::fp32);
 
 }  // namespace rddp

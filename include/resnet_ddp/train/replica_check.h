@@ -19,7 +19,7 @@ namespace rddp {
 uint32_t replica_fingerprint(const ModelState<float>& model, const OptimizerState& optimizer);
 
 // Compares this rank's fingerprint with rank 0's; when any rank differs, throws
-// dist::AllRanksError on every rank, naming how many differ, the first of them, and `when`
+// ddp::AllRanksError on every rank, naming how many differ, the first of them, and `when`
 // ("after epoch 3 (global step 1200)").
 void check_replicas_agree(const ModelState<float>& model, const OptimizerState& optimizer, ProcessGroup& group,
                           const std::string& when);

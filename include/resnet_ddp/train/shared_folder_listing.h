@@ -11,7 +11,7 @@ namespace rddp {
 
 // A lister for DataConfig::list_folder. Every rank must call it for the same folders in the
 // same order (the readers do). When rank 0 cannot list a folder, every rank throws
-// dist::AllRanksError with rank 0's message. The group must outlive the lister.
+// ddp::AllRanksError with rank 0's message. The group must outlive the lister.
 data::FolderLister rank0_folder_lister(ProcessGroup& group);
 
 }  // namespace rddp

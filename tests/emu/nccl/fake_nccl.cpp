@@ -1,4 +1,4 @@
-// The NCCL calls of src/dist/nccl_comm.cpp on the emulated device, so that the CUDA path's
+// The NCCL calls of src/ddp/nccl_comm.cpp on the emulated device, so that the CUDA path's
 // multi-rank code runs on the CPU under mpiexec: a communicator is an MPI communicator over the
 // ranks that joined with one unique id, and a collective is an MPI nonblocking collective on
 // the buffers (host memory under the emulator). Each collective starts in its stream's order and
@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "resnet_ddp/dist/bf16_gradients.h"
+#include "resnet_ddp/ddp/bf16_gradients.h"
 #include "stream_work.h"
 
 struct ncclComm {
@@ -71,7 +71,7 @@ MPI_Datatype mpi_type(ncclDataType_t type) {
 }
 
 void sum_bf16(void* in, void* inout, int* count, MPI_Datatype*) {
-  rddp::dist::accumulate_bf16(static_cast<const uint16_t*>(in), static_cast<uint16_t*>(inout),
+  rddp::ddp::accumulate_bf16(static_cast<const uint16_t*>(in), static_cast<uint16_t*>(inout),
                               static_cast<size_t>(*count));
 }
 

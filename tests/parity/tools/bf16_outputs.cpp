@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "resnet_ddp/dist/bf16_gradients.h"
+#include "resnet_ddp/ddp/bf16_gradients.h"
 #include "resnet_ddp/error.h"
 
 using namespace rddp;
@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
     }
     std::vector<uint16_t> bits(values.size());
     // round is compress with a share of 1: multiplying a bfloat16 by 1 rounds nothing.
-    dist::compress_bf16(values.data(), bits.data(), values.size(), share);
+    ddp::compress_bf16(values.data(), bits.data(), values.size(), share);
     std::ofstream out(argv[3], std::ios::binary);
     out.write(reinterpret_cast<const char*>(bits.data()), static_cast<std::streamsize>(bits.size() * 2));
     if (!out) fail("bf16_outputs: cannot write ", argv[3]);

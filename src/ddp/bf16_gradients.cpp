@@ -1,0 +1,20 @@
+// Host loops over kernels/bf16_math.h for the bfloat16 gradient allreduce.
+#include "resnet_ddp/ddp/bf16_gradients.h"
+
+#include "bf16_math.h"
+
+namespace rddp::ddp {
+
+void compress_bf16(const float* gradients, uint16_t* out, size_t count, float share) {
+  for (size_t i = 0; i < count; ++i) out[i] = bf16::compress(gradients[i], share);
+}
+
+void decompress_bf16(const uint16_t* in, float* gradients, size_t count) {
+  for (size_t i = 0; i < count; ++i) gradients[i] = bf16::to_float(in[i]);
+}
+
+void accumulate_bf16(const uint16_t* in, uint16_t* inout, size_t count) {
+  for (size_t i = 0; i < count; ++i) inout[i] = bf16::add(in[i], inout[i]);
+}
+
+}  // namespace rddp::ddp
