@@ -35,7 +35,7 @@ double seconds_of(F&& run) {
 }
 
 Timing time_conv(const rddp::ConvDesc& conv, int batch, int size, rddp::Rng& rng) {
-  rddp::cpu::ConvShape s;
+  rddp::ConvShape s;
   s.batch = batch;
   s.in_channels = conv.in_channels;
   s.in_h = s.in_w = size;

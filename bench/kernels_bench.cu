@@ -38,7 +38,7 @@
 #include "resnet_ddp/model_spec.h"
 #include "resnet_ddp/param_layout.h"
 #include "resnet_ddp/rng.h"
-#include "weight_decay_math.h"
+#include "resnet_ddp/kernel_math/weight_decay.h"
 
 using namespace rddp;
 
@@ -282,7 +282,7 @@ void bench_batchnorm(const Reporter& report, const cuda::ComputeContext& context
   // trains it with our kernels. Bytes: x read twice and y written and read back, or x read twice
   // only; both write the pooled values and a byte of argmax for each.
   if (channels == 64 && size == 112) {
-    const cpu::PoolShape pool{batch, channels, size, size, 3, 2, 1};
+    const PoolShape pool{batch, channels, size, size, 3, 2, 1};
     const size_t pooled_count = static_cast<size_t>(batch) * channels * pool.out_h() * pool.out_w();
     T* pooled = device_alloc<T>(pooled_count);
     uint8_t* argmax = device_alloc<uint8_t>(pooled_count);
@@ -496,10 +496,10 @@ std::vector<TimedConv> time_network_conv(const NetworkConv& c, bool tf32, cuda::
   policy.api = api;
   cuda::ConvAlgorithmCache algorithms(policy);
   cuda::TensorDescriptorCache descriptors(type, CUDNN_TENSOR_NHWC);
-  const cuda::ConvShape geometry{kBatch, c.in_channels, c.size, c.size, c.out_channels,
+  const ConvShape geometry{kBatch, c.in_channels, c.size, c.size, c.out_channels,
                                  c.kernel, c.stride, c.pad};
   cuda::ConvLayer layer(geometry, c.input_grad, type, CUDNN_TENSOR_NHWC);
-  const cuda::ConvShape shape = layer.shape(kBatch);
+  const ConvShape shape = layer.shape(kBatch);
   const size_t inputs = static_cast<size_t>(kBatch) * c.in_channels * c.size * c.size;
   const size_t outputs =
       static_cast<size_t>(kBatch) * c.out_channels * shape.out_h() * shape.out_w();

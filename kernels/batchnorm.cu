@@ -8,8 +8,8 @@
 // three more: grad_sums_kernel (sums of g and g * (x - mean) per channel and block),
 // finish_grad_sums_kernel (dgamma, dbeta), data_grad_kernel (dx); both passes over the data read
 // the ReLU's mask from its output or from bits the forward wrote, or recompute it from x
-// (ReluMask). Which thread reads what is kernels/batchnorm_partition.h; every
-// formula is kernels/batchnorm_math.h.
+// (ReluMask). Which thread reads what is include/resnet_ddp/kernel_math/batchnorm_partition.h; every
+// formula is include/resnet_ddp/kernel_math/batchnorm.h.
 // Partials are folded in a fixed order and there are no atomics, so results repeat bit for bit.
 //
 // Values are widened to float on load and rounded once on store, as PyTorch's 16-bit kernels do.
@@ -23,8 +23,8 @@
 #include <initializer_list>
 #include <type_traits>
 
-#include "batchnorm_math.h"
-#include "batchnorm_partition.h"
+#include "resnet_ddp/kernel_math/batchnorm.h"
+#include "resnet_ddp/kernel_math/batchnorm_partition.h"
 #include "resnet_ddp/cuda/batchnorm_kernels.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/error.h"

@@ -1,13 +1,13 @@
 // The casts of --grad-allreduce bf16: a bucket's float gradients into its bfloat16 staging
 // slice (rounded, scaled by the rank's share, rounded again, as PyTorch's bf16_compress_hook)
 // and the allreduced bits back into the gradients. Memory-bound grid-stride loops over
-// kernels/bf16_math.h, the formulas of the host twins in src/ddp/bf16_gradients.cpp.
+// include/resnet_ddp/kernel_math/bf16.h, the formulas of the host twins in src/ddp/bf16_gradients.cpp.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 #include "grid_stride.h"
-#include "bf16_math.h"
+#include "resnet_ddp/kernel_math/bf16.h"
 #include "resnet_ddp/cuda/bf16_cast.h"
 #include "resnet_ddp/cuda/check.h"
 

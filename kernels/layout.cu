@@ -4,10 +4,10 @@
 // bfloat16 executor converts it anyway); the float OIHW master weights become the convolutions'
 // OHWI copy in the activations' type in one launch for all convolutions; and a weight gradient
 // cuDNN wrote in OHWI is widened (bfloat16) or copied (float) into the OIHW float gradient in
-// the pass that widens it under NCHW. The index maths is kernels/layout_math.h, tested on the
+// the pass that widens it under NCHW. The index maths is include/resnet_ddp/kernel_math/layout.h, tested on the
 // CPU; values go through float, which is exact for float and bfloat16 and rounds to nearest
 // even when narrowing, like convert() (elementwise.cu). The uint8 HWC pixels a batch is uploaded
-// as become the network's input the same way, normalised on the way (pixel_math.h).
+// as become the network's input the same way, normalised on the way (kernel_math/pixel.h).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -15,8 +15,8 @@
 #include <cstdint>
 
 #include "grid_stride.h"
-#include "layout_math.h"
-#include "pixel_math.h"
+#include "resnet_ddp/kernel_math/layout.h"
+#include "resnet_ddp/kernel_math/pixel.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/layer_kernels.h"
 #include "resnet_ddp/error.h"

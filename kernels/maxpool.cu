@@ -18,10 +18,10 @@
 #include <limits>
 #include <optional>
 
-#include "batchnorm_math.h"
+#include "resnet_ddp/kernel_math/batchnorm.h"
 #include "grid_stride.h"
-#include "layout_math.h"
-#include "maxpool_math.h"
+#include "resnet_ddp/kernel_math/layout.h"
+#include "resnet_ddp/kernel_math/maxpool.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/layer_kernels.h"
 #include "resnet_ddp/error.h"
@@ -307,7 +307,7 @@ __global__ void maxpool_backward_nhwc_vector_kernel(Window s, hd::FastDivisor gr
 }  // namespace
 
 // The CPU twin's conditions, so that both refuse the same shapes, and the one-byte place's.
-Window pool_window(const cpu::PoolShape& s) {
+Window pool_window(const PoolShape& s) {
   if (s.batch < 1 || s.channels < 1)
     fail("maxpool: batch ", s.batch, " and channels ", s.channels, " must be >= 1");
   // Tested before dividing: C++ rounds a slightly negative (in + 2 * pad - kernel) towards zero
@@ -329,7 +329,7 @@ Window pool_window(const cpu::PoolShape& s) {
 }
 
 template <typename T, bool Normalized>
-void launch_forward(const cpu::PoolShape& shape, PoolInput<T, Normalized> in, T* y,
+void launch_forward(const PoolShape& shape, PoolInput<T, Normalized> in, T* y,
                     uint8_t* argmax, cudaStream_t stream, MemoryFormat format) {
   const Window window = pool_window(shape);
   const int64_t outputs =
@@ -356,13 +356,13 @@ void launch_forward(const cpu::PoolShape& shape, PoolInput<T, Normalized> in, T*
 }
 
 template <typename T>
-void maxpool_forward(const cpu::PoolShape& shape, const T* x, T* y, uint8_t* argmax,
+void maxpool_forward(const PoolShape& shape, const T* x, T* y, uint8_t* argmax,
                      cudaStream_t stream, MemoryFormat format) {
   launch_forward(shape, PoolInput<T, false>{x, {}}, y, argmax, stream, format);
 }
 
 template <typename T>
-void maxpool_forward_of_batchnorm_relu(const cpu::PoolShape& shape, const T* x,
+void maxpool_forward_of_batchnorm_relu(const PoolShape& shape, const T* x,
                                        const BatchNormOnTheFly& stats, T* y, uint8_t* argmax,
                                        cudaStream_t stream, MemoryFormat format) {
   if (stats.save_mean == nullptr || stats.save_invstd == nullptr || stats.gamma == nullptr ||
@@ -373,7 +373,7 @@ void maxpool_forward_of_batchnorm_relu(const cpu::PoolShape& shape, const T* x,
 }
 
 template <typename T>
-void maxpool_backward(const cpu::PoolShape& shape, const T* dy, const uint8_t* argmax, T* dx,
+void maxpool_backward(const PoolShape& shape, const T* dy, const uint8_t* argmax, T* dx,
                       cudaStream_t stream, MemoryFormat format) {
   const Window window = pool_window(shape);
   const int64_t inputs =
@@ -397,28 +397,28 @@ void maxpool_backward(const cpu::PoolShape& shape, const T* dy, const uint8_t* a
   RDDP_CUDA_CHECK_LAUNCH("maxpool_backward_kernel");
 }
 
-template void maxpool_forward<float>(const cpu::PoolShape&, const float*, float*, uint8_t*,
+template void maxpool_forward<float>(const PoolShape&, const float*, float*, uint8_t*,
                                      cudaStream_t, MemoryFormat);
-template void maxpool_forward_of_batchnorm_relu<float>(const cpu::PoolShape&, const float*,
+template void maxpool_forward_of_batchnorm_relu<float>(const PoolShape&, const float*,
                                                        const BatchNormOnTheFly&, float*, uint8_t*,
                                                        cudaStream_t, MemoryFormat);
 template void maxpool_forward_of_batchnorm_relu<__nv_bfloat16>(
-    const cpu::PoolShape&, const __nv_bfloat16*, const BatchNormOnTheFly&, __nv_bfloat16*,
+    const PoolShape&, const __nv_bfloat16*, const BatchNormOnTheFly&, __nv_bfloat16*,
     uint8_t*, cudaStream_t, MemoryFormat);
-template void maxpool_forward_of_batchnorm_relu<__half>(const cpu::PoolShape&, const __half*,
+template void maxpool_forward_of_batchnorm_relu<__half>(const PoolShape&, const __half*,
                                                         const BatchNormOnTheFly&, __half*,
                                                         uint8_t*, cudaStream_t, MemoryFormat);
-template void maxpool_backward<float>(const cpu::PoolShape&, const float*, const uint8_t*, float*,
+template void maxpool_backward<float>(const PoolShape&, const float*, const uint8_t*, float*,
                                       cudaStream_t, MemoryFormat);
-template void maxpool_forward<__nv_bfloat16>(const cpu::PoolShape&, const __nv_bfloat16*,
+template void maxpool_forward<__nv_bfloat16>(const PoolShape&, const __nv_bfloat16*,
                                              __nv_bfloat16*, uint8_t*, cudaStream_t,
                                              MemoryFormat);
-template void maxpool_backward<__nv_bfloat16>(const cpu::PoolShape&, const __nv_bfloat16*,
+template void maxpool_backward<__nv_bfloat16>(const PoolShape&, const __nv_bfloat16*,
                                               const uint8_t*, __nv_bfloat16*, cudaStream_t,
                                               MemoryFormat);
-template void maxpool_forward<__half>(const cpu::PoolShape&, const __half*, __half*, uint8_t*,
+template void maxpool_forward<__half>(const PoolShape&, const __half*, __half*, uint8_t*,
                                       cudaStream_t, MemoryFormat);
-template void maxpool_backward<__half>(const cpu::PoolShape&, const __half*, const uint8_t*,
+template void maxpool_backward<__half>(const PoolShape&, const __half*, const uint8_t*,
                                        __half*, cudaStream_t, MemoryFormat);
 
 }  // namespace rddp::cuda

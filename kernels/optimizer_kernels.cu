@@ -1,5 +1,5 @@
 // AdamW and SGD over the flat parameter buffer: one launch updates every parameter. The
-// per-element maths is kernels/adamw_math.h and kernels/sgd_math.h, shared with
+// per-element maths is include/resnet_ddp/kernel_math/adamw.h and include/resnet_ddp/kernel_math/sgd.h, shared with
 // src/optimizer.cpp; these kernels only move the data.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -9,7 +9,7 @@
 #include <initializer_list>
 
 #include "grid_stride.h"
-#include "weight_decay_math.h"
+#include "resnet_ddp/kernel_math/weight_decay.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/kernels.h"
 #include "resnet_ddp/error.h"

@@ -1,6 +1,6 @@
 // Fused softmax + cross-entropy: loss, gradient and top-1 and top-5 counts of a batch of logits
 // in one kernel, then a second, tiny one that reduces the per-row results in a fixed order. The
-// per-element maths is kernels/softmax_xent_math.h, shared with src/cpu/softmax_xent.cpp.
+// per-element maths is include/resnet_ddp/kernel_math/softmax_xent.h, shared with src/cpu/softmax_xent.cpp.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/kernels.h"
 #include "resnet_ddp/error.h"
-#include "softmax_xent_math.h"
+#include "resnet_ddp/kernel_math/softmax_xent.h"
 
 namespace rddp::cuda {
 namespace {

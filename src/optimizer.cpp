@@ -3,10 +3,10 @@
 #include <cmath>
 #include <utility>
 
-#include "adamw_math.h"
+#include "resnet_ddp/kernel_math/adamw.h"
 #include "resnet_ddp/error.h"
-#include "sgd_math.h"
-#include "weight_decay_math.h"
+#include "resnet_ddp/kernel_math/sgd.h"
+#include "resnet_ddp/kernel_math/weight_decay.h"
 
 namespace rddp {
 

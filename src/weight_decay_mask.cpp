@@ -1,7 +1,7 @@
 #include "resnet_ddp/weight_decay_mask.h"
 
 #include "resnet_ddp/error.h"
-#include "weight_decay_math.h"
+#include "resnet_ddp/kernel_math/weight_decay.h"
 
 namespace rddp {
 

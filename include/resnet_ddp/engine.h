@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "loss_scale_math.h"
+#include "resnet_ddp/kernel_math/loss_scale.h"
 #include "resnet_ddp/gpu_peaks.h"
 #include "resnet_ddp/model_state.h"
 #include "resnet_ddp/optimizer.h"
@@ -28,7 +28,7 @@ const char* to_string(DeviceKind kind);
 //         buffers (params, grads, moments) are the same as in float32 training.
 //   fp16: the same with float16 storage, as torch.autocast(dtype=torch.float16) with
 //         torch.cuda.amp.GradScaler: d(loss)/d(logits) is multiplied by a dynamic loss scale
-//         (kernels/loss_scale_math.h) so that small gradients survive float16, the optimizer
+//         (include/resnet_ddp/kernel_math/loss_scale.h) so that small gradients survive float16, the optimizer
 //         divides it out, and a step whose gradients hold an Inf or a NaN is skipped (nothing
 //         changes, the step count included) and halves the scale, instead of ending training.
 enum class Precision { tf32, fp32, bf16, fp16 };

@@ -1,6 +1,6 @@
 #pragma once
 // Optimizer settings and the CPU optimizer over the flat parameter buffer. The per-element
-// update formulas live in kernels/adamw_math.h and kernels/sgd_math.h, shared with the CUDA
+// update formulas live in include/resnet_ddp/kernel_math/adamw.h and include/resnet_ddp/kernel_math/sgd.h, shared with the CUDA
 // kernels; this is the host loop around them.
 #include <cstddef>
 #include <cstdint>
@@ -35,7 +35,7 @@ struct OptimizerConfig {
 template <typename T>
 class CpuOptimizer {
  public:
-  // `no_decay_chunks`: the parameters weight decay leaves alone (kernels/weight_decay_math.h's
+  // `no_decay_chunks`: the parameters weight decay leaves alone (include/resnet_ddp/kernel_math/weight_decay.h's
   // format; weight_decay_mask.h makes it from the config and layout); empty: none.
   CpuOptimizer(const OptimizerConfig& config, size_t elements,
                std::vector<uint32_t> no_decay_chunks = {});

@@ -2,7 +2,7 @@
 // The parameters that --no-decay-norm-bias keeps out of weight decay: every tensor of one
 // dimension (BatchNorm weights and biases, fc.bias), as PyTorch recipes do by putting the
 // parameters with p.ndim <= 1 in a param group of weight_decay 0. The mask's format is
-// kernels/weight_decay_math.h's.
+// include/resnet_ddp/kernel_math/weight_decay.h's.
 #include <cstdint>
 #include <vector>
 

@@ -1,7 +1,7 @@
 #include "resnet_ddp/cpu/softmax_xent.h"
 
 #include "resnet_ddp/error.h"
-#include "softmax_xent_math.h"
+#include "resnet_ddp/kernel_math/softmax_xent.h"
 
 namespace rddp::cpu {
 

@@ -160,7 +160,7 @@ struct Plan {
   BatchNorm<T> stem_bn;
   Activation<T> stem_out;  // ReLU in place
   bool stem_maxpool = false;
-  cpu::PoolShape pool_shape;
+  PoolShape pool_shape;
   Activation<T> pooled;
   uint8_t* pool_argmax = nullptr;  // each output's place in its window
   std::vector<Block<T>> blocks;
@@ -849,7 +849,7 @@ const float* forward_of(Plan<T>& plan, const NetworkInput& input, int batch, boo
 
   conv_forward(plan, plan.stem_conv, batch);
   Activation<T>& stem_out = plan.stem_out;
-  cpu::PoolShape pool_shape = plan.pool_shape;
+  PoolShape pool_shape = plan.pool_shape;
   pool_shape.batch = batch;
   if (plan.stem_maxpool && training && recomputes_relu_mask(plan, plan.stem_bn)) {
     // Nothing but the max-pool reads the stem BatchNorm's output in training (its backward
@@ -949,7 +949,7 @@ void backward_of(Plan<T>& plan, const float* dlogits, const GradReadyFn& ready) 
   }
 
   Activation<T>& stem_out = plan.stem_out;
-  cpu::PoolShape pool_shape = plan.pool_shape;
+  PoolShape pool_shape = plan.pool_shape;
   pool_shape.batch = batch;
   if (plan.stem_maxpool)
     maxpool_backward(pool_shape, plan.pooled.grad, plan.pool_argmax, stem_out.grad,

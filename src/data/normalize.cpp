@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "pixel_math.h"
+#include "resnet_ddp/kernel_math/pixel.h"
 #include "resnet_ddp/error.h"
 
 namespace rddp::data {

@@ -1,7 +1,7 @@
-// Host loops over kernels/bf16_math.h for the bfloat16 gradient allreduce.
+// Host loops over include/resnet_ddp/kernel_math/bf16.h for the bfloat16 gradient allreduce.
 #include "resnet_ddp/ddp/bf16_gradients.h"
 
-#include "bf16_math.h"
+#include "resnet_ddp/kernel_math/bf16.h"
 
 namespace rddp::ddp {
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "batchnorm_partition.h"
+#include "resnet_ddp/kernel_math/batchnorm_partition.h"
 #include "resnet_ddp/cpu/layers.h"
 #include "resnet_ddp/cuda/batchnorm_kernels.h"
 #include "resnet_ddp/cuda/device_buffer.h"

@@ -1,5 +1,5 @@
 // kernels/loss_scaling.cu run on the CPU through the emulator (README.md) against the maths
-// headers run on the host (kernels/loss_scale_math.h, kernels/adamw_math.h): the scaling of
+// headers run on the host (include/resnet_ddp/kernel_math/loss_scale.h, include/resnet_ddp/kernel_math/adamw.h): the scaling of
 // d(loss)/d(logits), the search for a non-finite gradient and a step's verdict, bit for bit.
 // Counts reach past kMaxBlocks * kThreads elements, where the grid-stride loops go round again.
 // tests/unit/test_loss_scale.cpp holds the maths to GradScaler's rules, and
@@ -12,8 +12,8 @@
 #include <limits>
 #include <vector>
 
-#include "adamw_math.h"
-#include "loss_scale_math.h"
+#include "resnet_ddp/kernel_math/adamw.h"
+#include "resnet_ddp/kernel_math/loss_scale.h"
 #include "resnet_ddp/cuda/loss_scaling.h"
 #include "resnet_ddp/rng.h"
 #include "support/device_buffers.h"

@@ -44,7 +44,7 @@ std::vector<T> run_on_device(const std::vector<T>& in, size_t out_count, const L
 }
 
 template <typename T>
-void check_maxpool(const cpu::PoolShape& s, MemoryFormat format) {
+void check_maxpool(const PoolShape& s, MemoryFormat format) {
   const bool nhwc = format == MemoryFormat::nhwc;
   const size_t in = static_cast<size_t>(s.batch) * s.channels * s.in_h * s.in_w;
   const size_t out = static_cast<size_t>(s.batch) * s.channels * s.out_h() * s.out_w();
@@ -126,7 +126,7 @@ void check_pooling_type() {
   // divide take the NHWC backward's vector kernel (16 bytes of gradient a load: 4 floats, 8
   // 16-bit values), on planes that are not square, with stride 1 and 3 too; the others the
   // scalar one.
-  const cpu::PoolShape shapes[] = {
+  const PoolShape shapes[] = {
       {2, 3, 9, 9, 3, 2, 1},    {1, 2, 8, 7, 3, 2, 1},  {1, 1, 1, 1, 3, 2, 1},
       {3, 5, 6, 6, 2, 2, 0},    {2, 2, 7, 5, 3, 1, 1},  {1, 3, 10, 10, 5, 3, 2},
       {2, 8, 23, 23, 3, 2, 1},  {3, 16, 9, 11, 3, 2, 1}, {2, 4, 7, 9, 3, 2, 1},
@@ -135,7 +135,7 @@ void check_pooling_type() {
   for (MemoryFormat format : {MemoryFormat::nchw, MemoryFormat::nhwc}) {
     const std::string format_name = to_string(format);
     CAPTURE(format_name);
-    for (const cpu::PoolShape& s : shapes) {
+    for (const PoolShape& s : shapes) {
       CAPTURE(s.channels);
       CAPTURE(s.in_h);
       CAPTURE(s.in_w);
@@ -165,15 +165,15 @@ TEST_CASE("emulated pooling kernels match the CPU twins: float16") {
 }
 
 TEST_CASE("emulated max pooling refuses the shapes its CPU twin refuses") {
-  for (const cpu::PoolShape& s :
-       {cpu::PoolShape{1, 1, 4, 4, 3, 2, 2}, cpu::PoolShape{1, 1, 1, 1, 4, 1, 1}})
+  for (const PoolShape& s :
+       {PoolShape{1, 1, 4, 4, 3, 2, 2}, PoolShape{1, 1, 1, 1, 4, 1, 1}})
     CHECK_THROWS_AS(cuda::maxpool_forward<float>(s, nullptr, nullptr, nullptr, nullptr), Error);
 }
 
 TEST_CASE("emulated max pooling: windows up to 16x16, the places one byte holds") {
   // 16x16 has 256 places, 0..255, so its last place is the poison's value: the input's maximum
   // there must still be found, and its gradient routed back.
-  const cpu::PoolShape widest{1, 2, 16, 16, 16, 1, 0};
+  const PoolShape widest{1, 2, 16, 16, 16, 1, 0};
   std::vector<float> x(2 * 256, -1.0f);
   x[255] = 3.0f;        // channel 0: the last place
   x[256 + 17] = 2.0f;   // channel 1: row 1, column 1
@@ -192,7 +192,7 @@ TEST_CASE("emulated max pooling: windows up to 16x16, the places one byte holds"
   CHECK(d_argmax.download() == window_places(widest, want_argmax));
   CHECK(bitwise_equal(d_dx.download(), want_dx));
   // 17x17 has more places than a byte: refused, where the CPU twin's plane index has room.
-  const cpu::PoolShape too_wide{1, 1, 17, 17, 17, 1, 0};
+  const PoolShape too_wide{1, 1, 17, 17, 17, 1, 0};
   CHECK_THROWS_AS(cuda::maxpool_forward<float>(too_wide, nullptr, nullptr, nullptr, nullptr),
                   Error);
 }

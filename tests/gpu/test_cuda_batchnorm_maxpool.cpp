@@ -49,7 +49,7 @@ struct StemOnDevice {
 // The stem's BatchNorm (with its ReLU) and max-pool on `x`, through the stored output
 // (`on_the_fly` false) or without it.
 template <typename T>
-StemOnDevice<T> stem_forward(const cpu::PoolShape& pool, MemoryFormat format,
+StemOnDevice<T> stem_forward(const PoolShape& pool, MemoryFormat format,
                              const std::vector<T>& x, const std::vector<float>& gamma,
                              const std::vector<float>& beta, bool on_the_fly,
                              cudaStream_t stream) {
@@ -94,7 +94,7 @@ struct StemForward {
 };
 
 template <typename T>
-StemForward<T> run_stem(const cpu::PoolShape& pool, MemoryFormat format, const std::vector<T>& x,
+StemForward<T> run_stem(const PoolShape& pool, MemoryFormat format, const std::vector<T>& x,
                         const std::vector<float>& gamma, const std::vector<float>& beta,
                         bool on_the_fly, cudaStream_t stream) {
   const StemOnDevice<T> d = stem_forward(pool, format, x, gamma, beta, on_the_fly, stream);
@@ -103,7 +103,7 @@ StemForward<T> run_stem(const cpu::PoolShape& pool, MemoryFormat format, const s
           to_host(d.running_mean, stream), to_host(d.running_var, stream)};
 }
 
-const cpu::PoolShape kShapes[] = {
+const PoolShape kShapes[] = {
     {2, 64, 16, 16, 3, 2, 1},  // the imagenet stem's window on a small plane
     {3, 5, 9, 7, 3, 2, 1},     // odd channels and planes: single-value loads
     {2, 8, 14, 14, 3, 2, 1},   // 8 channels: 16-byte NHWC loads of 16-bit values
@@ -114,7 +114,7 @@ const cpu::PoolShape kShapes[] = {
 // BatchNorm's number of values, with the case in doctest's context for a failure's message.
 template <typename Check>
 void for_each_case(const Check& check) {
-  for (const cpu::PoolShape& pool : kShapes) {
+  for (const PoolShape& pool : kShapes) {
     for (MemoryFormat format : {MemoryFormat::nchw, MemoryFormat::nhwc}) {
       CAPTURE(pool.channels);
       CAPTURE(pool.in_h);
@@ -138,7 +138,7 @@ struct StemInputs {
 };
 
 template <typename T>
-StemInputs<T> random_inputs(Rng& rng, const cpu::PoolShape& pool, size_t count, double beta_low,
+StemInputs<T> random_inputs(Rng& rng, const PoolShape& pool, size_t count, double beta_low,
                             double beta_high) {
   const auto channels = static_cast<size_t>(pool.channels);
   StemInputs<T> in;
@@ -152,7 +152,7 @@ template <typename T>
 void check_type() {
   cuda::ComputeContext context;
   cudaStream_t stream = context.stream();
-  for_each_case([&](const cpu::PoolShape& pool, MemoryFormat format, size_t count) {
+  for_each_case([&](const PoolShape& pool, MemoryFormat format, size_t count) {
     Rng rng(derive_seed(count, "batchnorm maxpool"));
     const StemInputs<T> in = random_inputs<T>(rng, pool, count, -1.0, 0.0);
     const StemForward<T> stored = run_stem(pool, format, in.x, in.gamma, in.beta, false, stream);
@@ -181,7 +181,7 @@ TEST_CASE("the stem's max-pool of BatchNorm normalised on the fly matches the st
 
 TEST_CASE("the max-pool of BatchNorm on the fly refuses missing statistics") {
   cuda::ComputeContext context;
-  const cpu::PoolShape pool{1, 2, 4, 4, 3, 2, 1};
+  const PoolShape pool{1, 2, 4, 4, 3, 2, 1};
   CHECK_THROWS_AS(cuda::maxpool_forward_of_batchnorm_relu<float>(pool, nullptr, {}, nullptr,
                                                                  nullptr, context.stream(),
                                                                  MemoryFormat::nchw),

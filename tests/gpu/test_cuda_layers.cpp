@@ -31,7 +31,6 @@
 #include "support/test_tensors.h"
 
 using namespace rddp;
-using cuda::ConvShape;
 using cuda::DeviceBuffer;
 using testing::bitwise_equal;
 using testing::to_device;
@@ -642,14 +641,14 @@ TEST_CASE("broadcast_rows copies the row into every row") {
 }
 
 TEST_CASE("max pooling matches the CPU twin bit for bit: values, argmax and gradients") {
-  const cpu::PoolShape shapes[] = {
+  const PoolShape shapes[] = {
       {2, 3, 9, 9, 3, 2, 1},   {1, 2, 8, 7, 3, 2, 1},   {2, 4, 112, 112, 3, 2, 1},
       {1, 1, 1, 1, 3, 2, 1},   {3, 5, 6, 6, 2, 2, 0},   {2, 2, 7, 5, 3, 1, 1},
       {1, 3, 10, 10, 5, 3, 2},
   };
   cuda::ComputeContext context;
   cudaStream_t stream = context.stream();
-  for (const cpu::PoolShape& s : shapes) {
+  for (const PoolShape& s : shapes) {
     CAPTURE(s.in_h);
     CAPTURE(s.in_w);
     CAPTURE(s.kernel);
@@ -684,8 +683,8 @@ TEST_CASE("max pooling refuses the shapes its CPU twin refuses") {
   cuda::ComputeContext context;
   // Padding over half the window, and a window larger than the padded input; nothing is
   // launched, so the null buffers are never touched.
-  for (const cpu::PoolShape& s :
-       {cpu::PoolShape{1, 1, 4, 4, 3, 2, 2}, cpu::PoolShape{1, 1, 1, 1, 4, 1, 1}}) {
+  for (const PoolShape& s :
+       {PoolShape{1, 1, 4, 4, 3, 2, 2}, PoolShape{1, 1, 1, 1, 4, 1, 1}}) {
     CHECK_THROWS_AS(cuda::maxpool_forward<float>(s, nullptr, nullptr, nullptr, context.stream()),
                     Error);
     CHECK_THROWS_AS(cpu::maxpool_forward<float>(s, nullptr, nullptr, nullptr), Error);

@@ -9,7 +9,7 @@
 //     layout conversions: the input's NCHW -> NHWC, and the weights' OIHW -> OHWI -> OIHW round
 //     trip bit for bit.
 // Host-side permutations here are written as plain nested loops, independent of
-// kernels/layout_math.h, which tests/unit/test_layout_math.cpp checks on its own.
+// include/resnet_ddp/kernel_math/layout.h, which tests/unit/test_layout_math.cpp checks on its own.
 #include <doctest/doctest.h>
 
 #include <cuda_bf16.h>
@@ -185,14 +185,14 @@ TEST_CASE("an NHWC engine's SGD step matches the NCHW engine's, and its weight c
 }
 
 TEST_CASE("NHWC max pooling matches the CPU twin bit for bit, float and bfloat16") {
-  const cpu::PoolShape shapes[] = {
+  const PoolShape shapes[] = {
       {2, 3, 9, 9, 3, 2, 1}, {1, 2, 8, 7, 3, 2, 1},   {2, 64, 16, 16, 3, 2, 1},
       {1, 1, 1, 1, 3, 2, 1}, {3, 5, 6, 6, 2, 2, 0},   {2, 2, 7, 5, 3, 1, 1},
       {1, 3, 10, 10, 5, 3, 2},
   };
   cuda::ComputeContext context;
   cudaStream_t stream = context.stream();
-  for (const cpu::PoolShape& s : shapes) {
+  for (const PoolShape& s : shapes) {
     CAPTURE(s.channels);
     CAPTURE(s.in_h);
     CAPTURE(s.in_w);

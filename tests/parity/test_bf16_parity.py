@@ -1,4 +1,4 @@
-"""Our float32 -> bfloat16 rounding (kernels/bf16_math.h) against torch's .to(torch.bfloat16),
+"""Our float32 -> bfloat16 rounding (include/resnet_ddp/kernel_math/bf16.h) against torch's .to(torch.bfloat16),
 bit for bit, on random floats of every magnitude, subnormals, exact halfway cases, values just
 either side of halfway, signed zeros, Inf, NaN, bfloat16's largest finite value and the floats
 that overflow to Inf. NaN is compared as a class (both quiet NaN), since torch itself has no one

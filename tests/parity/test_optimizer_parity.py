@@ -62,7 +62,7 @@ def close_buffers(name, what, ours, theirs):
     return report(name, what, ours, theirs, 1e-5, atol)
 
 
-CHUNK = 64  # kernels/weight_decay_math.h: the mask's granularity
+CHUNK = 64  # include/resnet_ddp/kernel_math/weight_decay.h: the mask's granularity
 
 
 def check_optimizer(tool, workdir, rng, name, kind, lrs, no_decay_chunks=(), **options):

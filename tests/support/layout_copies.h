@@ -1,13 +1,13 @@
 #pragma once
 // A flat [N, C, H, W] tensor copied into the layout a kernel reads, and back: through
-// kernels/layout_math.h's index maps (tests/unit/test_layout_math.cpp checks those against
+// include/resnet_ddp/kernel_math/layout.h's index maps (tests/unit/test_layout_math.cpp checks those against
 // nested loops) for tests whose subject is not the layout itself, and by nested loops for
 // those whose subject it is.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
-#include "layout_math.h"
+#include "resnet_ddp/kernel_math/layout.h"
 #include "support/parallel_loops.h"
 
 namespace rddp::testing {
@@ -40,7 +40,7 @@ std::vector<T> from_layout(const std::vector<T>& stored, bool nhwc, int channels
   return out;
 }
 
-// [N, C, H, W] -> [N, H, W, C] and back by nested loops, without layout_math.h: the reference
+// [N, C, H, W] -> [N, H, W, C] and back by nested loops, without kernel_math/layout.h: the reference
 // for the kernels that permute (kernels/layout.cu).
 template <typename T>
 std::vector<T> nchw_to_nhwc(const std::vector<T>& x, int n, int c, int h, int w) {

@@ -8,7 +8,7 @@
 
 namespace rddp::testing {
 
-inline std::vector<uint8_t> window_places(const cpu::PoolShape& s,
+inline std::vector<uint8_t> window_places(const PoolShape& s,
                                           const std::vector<int32_t>& plane_index) {
   const int out_h = s.out_h(), out_w = s.out_w();
   std::vector<uint8_t> places(plane_index.size());

@@ -26,7 +26,7 @@
 #include "resnet_ddp/rng.h"
 #include "support/device_array.h"
 #include "support/test_tensors.h"
-#include "weight_decay_math.h"
+#include "resnet_ddp/kernel_math/weight_decay.h"
 
 namespace rddp::testing::optimizer_check {
 
@@ -71,7 +71,7 @@ enum class ScalarSource { by_value, device_memory };
 
 // Three steps of the kernel against three of CpuOptimizer<float>, from the same start, with
 // the gradients the kernel sees (bf16 ones widened to float exactly).
-// `no_decay` (kernels/weight_decay_math.h), when not empty, goes to both.
+// `no_decay` (include/resnet_ddp/kernel_math/weight_decay.h), when not empty, goes to both.
 template <typename Grad>
 void check_optimizer_kernel(const OptimizerConfig& config, size_t elements, size_t offset,
                             ScalarSource source, const Stream& stream,

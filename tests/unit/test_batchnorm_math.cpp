@@ -1,6 +1,6 @@
-// The maths of our BatchNorm kernels (kernels/batchnorm_math.h), run on the CPU in the order the
+// The maths of our BatchNorm kernels (include/resnet_ddp/kernel_math/batchnorm.h), run on the CPU in the order the
 // kernels run it: the same walkers hand each (block, thread) its loads
-// (kernels/batchnorm_partition.h), each thread's values go through the same group and merge
+// (include/resnet_ddp/kernel_math/batchnorm_partition.h), each thread's values go through the same group and merge
 // functions, blocks merge their threads down the same tree, and each channel's partials are
 // folded as a warp folds them. The results are compared with the CPU twin (src/cpu/batchnorm.cpp,
 // the GPU tests' oracle) and with the definitions computed directly in double, in both memory
@@ -17,8 +17,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "batchnorm_math.h"
-#include "batchnorm_partition.h"
+#include "resnet_ddp/kernel_math/batchnorm.h"
+#include "resnet_ddp/kernel_math/batchnorm_partition.h"
 #include "resnet_ddp/cpu/layers.h"
 #include "resnet_ddp/cuda/batchnorm_kernels.h"
 #include "resnet_ddp/error.h"
@@ -364,7 +364,7 @@ double check_close(const std::string& what, const std::vector<float>& got,
 std::vector<double> widened(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 
 // The definitions, directly in double over NCHW values: statistics by two passes, then each
-// formula of batchnorm_math.h's header comment as written there.
+// formula of kernel_math/batchnorm.h's header comment as written there.
 struct Direct {
   std::vector<double> mean, invstd, running_mean, running_var, y;
   std::vector<double> dgamma, dbeta, dx, g;

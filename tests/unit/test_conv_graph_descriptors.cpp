@@ -21,7 +21,7 @@ namespace {
 
 struct NetworkConv {
   std::string name;
-  cuda::ConvShape shape;
+  ConvShape shape;
   bool input_grad;  // the executor runs backward data (not for the stem: the input needs none)
 };
 
@@ -101,7 +101,7 @@ TEST_CASE("cuDNN's refusal of an operation is an error naming its status") {
   // A 3x3 convolution whose padded input is too small for the kernel has no output: cuDNN
   // refuses it, which shows that finalizing checks something. conv_graph_candidates turns such
   // a refusal into a fallback to the legacy API (tests/emu/engine/test_conv_graph_selection.cpp).
-  const cuda::ConvShape no_output{2, 16, 1, 1, 16, 3, 1, 0};
+  const ConvShape no_output{2, 16, 1, 1, 16, 3, 1, 0};
   const cuda::MathPolicy policy = policy_of(CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_NHWC);
   std::string message;
   try {

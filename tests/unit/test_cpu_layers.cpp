@@ -32,17 +32,17 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // ---------------------------------------------------------------------------------------------
 // Convolution
 
-size_t input_size(const cpu::ConvShape& s) {
+size_t input_size(const ConvShape& s) {
   return size_t(s.batch) * s.in_channels * s.in_h * s.in_w;
 }
-size_t output_size(const cpu::ConvShape& s) {
+size_t output_size(const ConvShape& s) {
   return size_t(s.batch) * s.out_channels * s.out_h() * s.out_w();
 }
-size_t weight_size(const cpu::ConvShape& s) {
+size_t weight_size(const ConvShape& s) {
   return size_t(s.out_channels) * s.in_channels * s.kernel * s.kernel;
 }
 
-std::string describe(const cpu::ConvShape& s) {
+std::string describe(const ConvShape& s) {
   std::ostringstream out;
   out << "x " << s.batch << "x" << s.in_channels << "x" << s.in_h << "x" << s.in_w << " -> "
       << s.out_channels << " channels, kernel " << s.kernel << " stride " << s.stride << " pad "
@@ -51,7 +51,7 @@ std::string describe(const cpu::ConvShape& s) {
 }
 
 // The definition, one output element at a time, with padding as an explicit bounds test.
-std::vector<double> conv_reference(const cpu::ConvShape& s, const std::vector<double>& x,
+std::vector<double> conv_reference(const ConvShape& s, const std::vector<double>& x,
                                    const std::vector<double>& w) {
   std::vector<double> y(output_size(s));
   size_t out = 0;
@@ -75,23 +75,23 @@ std::vector<double> conv_reference(const cpu::ConvShape& s, const std::vector<do
 
 // Every kind of convolution ResNet-18 has, at small sizes, plus the awkward cases and each
 // path through the implementation.
-const std::vector<cpu::ConvShape>& conv_shapes() {
-  static const std::vector<cpu::ConvShape> shapes = {
-      cpu::ConvShape{2, 5, 6, 7, 4, 1, 1, 0},    // 1x1, no unfolding
-      cpu::ConvShape{2, 4, 7, 7, 5, 1, 2, 0},    // 1x1 stride 2 (downsample)
-      cpu::ConvShape{2, 3, 8, 8, 6, 3, 1, 1},    // 3x3 pad 1
-      cpu::ConvShape{1, 3, 15, 15, 4, 7, 2, 3},  // the 7x7/2 stem on an odd input
-      cpu::ConvShape{2, 4, 9, 9, 3, 3, 2, 1},    // stride 2, odd input
-      cpu::ConvShape{3, 2, 5, 11, 3, 3, 1, 1},   // non-square
-      cpu::ConvShape{1, 1, 7, 4, 2, 3, 2, 0},    // one channel, no padding, stride leaves a row
-      cpu::ConvShape{2, 1, 6, 5, 2, 3, 1, 1},    // one input channel, batch > 1
-      cpu::ConvShape{1, 3, 2, 3, 2, 7, 2, 3},    // input smaller than the kernel
-      cpu::ConvShape{2, 2, 1, 1, 3, 7, 2, 3},    // 1x1 input under the stem: mostly padding
+const std::vector<ConvShape>& conv_shapes() {
+  static const std::vector<ConvShape> shapes = {
+      ConvShape{2, 5, 6, 7, 4, 1, 1, 0},    // 1x1, no unfolding
+      ConvShape{2, 4, 7, 7, 5, 1, 2, 0},    // 1x1 stride 2 (downsample)
+      ConvShape{2, 3, 8, 8, 6, 3, 1, 1},    // 3x3 pad 1
+      ConvShape{1, 3, 15, 15, 4, 7, 2, 3},  // the 7x7/2 stem on an odd input
+      ConvShape{2, 4, 9, 9, 3, 3, 2, 1},    // stride 2, odd input
+      ConvShape{3, 2, 5, 11, 3, 3, 1, 1},   // non-square
+      ConvShape{1, 1, 7, 4, 2, 3, 2, 0},    // one channel, no padding, stride leaves a row
+      ConvShape{2, 1, 6, 5, 2, 3, 1, 1},    // one input channel, batch > 1
+      ConvShape{1, 3, 2, 3, 2, 7, 2, 3},    // input smaller than the kernel
+      ConvShape{2, 2, 1, 1, 3, 7, 2, 3},    // 1x1 input under the stem: mostly padding
       // Small planes are unfolded several images at a time: 10x10 outputs go three to a
       // GEMM, so a batch of 4 ends with a partial chunk. A 1x1 convolution over a large plane
       // (one image per GEMM) reads its input directly.
-      cpu::ConvShape{4, 2, 10, 10, 3, 3, 1, 1},
-      cpu::ConvShape{2, 3, 16, 17, 4, 1, 1, 0},
+      ConvShape{4, 2, 10, 10, 3, 3, 1, 1},
+      ConvShape{2, 3, 16, 17, 4, 1, 1, 0},
   };
   return shapes;
 }
@@ -134,9 +134,9 @@ BatchNormRun run_batchnorm(const cpu::BatchNormShape& s, const std::vector<doubl
 // ---------------------------------------------------------------------------------------------
 // Pooling
 
-cpu::PoolShape pool_shape(int batch, int channels, int in_h, int in_w, int kernel, int stride,
+PoolShape pool_shape(int batch, int channels, int in_h, int in_w, int kernel, int stride,
                           int pad) {
-  cpu::PoolShape s;
+  PoolShape s;
   s.batch = batch;
   s.channels = channels;
   s.in_h = in_h;
@@ -147,10 +147,10 @@ cpu::PoolShape pool_shape(int batch, int channels, int in_h, int in_w, int kerne
   return s;
 }
 
-size_t input_size(const cpu::PoolShape& s) {
+size_t input_size(const PoolShape& s) {
   return size_t(s.batch) * s.channels * s.in_h * s.in_w;
 }
-size_t output_size(const cpu::PoolShape& s) {
+size_t output_size(const PoolShape& s) {
   return size_t(s.batch) * s.channels * s.out_h() * s.out_w();
 }
 
@@ -168,7 +168,7 @@ struct PoolResult {
   std::vector<int32_t> argmax;
 };
 
-PoolResult run_maxpool(const cpu::PoolShape& s, const std::vector<double>& x) {
+PoolResult run_maxpool(const PoolShape& s, const std::vector<double>& x) {
   PoolResult result{nan_filled<double>(output_size(s)), std::vector<int32_t>(output_size(s), -1)};
   cpu::maxpool_forward<double>(s, x.data(), result.y.data(), result.argmax.data());
   return result;
@@ -181,7 +181,7 @@ PoolResult run_maxpool(const cpu::PoolShape& s, const std::vector<double>& x) {
 TEST_CASE_TEMPLATE("conv2d forward matches the direct definition", T, float, double) {
   const double tolerance = std::is_same_v<T, float> ? 1e-5 : 1e-12;
   Rng rng(21);
-  for (const cpu::ConvShape& s : conv_shapes()) {
+  for (const ConvShape& s : conv_shapes()) {
     INFO(describe(s));
     // Inputs rounded to T first, so that the reference sees exactly what the layer sees.
     const auto x = converted<T>(random_uniform<double>(rng, input_size(s)));
@@ -196,7 +196,7 @@ TEST_CASE_TEMPLATE("conv2d forward matches the direct definition", T, float, dou
 
 TEST_CASE("conv2d backward: dx and dw match central differences") {
   Rng rng(22);
-  for (const cpu::ConvShape& s : conv_shapes()) {
+  for (const ConvShape& s : conv_shapes()) {
     INFO(describe(s));
     auto x = random_uniform<double>(rng, input_size(s));
     auto w = random_uniform<double>(rng, weight_size(s));
@@ -219,7 +219,7 @@ TEST_CASE("conv2d backward: dx and dw match central differences") {
 
 TEST_CASE("conv2d backward in float agrees with double") {
   Rng rng(23);
-  for (const cpu::ConvShape& s : conv_shapes()) {
+  for (const ConvShape& s : conv_shapes()) {
     INFO(describe(s));
     const auto x = random_uniform<double>(rng, input_size(s));
     const auto w = random_uniform<double>(rng, weight_size(s));
@@ -241,10 +241,10 @@ TEST_CASE("conv2d backward in float agrees with double") {
 
 TEST_CASE("conv2d refuses windows that do not fit") {
   float dummy = 0.0f;
-  auto s = cpu::ConvShape{1, 1, 2, 2, 1, 3, 1, 0};  // 2x2 input, 3x3 kernel, no padding
+  auto s = ConvShape{1, 1, 2, 2, 1, 3, 1, 0};  // 2x2 input, 3x3 kernel, no padding
   CHECK_THROWS_WITH_AS(cpu::conv2d_forward<float>(s, &dummy, &dummy, &dummy),
                        doctest::Contains("smaller than the 3x3 window"), Error);
-  s = cpu::ConvShape{1, 1, 4, 4, 1, 3, 0, 1};
+  s = ConvShape{1, 1, 4, 4, 1, 3, 0, 1};
   CHECK_THROWS_AS(cpu::conv2d_backward_data<float>(s, &dummy, &dummy, &dummy), Error);
 }
 

@@ -1,4 +1,4 @@
-// The bfloat16 maths of --grad-allreduce bf16 (kernels/bf16_math.h) and its host loops
+// The bfloat16 maths of --grad-allreduce bf16 (include/resnet_ddp/kernel_math/bf16.h) and its host loops
 // (dist/bf16_gradients.h), against a reference that rounds by comparing distances in double:
 // a different algorithm from the bit trick under test. tests/parity/test_bf16_parity.py
 // compares the same conversion with torch's bit for bit.
@@ -11,7 +11,7 @@
 #include <limits>
 #include <vector>
 
-#include "bf16_math.h"
+#include "resnet_ddp/kernel_math/bf16.h"
 #include "resnet_ddp/ddp/bf16_gradients.h"
 #include "resnet_ddp/rng.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "bf16_math.h"
+#include "resnet_ddp/kernel_math/bf16.h"
 #include "resnet_ddp/ddp/reducer.h"
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/rng.h"

@@ -1,4 +1,4 @@
-// kernels/fast_divide.h against the / operator: every divisor up to 4096 and the large ones
+// include/resnet_ddp/kernel_math/fast_divide.h against the / operator: every divisor up to 4096 and the large ones
 // (powers of two and their neighbours, primes, the largest), each with the dividends where a
 // multiplier rounded wrongly would fail first (just below and at every multiple near the top of
 // the range, the range's ends) and a spread of random ones, in both widths.
@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "fast_divide.h"
+#include "resnet_ddp/kernel_math/fast_divide.h"
 
 using namespace rddp::hd;
 

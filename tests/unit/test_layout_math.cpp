@@ -1,4 +1,4 @@
-// The memory-format index maths of kernels/layout_math.h, which the NHWC kernels use on the
+// The memory-format index maths of include/resnet_ddp/kernel_math/layout.h, which the NHWC kernels use on the
 // device, against plain nested loops over the logical (n, c, h, w) coordinates: every index of
 // several odd shapes (split by division and through fast divisors alike), and each permutation
 // a bijection whose inverse undoes it.
@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "layout_math.h"
+#include "resnet_ddp/kernel_math/layout.h"
 
 using namespace rddp;
 

@@ -1,4 +1,4 @@
-// The dynamic loss scale's maths (kernels/loss_scale_math.h) against torch.cuda.amp.GradScaler's
+// The dynamic loss scale's maths (include/resnet_ddp/kernel_math/loss_scale.h) against torch.cuda.amp.GradScaler's
 // documented behaviour: its defaults, growth after growth_interval consecutive finite steps,
 // backoff and a fresh count on any non-finite step, no growth into Inf, and 1/scale in double.
 #include <doctest/doctest.h>
@@ -7,7 +7,7 @@
 #include <cmath>
 #include <string>
 
-#include "loss_scale_math.h"
+#include "resnet_ddp/kernel_math/loss_scale.h"
 
 using namespace rddp;
 

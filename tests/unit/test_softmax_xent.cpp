@@ -19,7 +19,7 @@ namespace {
 // nn.CrossEntropyLoss(label_smoothing=eps) written out the long way, in long double (whose range
 // holds exp(+-1e4), so no shift is needed): log p_c = x_c - log(sum_j exp(x_j)), the loss
 // -sum_c target_c * log p_c, the gradient (p_c - target_c) / N. Nothing here comes from
-// softmax_xent_math.h.
+// kernel_math/softmax_xent.h.
 struct NaiveXent {
   long double loss = 0;
   std::vector<long double> dlogits;

@@ -18,7 +18,7 @@
 #include "resnet_ddp/rng.h"
 #include "resnet_ddp/weight_decay_mask.h"
 #include "support/decay_mask_check.h"
-#include "weight_decay_math.h"
+#include "resnet_ddp/kernel_math/weight_decay.h"
 
 using namespace rddp;
 

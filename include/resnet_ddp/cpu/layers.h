@@ -4,14 +4,9 @@
 // its outputs (gradients are not accumulated).
 #include <cstdint>
 
-namespace rddp::cpu {
+#include "resnet_ddp/layer_shapes.h"
 
-struct ConvShape {
-  int batch = 1, in_channels = 1, in_h = 1, in_w = 1;
-  int out_channels = 1, kernel = 1, stride = 1, pad = 0;
-  int out_h() const { return (in_h + 2 * pad - kernel) / stride + 1; }
-  int out_w() const { return (in_w + 2 * pad - kernel) / stride + 1; }
-};
+namespace rddp::cpu {
 
 // y[n, co, oh, ow] = sum over ci, kh, kw of w[co, ci, kh, kw] * x[n, ci, oh*s - p + kh, ...]
 // (no bias: every convolution of ResNet is followed by BatchNorm). Throws Error when the
@@ -52,15 +47,10 @@ void relu_forward(int64_t count, const T* x, T* y);
 template <typename T>
 void relu_backward(int64_t count, const T* y, const T* dy, T* dx);
 
-// Max pooling, kernel k, stride s, padding p (padding never wins). `argmax` records, for
-// each output, the flat index of the chosen input within its (n, c) plane: the first maximum
-// in row-major window order, as PyTorch picks it; a NaN in the window is chosen (the last
-// one if several). Throws Error when pad > kernel / 2 (PyTorch's limit).
-struct PoolShape {
-  int batch = 1, channels = 1, in_h = 1, in_w = 1, kernel = 3, stride = 2, pad = 1;
-  int out_h() const { return (in_h + 2 * pad - kernel) / stride + 1; }
-  int out_w() const { return (in_w + 2 * pad - kernel) / stride + 1; }
-};
+// Max pooling (layer_shapes.h). `argmax` records, for each output, the flat index of the chosen
+// input within its (n, c) plane: the first maximum in row-major window order, as PyTorch picks
+// it; a NaN in the window is chosen (the last one if several). Throws Error when
+// pad > kernel / 2 (PyTorch's limit).
 template <typename T>
 void maxpool_forward(const PoolShape& shape, const T* x, T* y, int32_t* argmax);
 template <typename T>

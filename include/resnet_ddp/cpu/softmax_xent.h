@@ -8,7 +8,7 @@ namespace rddp::cpu {
 struct XentResult {
   double loss = 0.0;  // mean over the batch, as nn.CrossEntropyLoss(reduction="mean")
   int64_t correct = 0;       // rows whose first maximal logit is the label
-  int64_t correct_top5 = 0;  // rows whose label is among the first 5 (softmax_xent_math.h)
+  int64_t correct_top5 = 0;  // rows whose label is among the first 5 (kernel_math/softmax_xent.h)
 };
 
 // loss_i = (1 - eps) * (-log p[label_i]) + eps / C * sum_c(-log p_c); dlogits = d(mean loss)/d

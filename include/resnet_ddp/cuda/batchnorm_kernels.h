@@ -1,5 +1,5 @@
 #pragma once
-// Our own BatchNorm2d kernels (kernels/batchnorm.cu; maths: kernels/batchnorm_math.h), in place
+// Our own BatchNorm2d kernels (kernels/batchnorm.cu; maths: include/resnet_ddp/kernel_math/batchnorm.h), in place
 // of cuDNN's legacy BatchNorm (BatchNormLayer), whose NHWC kernels take milliseconds a call on
 // an H100. Same semantics as BatchNormLayer and torch.nn.BatchNorm2d: per-channel statistics
 // over batch, height and width; eps kEpsilon; running_mean/var move by kMomentum towards the

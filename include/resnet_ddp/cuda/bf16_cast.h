@@ -1,6 +1,6 @@
 #pragma once
 // Host launchers of the casts of --grad-allreduce bf16 (kernels/bf16_cast.cu), on the maths of
-// kernels/bf16_math.h that the host twins in include/resnet_ddp/ddp/bf16_gradients.h share.
+// include/resnet_ddp/kernel_math/bf16.h that the host twins in include/resnet_ddp/ddp/bf16_gradients.h share.
 // Each only enqueues one kernel on `stream` and checks the launch.
 #include <cuda_runtime_api.h>
 

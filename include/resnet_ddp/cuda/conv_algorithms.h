@@ -10,13 +10,11 @@
 #include <tuple>
 #include <vector>
 
-#include "resnet_ddp/cpu/layers.h"
+#include "resnet_ddp/layer_shapes.h"
 #include "resnet_ddp/cuda/cudnn_descriptors.h"
 #include "resnet_ddp/cuda/engine_options.h"
 
 namespace rddp::cuda {
-
-using ConvShape = cpu::ConvShape;
 
 enum class ConvDirection { forward, backward_data, backward_filter };
 const char* to_string(ConvDirection direction);

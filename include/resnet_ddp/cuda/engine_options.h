@@ -2,7 +2,7 @@
 // The CUDA engine's own settings, beside the device-neutral EngineConfig (engine.h). No CUDA
 // library header is needed to set them, so that the trainer and the engine factory can carry
 // them without compiling against cuDNN.
-#include "loss_scale_math.h"
+#include "resnet_ddp/kernel_math/loss_scale.h"
 #include "resnet_ddp/batchnorm_impl.h"
 #include "resnet_ddp/memory_format.h"
 

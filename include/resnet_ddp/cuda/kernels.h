@@ -1,7 +1,7 @@
 #pragma once
 // Host launchers of our own CUDA kernels. Each one only enqueues work on `stream` (it never
 // synchronises), checks the launch, and may be captured into a CUDA graph. The maths of each
-// kernel lives in kernels/*_math.h, shared with its CPU twin.
+// kernel lives in include/resnet_ddp/kernel_math/, shared with its CPU twin.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
@@ -9,9 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "adamw_math.h"
-#include "loss_scale_math.h"
-#include "sgd_math.h"
+#include "resnet_ddp/kernel_math/adamw.h"
+#include "resnet_ddp/kernel_math/loss_scale.h"
+#include "resnet_ddp/kernel_math/sgd.h"
 
 namespace rddp::cuda {
 
@@ -22,7 +22,7 @@ namespace rddp::cuda {
 struct XentRow {
   float loss;            // the row's (smoothed) cross-entropy; NaN when the label is bad
   int32_t correct;       // 1 when the row's first maximal logit is the label
-  int32_t correct_top5;  // 1 when the label is among its first 5 (softmax_xent_math.h's rank)
+  int32_t correct_top5;  // 1 when the label is among its first 5 (kernel_math/softmax_xent.h's rank)
   int32_t bad_label;     // 1 when the label is outside [0, classes)
 };
 
@@ -72,7 +72,7 @@ void softmax_cross_entropy(const T* logits, const int32_t* labels, int batch, in
 // (parameters, moments, copy), so that the step is skipped without the host knowing.
 //
 // `no_decay`, when not null, is a device copy of the weight-decay mask
-// (kernels/weight_decay_math.h): the parameters it marks take no weight decay, as a param group
+// (include/resnet_ddp/kernel_math/weight_decay.h): the parameters it marks take no weight decay, as a param group
 // of weight_decay 0.
 
 struct ParamCopy16 {

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "resnet_ddp/cpu/layers.h"
+#include "resnet_ddp/layer_shapes.h"
 #include "resnet_ddp/cuda/kernels.h"
 #include "resnet_ddp/memory_format.h"
 
@@ -46,7 +46,7 @@ void broadcast_rows(int rows, int cols, const T* row, T* out, cudaStream_t strea
 // corner, padding included (the CPU twin holds the input's index in its plane instead).
 // Windows up to 16x16.
 template <typename T>
-void maxpool_forward(const cpu::PoolShape& shape, const T* x, T* y, uint8_t* argmax,
+void maxpool_forward(const PoolShape& shape, const T* x, T* y, uint8_t* argmax,
                      cudaStream_t stream, MemoryFormat format = MemoryFormat::nchw);
 // What maxpool_forward_of_batchnorm_relu normalises with: a training BatchNorm's save_mean and
 // save_invstd (batchnorm_forward_train's) and its gamma and beta, float [C], device memory.
@@ -58,13 +58,13 @@ struct BatchNormOnTheFly {
 // bit for bit, without writing that output or reading it back (the imagenet stem's, whose
 // backward recomputes its ReLU's mask: cuda::ReluMask).
 template <typename T>
-void maxpool_forward_of_batchnorm_relu(const cpu::PoolShape& shape, const T* x,
+void maxpool_forward_of_batchnorm_relu(const PoolShape& shape, const T* x,
                                        const BatchNormOnTheFly& stats, T* y, uint8_t* argmax,
                                        cudaStream_t stream, MemoryFormat format);
 // dx receives, at each input, the sum of dy over the outputs that chose it, added in output
 // order like the CPU twin, so the result is the same bit for bit. No atomics.
 template <typename T>
-void maxpool_backward(const cpu::PoolShape& shape, const T* dy, const uint8_t* argmax, T* dx,
+void maxpool_backward(const PoolShape& shape, const T* dy, const uint8_t* argmax, T* dx,
                       cudaStream_t stream, MemoryFormat format = MemoryFormat::nchw);
 
 // ---- kernels/global_avgpool.cu
@@ -77,7 +77,7 @@ template <typename T>
 void global_avgpool_backward(int batch, int channels, int spatial, const T* dy, T* dx,
                              cudaStream_t stream, MemoryFormat format = MemoryFormat::nchw);
 
-// ---- kernels/layout.cu (index maths: kernels/layout_math.h)
+// ---- kernels/layout.cu (index maths: include/resnet_ddp/kernel_math/layout.h)
 
 // y (NHWC) = x (NCHW), converted from From to To (rounding to nearest even when narrowing):
 // the network's input, in the pass that converts its type.
@@ -87,7 +87,7 @@ void nchw_to_nhwc(int batch, int channels, int height, int width, const From* x,
 
 // y = the network's input from a batch as it is uploaded: uint8 pixels [batch, height, width,
 // channels], normalised as ToTensor + Normalize do, (x / 255 - mean[c]) / stddev[c] in float
-// (pixel_math.h, the loader's formula), then converted to To like convert(), in `format`.
+// (kernel_math/pixel.h, the loader's formula), then converted to To like convert(), in `format`.
 // mean_stddev (device memory): the channels' means, then their standard deviations.
 template <typename To>
 void pixels_to_input(int batch, int channels, int height, int width, const uint8_t* hwc,

@@ -1,7 +1,7 @@
 #pragma once
 // Dynamic loss scaling on the device (kernels/loss_scaling.cu), the steps of
 // torch.cuda.amp.GradScaler around one optimizer step, with the maths of
-// kernels/loss_scale_math.h. The state is one loss_scale::StepState in device memory; every
+// include/resnet_ddp/kernel_math/loss_scale.h. The state is one loss_scale::StepState in device memory; every
 // launcher only enqueues work on `stream`, so a step never waits to learn whether it was
 // skipped. In a step, in this order:
 //   scale_loss_gradient   after the loss: d(loss)/d(logits) *= scale;
@@ -15,8 +15,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "adamw_math.h"
-#include "loss_scale_math.h"
+#include "resnet_ddp/kernel_math/adamw.h"
+#include "resnet_ddp/kernel_math/loss_scale.h"
 
 namespace rddp::cuda {
 

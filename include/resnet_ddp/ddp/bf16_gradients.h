@@ -2,7 +2,7 @@
 // The host side of --grad-allreduce bf16 (the CPU engine over MPI): each bucket's gradients
 // are compressed into bfloat16 staging bits scaled by the rank's share, summed across ranks in
 // bfloat16, and widened back into the float gradients. The element maths is kernels/
-// bf16_math.h, which the CUDA kernels (include/resnet_ddp/cuda/bf16_cast.h) share.
+// kernel_math/bf16.h, which the CUDA kernels (include/resnet_ddp/cuda/bf16_cast.h) share.
 #include <cstddef>
 #include <cstdint>
 

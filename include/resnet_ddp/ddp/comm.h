@@ -16,7 +16,7 @@ namespace rddp::ddp {
 class DistributedContext;
 class Watchdog;
 
-// bf16: bfloat16 as raw 2-byte bits (kernels/bf16_math.h); only Reduction::sum, whose every
+// bf16: bfloat16 as raw 2-byte bits (include/resnet_ddp/kernel_math/bf16.h); only Reduction::sum, whose every
 // pairwise addition is done in float and rounded to bfloat16, as NCCL's ncclBfloat16 sum does.
 enum class DataType { f32, f64, i64, u8, bf16 };
 size_t size_of(DataType type);

@@ -277,7 +277,7 @@ cudnnStatus_t describe(const char* function, cudnnTensorDescriptor_t x_desc,
   if (x.h + 2 * conv.pad_h < w.h || x.w + 2 * conv.pad_w < w.w)
     return failure(CUDNN_STATUS_BAD_PARAM, function, "the ", w.h, "x", w.w,
                    " filter does not fit the padded ", x.h, "x", x.w, " input");
-  const rddp::cpu::ConvShape s = conv_shape_of(x, w, conv.stride_h, conv.pad_h);
+  const rddp::ConvShape s = conv_shape_of(x, w, conv.stride_h, conv.pad_h);
   if (y.n != x.n || y.c != w.n || y.h != s.out_h() || y.w != s.out_w())
     return failure(CUDNN_STATUS_BAD_PARAM, function, "the output is ", y.n, "x", y.c, "x", y.h, "x",
                    y.w, " but the convolution gives ", x.n, "x", w.n, "x", s.out_h(), "x",
@@ -493,7 +493,7 @@ cudnnStatus_t run(const char* function, Direction direction, cudnnHandle_t handl
 // Fabricated milliseconds: the direction's multiply-adds at a nominal 1 TFLOP/s, scaled by the
 // candidate's place in the list.
 float fabricated_time(const Candidate& c, const ConvProblem& p) {
-  const rddp::cpu::ConvShape& s = p.shape;
+  const rddp::ConvShape& s = p.shape;
   const double flops =
       2.0 * s.batch * s.out_channels * s.in_channels * s.kernel * s.kernel * s.out_h() * s.out_w();
   return static_cast<float>(flops / 1e9 * c.relative_time);

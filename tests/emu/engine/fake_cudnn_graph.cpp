@@ -891,7 +891,7 @@ cudnnStatus_t describe(const OperationState& op, ConvProblem* p) {
   FAKE_CUDNN_TRY(check_operands_fit(op));
   const OperandNames n = operand_names(op.direction);
   const Layout &x = op.x->layout, &w = op.w->layout, &y = op.y->layout;
-  const rddp::cpu::ConvShape s = conv_shape_of(x, w, op.conv->stride, op.conv->pad);
+  const rddp::ConvShape s = conv_shape_of(x, w, op.conv->stride, op.conv->pad);
   if (y.n != x.n || y.c != w.n || y.h != s.out_h() || y.w != s.out_w())
     return refuse_finalize(CUDNN_STATUS_BAD_PARAM, operation_type(op.direction), n.y, " is ", y.n,
                            "x", y.c, "x", y.h, "x", y.w, " but the convolution of ", n.x, " and ",

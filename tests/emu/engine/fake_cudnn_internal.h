@@ -38,12 +38,12 @@ enum class Direction { forward, backward_data, backward_filter };
 struct ConvProblem {
   Layout x, w, y;
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
-  rddp::cpu::ConvShape shape;
+  rddp::ConvShape shape;
 };
 
 // The convolution of input x by filter w (square, as both stand-ins require), in the CPU twin's
 // terms: what the output must measure.
-inline rddp::cpu::ConvShape conv_shape_of(const Layout& x, const Layout& w, int stride, int pad) {
+inline rddp::ConvShape conv_shape_of(const Layout& x, const Layout& w, int stride, int pad) {
   return {x.n, x.c, x.h, x.w, w.n, w.h, stride, pad};
 }
 

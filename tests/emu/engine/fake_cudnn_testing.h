@@ -15,7 +15,7 @@
 
 namespace fake_cudnn_testing {
 
-using rddp::cpu::ConvShape;
+using rddp::ConvShape;
 
 class DeviceBytes {
  public:

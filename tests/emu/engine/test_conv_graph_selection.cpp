@@ -29,7 +29,7 @@ namespace {
 // plain with half the larger tensor's workspace; 6, the fallback, is plain with none.
 constexpr int kTensorCore = 3, kPlain = 0, kFallback = 6;
 
-const cuda::ConvShape kShape{2, 8, 6, 6, 16, 3, 1, 1};
+const ConvShape kShape{2, 8, 6, 6, 16, 3, 1, 1};
 constexpr size_t kLimit = size_t{64} << 20;
 
 cuda::MathPolicy graph_policy(cudnnDataType_t type, bool allow_tf32, bool deterministic) {

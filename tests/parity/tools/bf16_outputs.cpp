@@ -1,4 +1,4 @@
-// Writes what our bfloat16 maths (kernels/bf16_math.h, through the host loops of
+// Writes what our bfloat16 maths (include/resnet_ddp/kernel_math/bf16.h, through the host loops of
 // dist/bf16_gradients.h) makes of float32 values, for tests/parity/test_bf16_parity.py:
 //   bf16_outputs round IN OUT            OUT[i] = bits of bf16(IN[i])
 //   bf16_outputs compress IN OUT W       OUT[i] = bits of bf16(bf16(IN[i]) * (1/W)), one rank's

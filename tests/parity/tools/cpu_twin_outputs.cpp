@@ -5,7 +5,7 @@
 //     IN: N float32 parameters, then N float32 gradients per learning rate (one step each).
 //     OUT: the N parameters after the last step, then each moment buffer the optimizer keeps.
 //     no_decay_chunks: the chunks of 64 elements that take no weight decay
-//     (kernels/weight_decay_math.h), as a param group of weight_decay 0 in PyTorch.
+//     (include/resnet_ddp/kernel_math/weight_decay.h), as a param group of weight_decay 0 in PyTorch.
 //   cpu_twin_outputs xent IN OUT batch=B classes=C smoothing=eps
 //     IN: B*C float32 logits, then B int32 labels.
 //     OUT: the mean loss (float64), the top-1 and top-5 correct counts (int64), then B*C
@@ -22,7 +22,7 @@
 #include "resnet_ddp/cpu/softmax_xent.h"
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/optimizer.h"
-#include "weight_decay_math.h"
+#include "resnet_ddp/kernel_math/weight_decay.h"
 
 using namespace rddp;
 

@@ -6,9 +6,9 @@
 
 #include <cstdint>
 
-#include "fast_divide.h"
-#include "layout_math.h"
-#include "resnet_ddp/cpu/layers.h"
+#include "resnet_ddp/kernel_math/fast_divide.h"
+#include "resnet_ddp/kernel_math/layout.h"
+#include "resnet_ddp/layer_shapes.h"
 
 namespace rddp::cuda {
 
@@ -28,7 +28,7 @@ __device__ __forceinline__ uint8_t window_place(const Window& s, int oh, int ow,
 
 // The window of `shape`, after the checks that both the CPU twin and the one-byte argmax need;
 // throws Error naming what does not fit (maxpool.cu).
-Window pool_window(const cpu::PoolShape& shape);
+Window pool_window(const PoolShape& shape);
 
 // The outputs whose windows hold input (ih, iw): oh * stride - pad <= ih < that + kernel, rows
 // oh_begin..oh_end and columns ow_begin..ow_end (inclusive; none where a begin passes its end).

@@ -15,7 +15,7 @@
 //   (p_c - (1 - eps) * [c == y] - eps / C) / N,  with p_c = exp(z_c - lse).
 // Compute is the arithmetic type; the storage type of the logits only meets it in loads and
 // stores, so a bf16 or fp16 variant changes no formula.
-#include "host_device.h"
+#include "resnet_ddp/kernel_math/host_device.h"
 
 namespace rddp::xent {
 

@@ -4,7 +4,7 @@
 // give torchvision's bits.
 #include <stdint.h>
 
-#include "host_device.h"
+#include "resnet_ddp/kernel_math/host_device.h"
 
 namespace rddp::pixel {
 

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "host_device.h"
+#include "resnet_ddp/kernel_math/host_device.h"
 
 namespace rddp::bf16 {
 

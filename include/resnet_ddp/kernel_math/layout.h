@@ -12,8 +12,8 @@
 // Flat indices are int64_t: a batch of activations may exceed 2^31 elements.
 #include <stdint.h>
 
-#include "fast_divide.h"
-#include "host_device.h"
+#include "resnet_ddp/kernel_math/fast_divide.h"
+#include "resnet_ddp/kernel_math/host_device.h"
 
 namespace rddp::layout {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "host_device.h"
+#include "resnet_ddp/kernel_math/host_device.h"
 
 namespace rddp::weight_decay {
 

@@ -1,7 +1,7 @@
 #pragma once
 // SGD as torch.optim.SGD with dampening 0 (foreach=False, maximize=False), shared by the CUDA
 // kernel in kernels/optimizer_kernels.cu and the CPU optimizer in src/optimizer.cpp.
-#include "host_device.h"
+#include "resnet_ddp/kernel_math/host_device.h"
 
 namespace rddp::sgd {
 

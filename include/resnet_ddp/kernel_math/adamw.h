@@ -11,7 +11,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "host_device.h"
+#include "resnet_ddp/kernel_math/host_device.h"
 
 namespace rddp::adamw {
 

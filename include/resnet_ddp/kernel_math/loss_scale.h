@@ -12,7 +12,7 @@
 // each gradient by inv_scale and raises found_inf on any non-finite one).
 #include <cstdint>
 
-#include "host_device.h"
+#include "resnet_ddp/kernel_math/host_device.h"
 
 namespace rddp::loss_scale {
 

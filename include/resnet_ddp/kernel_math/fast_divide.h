@@ -16,7 +16,7 @@
 // tests/unit/test_fast_divide.cpp holds both against the / operator.
 #include <stdint.h>
 
-#include "host_device.h"
+#include "resnet_ddp/kernel_math/host_device.h"
 
 namespace rddp::hd {
 

@@ -1,7 +1,7 @@
 #pragma once
 // The maths of our BatchNorm2d kernels (kernels/batchnorm.cu): every per-value formula and every
 // way of combining two partial results. tests/unit/test_batchnorm_math.cpp drives the same
-// functions on the CPU, in the order the kernels apply them (kernels/batchnorm_partition.h says
+// functions on the CPU, in the order the kernels apply them (include/resnet_ddp/kernel_math/batchnorm_partition.h says
 // which thread and block see which values), against src/cpu/batchnorm.cpp and float64.
 //
 // Semantics: torch.nn.BatchNorm2d in training mode, which cuDNN's legacy BatchNorm computes too.
@@ -19,7 +19,7 @@
 // Statistics are moments (count, mean, M2 = sum of squared deviations from the mean), merged
 // pairwise by Chan, Golub and LeVeque's update: a channel of millions of values never goes
 // through one long running sum, and there is no sum(x^2) - M * mean^2 to cancel.
-#include "host_device.h"
+#include "resnet_ddp/kernel_math/host_device.h"
 
 namespace rddp::bn {
 

@@ -19,7 +19,7 @@
 // Offsets are int64_t: a tensor may hold more than 2^31 values.
 #include <stdint.h>
 
-#include "host_device.h"
+#include "resnet_ddp/kernel_math/host_device.h"
 
 namespace rddp::bn {
 
