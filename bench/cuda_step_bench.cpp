@@ -64,6 +64,7 @@
 #include "device_memory.h"
 #include "json_line.h"
 #include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/ddp/nccl_check.h"
 #include "resnet_ddp/cuda/cuda_engine.h"
 #include "resnet_ddp/cuda/device.h"
 #include "resnet_ddp/cuda/device_buffer.h"

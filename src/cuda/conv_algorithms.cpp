@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/cuda/cudnn_check.h"
 #include "resnet_ddp/cuda/conv_graph.h"
 #include "resnet_ddp/error.h"
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/cuda/cudnn_check.h"
 #include "resnet_ddp/cuda/handles.h"
 #include "resnet_ddp/error.h"
 

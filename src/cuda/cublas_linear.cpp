@@ -5,6 +5,7 @@
 #include "resnet_ddp/cuda/cublas_linear.h"
 
 #include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/cuda/cublas_check.h"
 #include "resnet_ddp/cuda/layer_kernels.h"
 #include "resnet_ddp/error.h"
 

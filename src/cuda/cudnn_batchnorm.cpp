@@ -1,6 +1,7 @@
 #include "resnet_ddp/cuda/cudnn_batchnorm.h"
 
 #include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/cuda/cudnn_check.h"
 #include "resnet_ddp/error.h"
 
 namespace rddp::cuda {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/cuda/cudnn_check.h"
 #include "resnet_ddp/cuda/conv_graph.h"
 #include "resnet_ddp/error.h"
 

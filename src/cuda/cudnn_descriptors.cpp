@@ -1,6 +1,7 @@
 #include "resnet_ddp/cuda/cudnn_descriptors.h"
 
 #include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/cuda/cudnn_check.h"
 
 namespace rddp::cuda {
 

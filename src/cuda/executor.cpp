@@ -10,6 +10,7 @@
 
 #include "resnet_ddp/cuda/batchnorm_kernels.h"
 #include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/cuda/cublas_check.h"
 #include "resnet_ddp/cuda/cublas_linear.h"
 #include "resnet_ddp/cuda/cudnn_batchnorm.h"
 #include "resnet_ddp/cuda/cudnn_conv.h"

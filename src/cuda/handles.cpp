@@ -1,6 +1,8 @@
 #include "resnet_ddp/cuda/handles.h"
 
 #include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/cuda/cudnn_check.h"
+#include "resnet_ddp/cuda/cublas_check.h"
 
 namespace rddp::cuda {
 

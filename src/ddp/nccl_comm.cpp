@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/ddp/nccl_check.h"
 #include "resnet_ddp/ddp/context.h"
 #include "resnet_ddp/ddp/fatal.h"
 #include "resnet_ddp/ddp/gpu_assignment.h"

@@ -16,6 +16,7 @@
 
 #include "resnet_ddp/cpu/layers.h"
 #include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/cuda/cublas_check.h"
 #include "resnet_ddp/cuda/conv_algorithms.h"
 #include "resnet_ddp/cuda/conv_graph.h"
 #include "resnet_ddp/cuda/cublas_linear.h"

@@ -5,7 +5,7 @@
 // Where two ranks of a node get the same GPU (fewer GPUs than ranks, or every rank given the same
 // CUDA_VISIBLE_DEVICES), every rank must refuse to share it instead.
 // Prints SKIPPED and exits 77 where no CUDA device answers.
-#include <cuda_runtime_api.h>
+#include <cuda_runtime.h>
 
 #include <chrono>
 #include <cmath>

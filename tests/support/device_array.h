@@ -4,7 +4,7 @@
 // go to the emulator's host memory.
 #include <doctest/doctest.h>
 
-#include <cuda_runtime_api.h>
+#include <cuda_runtime.h>
 
 #include <cstddef>
 #include <vector>

@@ -3,6 +3,9 @@
 #include <string>
 
 #include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/ddp/nccl_check.h"
+#include "resnet_ddp/cuda/cudnn_check.h"
+#include "resnet_ddp/cuda/cublas_check.h"
 
 using namespace rddp;
 
@@ -30,8 +33,12 @@ TEST_CASE("a failed CUDA runtime call names file:line, the call, the status and 
   CHECK(text.find("out of memory") != std::string::npos);
   CHECK(text.find("--batch-size") != std::string::npos);
   CHECK(message_of([] { RDDP_CUDA_CHECK(cudaSuccess); }) == "no error");
-  CHECK(message_of([] { RDDP_CUDA_CHECK(cudaErrorNoKernelImageForDevice); })
-            .find("-DCMAKE_CUDA_ARCHITECTURES") != std::string::npos);
+  const std::string no_image =
+      message_of([] { RDDP_CUDA_CHECK(cudaErrorNoKernelImageForDevice); });
+  CHECK(no_image.find("-DCMAKE_CUDA_ARCHITECTURES") != std::string::npos);
+  // Every architecture a user may run on, V100's with the toolkit that still builds for it.
+  for (const char* gpu : {"70 for V100 (CUDA 12 only)", "80 for A100", "90 for H100"})
+    CHECK_MESSAGE(no_image.find(gpu) != std::string::npos, no_image);
 }
 
 TEST_CASE("the call appears as written") {
