@@ -2,7 +2,7 @@
 // (src/ddp/bf16_gradients.cpp), bit for bit: the compression of --grad-allreduce bf16 over
 // NaNs, infinities, subnormals, rounding ties and random bit patterns with several shares, and
 // the widening of every bfloat16. Counts reach past kMaxBlocks * kThreads elements, where the
-// grid-stride loops go round again. tests/unit/test_dist_bf16_gradients.cpp holds the maths
+// grid-stride loops go round again. tests/unit/test_ddp_bf16_gradients.cpp holds the maths
 // to an independent rounding; tests/gpu/test_cuda_bf16.cpp runs the kernels on a GPU.
 #include <doctest/doctest.h>
 
@@ -32,7 +32,7 @@ float float_of(uint32_t bits) {
   return value;
 }
 
-// The floats whose rounding has a rule of its own (tests/unit/test_dist_bf16_gradients.cpp).
+// The floats whose rounding has a rule of its own (tests/unit/test_ddp_bf16_gradients.cpp).
 const uint32_t kSpecialBits[] = {
     0x00000000u, 0x80000000u, 0x3F800000u, 0xC0000000u,  // zeros, 1, -2
     0x7F800000u, 0xFF800000u,                            // infinities
