@@ -62,7 +62,7 @@
 #include <vector>
 
 #include "device_memory.h"
-#include "json_line.h"
+#include "resnet_ddp/json_line.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/ddp/nccl_check.h"
 #include "resnet_ddp/cuda/cuda_engine.h"
@@ -89,7 +89,7 @@
 #include "step_events.h"
 
 using namespace rddp;
-using bench::JsonLine;
+
 
 namespace {
 

@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "json_line.h"
+#include "resnet_ddp/json_line.h"
 #include "resnet_ddp/cuda/batchnorm_kernels.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/conv_algorithms.h"
@@ -545,7 +545,7 @@ std::vector<TimedConv> time_network_conv(const NetworkConv& c, bool tf32, cuda::
 std::string engine_text(const TimedConv& row) {
   return row.graph ? std::to_string(row.choice) : "legacy";
 }
-void engine_field(bench::JsonLine& line, const char* key, const TimedConv& row) {
+void engine_field(JsonLine& line, const char* key, const TimedConv& row) {
   if (row.graph)
     line.integer(key, row.choice);
   else
@@ -556,7 +556,7 @@ void engine_field(bench::JsonLine& line, const char* key, const TimedConv& row) 
 // bench/pytorch_convs.py times PyTorch's convolutions on, beside ours.
 std::string conv_record(const char* precision, const NetworkConv& c, const TimedConv& legacy,
                         const TimedConv& graph) {
-  bench::JsonLine line;
+  JsonLine line;
   line.string("record", "conv").string("precision", precision).string("name", c.name);
   line.integer("batch", kNetworkBatch).integer("in_channels", c.in_channels);
   line.integer("size", c.size).integer("out_channels", c.out_channels);

@@ -4,29 +4,29 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
-#include "resnet_ddp/cpu/gemm.h"
 #include "resnet_ddp/cuda/cuda_engine.h"
-#include "resnet_ddp/cuda/device.h"
 #include "resnet_ddp/cuda/graph_step_policy.h"
 #include "resnet_ddp/data/data_config.h"
-#include "resnet_ddp/data/malloc_tuning.h"
 #include "resnet_ddp/ddp/fatal.h"
 #include "resnet_ddp/engine_factory.h"
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/model_flops.h"
 #include "resnet_ddp/profile_range.h"
+#include "resnet_ddp/train/batch_wait.h"
 #include "resnet_ddp/train/checkpoint.h"
 #include "resnet_ddp/train/console.h"
 #include "resnet_ddp/train/data_starvation.h"
+#include "resnet_ddp/train/device_choice.h"
 #include "resnet_ddp/train/lr_schedule.h"
+#include "resnet_ddp/train/metrics_log.h"
 #include "resnet_ddp/train/preemption.h"
 #include "resnet_ddp/train/profiler_window.h"
 #include "resnet_ddp/train/replica_check.h"
+#include "resnet_ddp/train/run_text.h"
+#include "resnet_ddp/train/settings_table.h"
 #include "resnet_ddp/train/shared_folder_listing.h"
+#include "resnet_ddp/version.h"
 #include "resnet_ddp/weights.h"
 
 namespace rddp {
@@ -38,123 +38,6 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
-
-std::string fixed(double value, int digits) {
-  char text[64];
-  std::snprintf(text, sizeof(text), "%.*f", digits, value);
-  return text;
-}
-
-// Shortest form of a setting for the table: 0.001, 1e-08, 0.9.
-std::string general(double value) {
-  char text[64];
-  std::snprintf(text, sizeof(text), "%g", value);
-  return text;
-}
-
-// `separator` and "MFU 15.2%" where the device's peak is known (`mfu` finite), else nothing.
-std::string mfu_part(const char* separator, double mfu) {
-  return std::isfinite(mfu) ? separator + std::string("MFU ") + fixed(100.0 * mfu, 1) + "%" : "";
-}
-
-// A rank whose loader thread is stuck in a read (a hung mount) reaches no step boundary to
-// checkpoint at: once preempted, it ends the run with the preemption exit code, naming the file.
-std::string preempted_while_stuck(const data::DataWaitInterrupted& stuck) {
-  return std::string("preempted (") + (preemption_signal() == SIGUSR1 ? "SIGUSR1" : "SIGTERM") +
-         ") while waiting for data: " + stuck.what() + "; exiting with code " +
-         std::to_string(kExitPreempted) + " without a checkpoint; --resume continues from the "
-         "last one once the file system answers";
-}
-
-// One rank of many ends the whole job (the others wait in a collective); a run of one rank
-// unwinds to run_training, which returns the code.
-data::Loader::Lease next_batch(data::Loader& loader, int world_size) {
-  try {
-    return loader.next(preemption_requested);
-  } catch (const data::DataWaitInterrupted& stuck) {
-    if (world_size > 1) ddp::fatal_abort(preempted_while_stuck(stuck), kExitPreempted);
-    throw;
-  }
-}
-
-std::string percent(int64_t part, int64_t whole) {
-  return whole > 0 ? fixed(100.0 * part / whole, 2) + "%" : "-";
-}
-
-double mean_loss(const Metrics& m) { return m.count > 0 ? m.loss_sum / m.count : 0.0; }
-double accuracy(const Metrics& m) { return m.count > 0 ? static_cast<double>(m.correct) / m.count : 0.0; }
-double top5_accuracy(const Metrics& m) {
-  return m.count > 0 ? static_cast<double>(m.correct_top5) / m.count : 0.0;
-}
-
-// Top-1, and top-5 beside it where the model has more than five classes (with five or fewer it
-// is always 100 %), as ImageNet results are quoted: "69.76% (top-5 89.08%)".
-std::string accuracies(const Metrics& m, int classes) {
-  std::string text = percent(m.correct, m.count);
-  if (classes > 5) text += " (top-5 " + percent(m.correct_top5, m.count) + ")";
-  return text;
-}
-
-DeviceKind choose_device(DeviceChoice choice, std::string* why) {
-  std::string reason;
-  const int devices = cuda::cuda_device_count_or_zero(&reason);
-  switch (choice) {
-    case DeviceChoice::cpu:
-      *why = "--device cpu";
-      return DeviceKind::cpu;
-    case DeviceChoice::cuda:
-      if (devices == 0)
-        fail("--device cuda: no CUDA device answers (", reason, "); check nvidia-smi, CUDA_VISIBLE_DEVICES ",
-             "and the job's GPU request (e.g. srun --gpus-per-task=1), or use --device cpu");
-      *why = "--device cuda";
-      return DeviceKind::cuda;
-    case DeviceChoice::automatic:
-      break;
-  }
-  if (devices > 0) {
-    *why = "auto: " + std::to_string(devices) + " CUDA device(s) visible";
-    return DeviceKind::cuda;
-  }
-  *why = "auto: no CUDA device answers (" + reason + ")";
-  return DeviceKind::cpu;
-}
-
-// The JSON-lines metrics file, written by rank 0: one object per line.
-class MetricsLog {
- public:
-  MetricsLog(const std::string& path, bool active) {
-    if (path.empty() || !active) return;
-    file_.open(path, std::ios::app);
-    if (!file_) fail("--log-json: cannot open '", path, "' for appending; check the directory exists and is writable");
-  }
-  void write(const std::string& json_object) {
-    if (!file_.is_open()) return;
-    file_ << json_object << '\n';
-    file_.flush();
-  }
-
- private:
-  std::ofstream file_;
-};
-
-// Builds one JSON object from (key, number-or-string) pairs.
-class Json {
- public:
-  Json& num(const char* key, double value) {
-    char text[64];
-    std::snprintf(text, sizeof(text), "%.9g", value);
-    return raw(key, text);
-  }
-  Json& str(const char* key, const std::string& value) { return raw(key, "\"" + value + "\""); }
-  std::string text() const { return "{" + body_ + "}"; }
-
- private:
-  Json& raw(const char* key, const std::string& value) {
-    body_ += (body_.empty() ? "\"" : ",\"") + std::string(key) + "\":" + value;
-    return *this;
-  }
-  std::string body_;
-};
 
 HostBatch host_batch(const data::Batch& batch, BatchInput input) {
   HostBatch host;
@@ -185,6 +68,8 @@ class Trainer {
   void report_cuda_graphs() const;
   void report_conv_api() const;
   void show_settings() const;
+  // The metrics log's first record: what this run trains, where and how.
+  JsonLine start_record() const;
   Metrics evaluate(int epoch);
   // This rank's metrics since the last call; a loss that is no longer finite stops training.
   Metrics take_checked_metrics(int64_t epoch, int64_t step, double lr);
@@ -236,32 +121,6 @@ void Trainer::open_data() {
   steps_per_epoch_ = static_cast<int64_t>(train_loader_->steps_per_epoch());
   // A rank with more steps would wait forever in an allreduce the others never join.
   group_.require_same(steps_per_epoch_, "training steps per epoch");
-}
-
-// What the settings table says of each BatchNorm implementation.
-const char* batchnorm_description(BatchNormImpl impl) {
-  switch (impl) {
-    case BatchNormImpl::fused: return " (our kernels, ReLU and residual add folded in)";
-    case BatchNormImpl::cudnn: break;
-  }
-  return " (cuDNN)";
-}
-
-// The flags of our fastest measured step (fused BatchNorm in NHWC replayed from a CUDA graph:
-// about three times the images/s of cuDNN's BatchNorm in NCHW at 224x224 bf16 on an H100,
-// bench/results of 2026-11-28) that this run leaves out, space-separated; empty when it uses
-// them all. They are not the defaults until a whole GPU training run with them has been
-// compared with PyTorch's, so the settings table names them rather than leaving a user to find
-// them in the README.
-std::string faster_flags(const TrainOptions& options) {
-  std::string flags;
-  const auto add = [&](bool left_out, const char* flag) {
-    if (left_out) flags += (flags.empty() ? "" : " ") + std::string(flag);
-  };
-  add(options.cuda.batchnorm != BatchNormImpl::fused, "--batchnorm fused");
-  add(options.cuda.memory_format != MemoryFormat::nhwc, "--memory-format nhwc");
-  add(!options.cuda.cuda_graphs, "--cuda-graphs on");
-  return flags;
 }
 
 // Options that only mean something to the CUDA engine are refused, not ignored, when the run
@@ -393,85 +252,52 @@ void Trainer::make_engine_and_state() {
 }
 
 void Trainer::show_settings() const {
-  const OptimizerConfig& opt = options_.optimizer;
-  const std::string optimizer =
-      std::string(to_string(opt.kind)) + ", lr " + general(opt.lr) + ", weight decay " + general(opt.weight_decay) +
-      (opt.decay_norm_and_bias ? "" : " (not on BatchNorm and biases)") +
-      (opt.kind == OptimizerKind::sgd
-           ? ", momentum " + general(opt.momentum) + (opt.nesterov ? " (nesterov)" : "")
-           : ", betas " + general(opt.beta1) + "/" + general(opt.beta2) + ", eps " + general(opt.eps));
-  std::vector<std::pair<std::string, std::string>> rows = {
-      {"world size", std::to_string(group_.size()) + (group_.size() > 1 ? " ranks" : " rank")},
-      {"device", std::string(to_string(device_)) + " (" + engine_->device_name() +
-                     (device_ == DeviceKind::cpu ? std::string(", ") + cpu::to_string(cpu::gemm_kernel()) + " GEMM"
-                                                 : "") +
-                     "; " + device_reason_ + ")"},
-      {"data", data_.train->description()},
-      {"validation", data_.val ? data_.val->description() : "none"},
-      {"model", "ResNet-18, " + spec_summary(engine_config_.spec) + ", " +
-                    std::to_string(engine_->layout().parameter_count()) + " parameters"},
-      {"MFU", device_ == DeviceKind::cuda
-                  ? (peak_.tflops > 0 ? "against " : "") + peak_.basis + "; " + fixed(flops_per_image_ / 1e9, 2) +
-                        " GFLOP per training image (3 x 2 x forward multiply-adds)"
-                  : std::string("not reported on the CPU")},
-      {"start", init_note_},
-      {"train transform", data::to_string(data_.train_transform)},
-      {"eval transform", data::to_string(data_.eval_transform)},
-      {"normalisation", data_.normalization.name +
-                            (engine_config_.input == BatchInput::pixels
-                                 ? " (on the GPU, from the batch's uint8 pixels)"
-                                 : " (by the loader's threads)")},
-      {"batch size", std::to_string(data_config_.batch_size) + " per rank, " +
-                         std::to_string(data_config_.batch_size * group_.size()) + " effective"},
-      {"steps", std::to_string(steps_per_epoch_) + " per epoch x " + std::to_string(options_.epochs) + " epochs" +
-                    (options_.max_steps ? ", at most " + std::to_string(options_.max_steps) : "")},
-      {"optimizer", optimizer},
-      {"lr schedule", std::string(to_string(options_.lr_schedule)) +
-                          (options_.warmup_epochs > 0 ? ", warm-up " + general(options_.warmup_epochs) + " epochs" : "")},
-      {"label smoothing", general(options_.label_smoothing)},
-      {"precision", std::string(to_string(options_.precision)) +
-                        (device_ == DeviceKind::cuda
-                             ? std::string(", ") + (options_.cuda.deterministic ? "deterministic" : "fastest") +
-                                   " cuDNN algorithms, " + (options_.cuda.conv_search == cuda::ConvAlgorithmSearch::timed ? "timed" : "heuristic") +
-                                   " choice" + (options_.cuda.conv_api == cuda::ConvApi::graph ? " among the graph API's plans" : "")
-                             : std::string(" (the CPU always computes in float32)"))},
-      {"memory format", device_ == DeviceKind::cuda
-                            ? std::string(to_string(options_.cuda.memory_format)) +
-                                  (options_.memory_format_given ? "" : " (the default)")
-                            : std::string("nchw (the CPU engine's only layout)")},
-      {"batchnorm", device_ == DeviceKind::cuda ? std::string(to_string(options_.cuda.batchnorm)) +
-                                                      batchnorm_description(options_.cuda.batchnorm)
-                                                : std::string("the CPU engine's")},
-      {"cuda graphs", options_.cuda.cuda_graphs
-                          ? "on: the training step captured after " +
-                                std::to_string(cuda::GraphStepPolicy::kWarmupSteps) +
-                                " eager steps and replayed; smaller batches and evaluation eager"
-                          : std::string("off")},
-      {"loader", std::to_string(train_loader_->workers()) + " worker thread(s) per rank, " +
-                     allocator_->description() + " batch buffers, " +
-                     data::keep_freed_image_memory()},
-      {"communication", group_.describe()},
-      {"grad allreduce", options_.grad_allreduce == ddp::GradAllreduce::bf16
-                                 ? std::string("bf16: sent and summed as bfloat16, half the bytes of fp32 "
-                                               "(DDP's bf16_compress_hook)") +
-                                       (group_.size() > 1 ? "" : "; with one rank it only rounds the gradients")
-                                 : std::string("fp32")},
-      {"checkpoints", options_.checkpoint_dir.empty() ? "none" : options_.checkpoint_dir},
-      {"replica check", group_.size() > 1 ? "every rank's weights and optimizer state against rank 0's "
-                                            "(CRC-32) after every epoch and before every checkpoint"
-                                          : "none (one rank)"},
-      {"profiling", "NVTX ranges in domain resnet_ddp" +
-                        (options_.profile_first_step == 0
-                             ? std::string()
-                             : "; profiler collects global steps " + std::to_string(options_.profile_first_step) +
-                                   " to " + std::to_string(options_.profile_last_step) +
-                                   (device_ == DeviceKind::cuda ? " (cudaProfilerStart/Stop)"
-                                                                : " (the \"profiled steps\" range)"))},
-  };
-  const std::string faster = faster_flags(options_);
-  if (device_ == DeviceKind::cuda && !faster.empty())
-    rows.push_back({"speed", "faster with " + faster + " (README: Results)"});
-  console_.table("resnet_ddp", rows);
+  SettingsFacts facts{options_, engine_config_, data_, data_config_};
+  facts.world_size = group_.size();
+  facts.communication = group_.describe();
+  facts.device = device_;
+  facts.device_reason = device_reason_;
+  facts.device_name = engine_->device_name();
+  facts.parameters = engine_->layout().parameter_count();
+  facts.peak = peak_;
+  facts.flops_per_image = flops_per_image_;
+  facts.start = init_note_;
+  facts.steps_per_epoch = steps_per_epoch_;
+  facts.loader_workers = train_loader_->workers();
+  facts.batch_buffers = allocator_->description();
+  console_.table("resnet_ddp", settings_rows(facts));
+}
+
+JsonLine Trainer::start_record() const {
+  const CudaEngineOptions& cuda = options_.cuda;
+  JsonLine record;
+  record.string("type", "start")
+      .string("version", kVersion)
+      .integer("world_size", group_.size())
+      .string("device", to_string(device_))
+      .string("device_name", engine_->device_name())
+      .number("peak_tflops", peak_.tflops > 0 ? peak_.tflops : NAN)
+      .string("data", options_.data.path)
+      .string("dataset", data_.train->description())
+      .integer("train_images", static_cast<long long>(data_.train->size()))
+      .integer("val_images", data_.val ? static_cast<long long>(data_.val->size()) : 0)
+      .integer("classes", engine_config_.spec.num_classes)
+      .integer("image_size", engine_config_.height)
+      .string("stem", to_string(engine_config_.spec.stem))
+      .integer("batch_size", static_cast<long long>(data_config_.batch_size))
+      .integer("epochs", options_.epochs)
+      .integer("steps_per_epoch", steps_per_epoch_)
+      .string("precision", to_string(options_.precision))
+      .string("optimizer", to_string(options_.optimizer.kind))
+      .number("lr", options_.optimizer.lr)
+      .integer("seed", static_cast<long long>(options_.seed))
+      .number("flops_per_image", flops_per_image_);
+  if (device_ == DeviceKind::cuda)
+    record.string("memory_format", to_string(cuda.memory_format))
+        .string("batchnorm", to_string(cuda.batchnorm))
+        .string("conv_api", cuda::to_string(cuda.conv_api))
+        .boolean("cuda_graphs", cuda.cuda_graphs);
+  return record;
 }
 
 Metrics Trainer::take_checked_metrics(int64_t epoch, int64_t step, double lr) {
@@ -535,13 +361,14 @@ int Trainer::run() {
   show_settings();
 
   MetricsLog metrics_log(options_.log_json, console_.is_main());
+  metrics_log.write(start_record());
   const int classes = engine_config_.spec.num_classes;
   if (options_.eval_only) {
     if (!val_loader_) fail("--eval: the data set has no validation split; add --val-split FRACTION");
     const Metrics val = evaluate(0);
     console_.info("validation: loss " + fixed(mean_loss(val), 4) + ", accuracy " + accuracies(val, classes));
-    metrics_log.write(Json().str("type", "eval").num("val_loss", mean_loss(val)).num("val_accuracy", accuracy(val))
-                          .num("val_top5_accuracy", top5_accuracy(val)).text());
+    metrics_log.write(JsonLine().string("type", "eval").number("val_loss", mean_loss(val)).number("val_accuracy", accuracy(val))
+                          .number("val_top5_accuracy", top5_accuracy(val)));
     return 0;
   }
 
@@ -549,7 +376,10 @@ int Trainer::run() {
   const LrScheduleFn schedule(options_, steps_per_epoch_);
   // Progress lines need the device's metrics, which waits for it: on a terminal a little more
   // often than in a log file, never every step.
-  const int64_t report_every = console_.interactive() ? std::min(options_.print_every, 10) : options_.print_every;
+  // Rank 0's terminal decides for every rank: each report sums the ranks' metrics.
+  const int64_t report_every = std::stoll(group_.broadcast_from_rank0(
+      std::to_string(console_.interactive() ? std::min(options_.print_every, 10) : options_.print_every),
+      "steps between progress reports"));
   global_step_ = last_finite_step_ = start_.global_step;
   ProfilerWindow profiler(*engine_, options_.profile_first_step, options_.profile_last_step);
   Metrics last_val;
@@ -560,8 +390,8 @@ int Trainer::run() {
     const Clock::time_point epoch_start = Clock::now();
     Clock::time_point window_start = epoch_start;
     train_loader_->start_epoch(static_cast<uint64_t>(epoch), static_cast<size_t>(first_step));
-    Metrics epoch_local, window;
-    double data_wait = 0, lr = schedule.at(global_step_);
+    Metrics epoch_local, window;  // this rank's epoch; the job's report window
+    double data_wait = 0, window_wait = 0, lr = schedule.at(global_step_);
     int64_t step = first_step;
     while (true) {
       profiler.before_step(global_step_ + 1);
@@ -574,6 +404,7 @@ int Trainer::run() {
         }();
         if (!lease) break;
         data_wait += lease->wait_seconds;
+        window_wait += lease->wait_seconds;
         lr = schedule.at(global_step_);
         const ProfileRange range("train step " + std::to_string(global_step_ + 1));
         engine_->train_step(host_batch(*lease, engine_config_.input), lr, train_step_hooks());
@@ -583,26 +414,29 @@ int Trainer::run() {
       profiler.after_step(global_step_);
       const bool at_max = options_.max_steps > 0 && global_step_ >= options_.max_steps;
       if (step % report_every == 0 || step == steps_per_epoch_ || at_max) {
-        // Rank 0's own running metrics: a progress line needs no collective.
+        // The job's means over the window, as the epoch line gives them: one small sum a report.
         const Metrics recent = [&] {
           const ProfileRange range("read metrics");
           return take_checked_metrics(epoch, step, lr);
         }();
         epoch_local += recent;
-        window += recent;
-        const double images_per_s = window.count * group_.size() / seconds_since(window_start);
+        window += group_.sum(recent);
+        const double window_seconds = seconds_since(window_start);
+        const double images_per_s = window.count / window_seconds;
         const double mfu = model_flop_utilisation(images_per_s / group_.size(), flops_per_image_, peak_.tflops);
         console_.progress("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(options_.epochs) + " step " +
                           std::to_string(step) + "/" + std::to_string(steps_per_epoch_) + "  loss " +
                           fixed(mean_loss(window), 4) + "  acc " + percent(window.correct, window.count) + "  lr " +
                           general(lr) + "  " + fixed(images_per_s, 0) + " img/s" + mfu_part("  ", mfu));
-        Json step_json;
-        step_json.str("type", "step").num("epoch", epoch + 1).num("global_step", global_step_)
-            .num("lr", lr).num("loss", mean_loss(window)).num("accuracy", accuracy(window))
-            .num("images_per_s", images_per_s);
-        if (std::isfinite(mfu)) step_json.num("mfu", mfu);
-        metrics_log.write(step_json.text());
+        JsonLine step_json;
+        step_json.string("type", "step").number("epoch", epoch + 1).number("global_step", global_step_)
+            .number("lr", lr).number("loss", mean_loss(window)).number("accuracy", accuracy(window))
+            .number("images_per_s", images_per_s)
+            .number("data_wait_share", window_seconds > 0 ? window_wait / window_seconds : 0.0);
+        if (std::isfinite(mfu)) step_json.number("mfu", mfu);
+        metrics_log.write(step_json);
         window = Metrics{};
+        window_wait = 0;
         window_start = Clock::now();
       }
       if (group_.any(preemption_requested())) {
@@ -660,21 +494,21 @@ int Trainer::run() {
                     " optimizer step(s) skipped for Inf/NaN gradients (" + std::to_string(train.nonfinite_losses) +
                     " with a non-finite loss, left out of the mean), each halving the loss scale; a few early "
                     "in training are normal, many mean fp16 overflows: try --precision bf16 or a lower --lr");
-    Json epoch_json;
-    epoch_json.str("type", "epoch").num("epoch", epoch + 1).num("global_step", global_step_)
-        .num("lr", lr).num("train_loss", mean_loss(train)).num("train_accuracy", accuracy(train))
-        .num("train_top5_accuracy", top5_accuracy(train))
-        .num("val_loss", mean_loss(val)).num("val_accuracy", accuracy(val))
-        .num("val_top5_accuracy", top5_accuracy(val))
-        .num("seconds", train_seconds).num("images_per_s", images_per_s)
-        .num("data_wait_share", wait_share)
-        .num("data_wait_share_max", most_wait.value)
-        .num("data_wait_share_max_rank", static_cast<double>(most_wait.rank));
-    if (std::isfinite(mfu)) epoch_json.num("mfu", mfu);
+    JsonLine epoch_json;
+    epoch_json.string("type", "epoch").number("epoch", epoch + 1).number("global_step", global_step_)
+        .number("lr", lr).number("train_loss", mean_loss(train)).number("train_accuracy", accuracy(train))
+        .number("train_top5_accuracy", top5_accuracy(train))
+        .number("val_loss", mean_loss(val)).number("val_accuracy", accuracy(val))
+        .number("val_top5_accuracy", top5_accuracy(val))
+        .number("seconds", train_seconds).number("images_per_s", images_per_s)
+        .number("data_wait_share", wait_share)
+        .number("data_wait_share_max", most_wait.value)
+        .number("data_wait_share_max_rank", static_cast<double>(most_wait.rank));
+    if (std::isfinite(mfu)) epoch_json.number("mfu", mfu);
     if (loss_scaling)
-      epoch_json.num("skipped_steps", static_cast<double>(train.skipped_steps))
-          .num("nonfinite_losses", static_cast<double>(train.nonfinite_losses));
-    metrics_log.write(epoch_json.text());
+      epoch_json.number("skipped_steps", static_cast<double>(train.skipped_steps))
+          .number("nonfinite_losses", static_cast<double>(train.nonfinite_losses));
+    metrics_log.write(epoch_json);
     // A run stopped by --max-steps mid-epoch saves where it stopped, so --resume carries on.
     if (step < steps_per_epoch_) checkpoint(epoch, step, /*always_compare=*/true);
     else checkpoint(epoch + 1, 0, /*always_compare=*/true);

@@ -11,8 +11,8 @@ and the cosine schedule, and evaluate after every epoch. The PyTorch side is
 tests/parity/ddp_reference.py, written as a PyTorch user would write it. Each step, the
 evaluations and the weights written at the end are compared:
   - the learning rate of every step, to the 9 digits resnet_ddp logs;
-  - the loss of every step (on several ranks, rank 0's batch), the validation loss and the top-1
-    and top-5 accuracy of every epoch;
+  - the loss of every step (on several ranks, the mean over the ranks' batches), the validation
+    loss and the top-1 and top-5 accuracy of every epoch;
   - the BatchNorm running statistics after the last step (rank 0's, which DDP broadcasts);
   - what training changed: the parameters after the last step minus the initial ones, as
     ||ours - PyTorch|| / ||PyTorch|| over all of them.
@@ -166,7 +166,12 @@ def run_pytorch(work, case, init):
     with open(settings_path, "w") as stream:
         json.dump(settings, stream)
     run([sys.executable, REFERENCE, settings_path], f"PyTorch ({case['name']}, {REFERENCE})")
-    steps = [json.loads(line) for line in open(os.path.join(out, "steps-rank0.jsonl"))]
+    # resnet_ddp logs the job's mean loss; DistributedSampler gives every rank equal batches, so
+    # that is the plain mean of the ranks' own losses.
+    per_rank = [[json.loads(line) for line in open(os.path.join(out, f"steps-rank{rank}.jsonl"))]
+                for rank in range(case["ranks"])]
+    steps = [dict(records[0], loss=sum(r["loss"] for r in records) / len(records))
+             for records in zip(*per_rank)]
     epochs = [json.loads(line) for line in open(os.path.join(out, "epochs.jsonl"))]
     return steps, epochs, torch.load(os.path.join(out, "final.pt"))
 
