@@ -61,7 +61,7 @@ Splits open_cifar(const std::string& path, CifarVersion version) {
   fail("no ", names.name, " files in ", path, ": looked for ", cifar_layouts_looked_for(version),
        ". Download ", names.python_archive, " (what torchvision downloads; read as it is or "
        "unpacked) or ", names.binary_archive, " from https://www.cs.toronto.edu/~kriz/cifar.html; "
-       "data/README.md shows the layouts");
+       "docs/data.md shows the layouts");
 }
 
 }  // namespace

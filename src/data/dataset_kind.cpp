@@ -23,7 +23,7 @@ constexpr KindName kKindNames[] = {
 // What to do when nothing matched.
 constexpr const char* kLayouts =
     "Point to the folder that holds the data (or to a CIFAR .tar.gz), or name the format "
-    "(cifar10, cifar100, idx, imagefolder, tiny-imagenet, packed, synthetic); data/README.md "
+    "(cifar10, cifar100, idx, imagefolder, tiny-imagenet, packed, synthetic); docs/data.md "
     "shows each layout";
 
 // Anything of that name counts: a reader then refuses what is not a regular file, saying what

@@ -37,7 +37,7 @@ FolderListing list_image_folder(const std::string& root, bool may_be_absent) {
   listing.classes = list_subfolders(root);
   if (listing.classes.empty())
     fail("image folder ", root, " has no class subdirectories: it must hold one folder per "
-         "class with that class's images in it (ImageFolder's layout, data/README.md)");
+         "class with that class's images in it (ImageFolder's layout, docs/data.md)");
 
   std::vector<std::string> tops;
   for (const std::string& name : listing.classes) tops.push_back(join_path(root, name));

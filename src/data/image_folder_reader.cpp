@@ -28,7 +28,7 @@ Splits open_image_folder(const std::string& dir, int channels, const FolderListe
   const std::string train_dir = join_path(dir, "train");
   if (!is_directory(train_dir))
     fail("image folder data set ", dir, " has no train/ subdirectory: it must hold train/<class>/"
-         "<images> and, for validation, val/<class>/<images> (data/README.md)");
+         "<images> and, for validation, val/<class>/<images> (docs/data.md)");
   FolderListing train = list(train_dir, false);
   const int num_classes = int(train.classes.size());
   // Described before the files move into the data set: arguments are evaluated in no set order.

@@ -1,5 +1,5 @@
 // resnet_ddp_pack: decodes an image folder (or Tiny-ImageNet) once into packed files that
-// resnet_ddp memory-maps, so that training decodes no JPEG. See data/README.md.
+// resnet_ddp memory-maps, so that training decodes no JPEG. See docs/data.md.
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
