@@ -14,4 +14,12 @@ inline std::filesystem::path fresh_dir(const std::string& suite, const std::stri
   return dir;
 }
 
+// fresh_dir for the calling test file: its suite is the file's name without "test_" and the
+// extension (test_data_pack.cpp: data_pack).
+inline std::string scratch_dir(const std::string& name, const char* file = __builtin_FILE()) {
+  std::string suite = std::filesystem::path(file).stem().string();
+  if (suite.rfind("test_", 0) == 0) suite.erase(0, 5);
+  return fresh_dir(suite, name).string();
+}
+
 }  // namespace rddp::testing

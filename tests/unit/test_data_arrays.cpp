@@ -18,10 +18,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string fresh_dir(const std::string& name) {
-  return testing::fresh_dir("data_arrays", name).string();
-}
-
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary);
   out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
@@ -122,7 +118,7 @@ IdxSet write_idx(const std::string& dir, bool gzip, Rng& rng, uint8_t max_label 
 
 TEST_CASE("CIFAR-10 binary: five training files and a test file, planes turned to HWC") {
   Rng rng(1);
-  const std::string dir = fresh_dir("cifar10");
+  const std::string dir = testing::scratch_dir("cifar10");
   const CifarFiles files = write_cifar10(dir, 3, rng);
   const Splits splits = open_cifar10(dir);
   REQUIRE(splits.train->size() == 15);
@@ -135,7 +131,7 @@ TEST_CASE("CIFAR-10 binary: five training files and a test file, planes turned t
   CHECK(splits.train->source(7) == dir + "/data_batch_3.bin record 1");
 
   // The tarball's own folder inside the given one is found too.
-  const std::string outer = fresh_dir("cifar10_outer");
+  const std::string outer = testing::scratch_dir("cifar10_outer");
   fs::create_directories(outer + "/cifar-10-batches-bin");
   write_cifar10(outer + "/cifar-10-batches-bin", 1, rng);
   CHECK(open_cifar10(outer).train->size() == 5);
@@ -143,7 +139,7 @@ TEST_CASE("CIFAR-10 binary: five training files and a test file, planes turned t
 
 TEST_CASE("CIFAR-100 binary uses the fine label, the second byte") {
   Rng rng(2);
-  const std::string dir = fresh_dir("cifar100");
+  const std::string dir = testing::scratch_dir("cifar100");
   std::vector<std::vector<uint8_t>> labels, planes;
   for (int r = 0; r < 4; ++r) {
     labels.push_back({uint8_t(rng.below(20)), uint8_t(rng.below(100))});
@@ -160,7 +156,7 @@ TEST_CASE("CIFAR-100 binary uses the fine label, the second byte") {
 
 TEST_CASE("damaged CIFAR files are refused naming the file") {
   Rng rng(3);
-  const std::string dir = fresh_dir("cifar_bad");
+  const std::string dir = testing::scratch_dir("cifar_bad");
   write_cifar10(dir, 2, rng);
   SUBCASE("truncated") {
     fs::resize_file(dir + "/data_batch_4.bin", 2 * 3073 - 100);
@@ -188,7 +184,7 @@ TEST_CASE("idx files, plain or gzip, give the stored bytes and labels") {
   for (bool gzip : {false, true}) {
     CAPTURE(gzip);
     Rng rng(gzip ? 4 : 5);
-    const std::string dir = fresh_dir(gzip ? "idx_gz" : "idx_plain");
+    const std::string dir = testing::scratch_dir(gzip ? "idx_gz" : "idx_plain");
     const IdxSet set = write_idx(dir, gzip, rng);
     const Splits splits = open_idx(dir);
     REQUIRE(splits.train->size() == 7);
@@ -209,7 +205,7 @@ TEST_CASE("idx files, plain or gzip, give the stored bytes and labels") {
 
 TEST_CASE("bad idx files are refused naming the file") {
   Rng rng(6);
-  const std::string dir = fresh_dir("idx_bad");
+  const std::string dir = testing::scratch_dir("idx_bad");
   write_idx(dir, false, rng);
   const std::string images = dir + "/train-images-idx3-ubyte";
   SUBCASE("wrong magic number") {

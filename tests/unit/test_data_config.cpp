@@ -16,13 +16,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string fresh_dir(const std::string& name) {
-  return testing::fresh_dir("data_config", name).string();
-}
-
 // A CIFAR-10 binary tree with `per_file` black images of label 3 in each file.
 std::string write_cifar10(const std::string& name, size_t per_file) {
-  const std::string dir = fresh_dir(name);
+  const std::string dir = testing::scratch_dir(name);
   std::vector<char> record(3073, 0);
   record[0] = 3;
   for (const char* file : {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
@@ -81,7 +77,7 @@ TEST_CASE("CIFAR is detected and prepared the CIFAR way") {
 }
 
 TEST_CASE("image folders get RandomResizedCrop(224) and Resize(256) + CenterCrop(224)") {
-  const std::string dir = fresh_dir("folder");
+  const std::string dir = testing::scratch_dir("folder");
   fs::create_directories(dir + "/train/a");
   {
     // A 2x2 binary PPM.

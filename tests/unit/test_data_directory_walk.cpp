@@ -26,10 +26,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string fresh_dir(const std::string& name) {
-  return testing::fresh_dir("data_directory_walk", name).string();
-}
-
 // Listing needs no pixels: an empty file with an image's extension is listed as one.
 void touch(const std::string& path) {
   fs::create_directories(fs::path(path).parent_path());
@@ -55,7 +51,7 @@ FolderListing list_in_time(const std::string& root) {
 }  // namespace
 
 TEST_CASE("links back into the data set are skipped: the walk ends and labels stay right") {
-  const std::string data = fresh_dir("loops");
+  const std::string data = testing::scratch_dir("loops");
   const std::string train = data + "/train";
   touch(train + "/a/1.png");
   touch(train + "/a/sub/2.png");
@@ -83,7 +79,7 @@ TEST_CASE("links back into the data set are skipped: the walk ends and labels st
 }
 
 TEST_CASE("a link to a folder outside the data set is followed once, in the link's class") {
-  const std::string data = fresh_dir("outside");
+  const std::string data = testing::scratch_dir("outside");
   const std::string train = data + "/train", outside = data + "/elsewhere";
   touch(train + "/a/1.png");
   touch(train + "/b/3.png");
@@ -103,7 +99,7 @@ TEST_CASE("a link to a folder outside the data set is followed once, in the link
 }
 
 TEST_CASE("the data set's description says how many links were skipped") {
-  const std::string data = fresh_dir("description");
+  const std::string data = testing::scratch_dir("description");
   touch(data + "/train/a/1.png");
   touch(data + "/train/b/2.png");
   touch(data + "/val/a/3.png");
@@ -120,7 +116,7 @@ TEST_CASE("the data set's description says how many links were skipped") {
 }
 
 TEST_CASE("a class folder that is another class, or the split itself, is refused") {
-  const std::string data = fresh_dir("class_links");
+  const std::string data = testing::scratch_dir("class_links");
   const std::string train = data + "/train";
   touch(train + "/a/1.png");
   touch(train + "/b/2.png");
@@ -136,7 +132,7 @@ TEST_CASE("a class folder that is another class, or the split itself, is refused
 }
 
 TEST_CASE("FIFOs, sockets and devices named like images are refused when listed") {
-  const std::string data = fresh_dir("special");
+  const std::string data = testing::scratch_dir("special");
   const std::string train = data + "/train";
   touch(train + "/a/1.png");
   touch(train + "/b/2.png");
@@ -167,7 +163,7 @@ TEST_CASE("a folder too deep to name is refused, not left out unsaid") {
   const std::string parent = std::string(RDDP_TEST_TMP) + "/data_directory_walk";
   const std::string remove = "rm -rf '" + parent + "/deep'";
   REQUIRE(std::system(remove.c_str()) == 0);
-  const std::string data = fresh_dir("deep");
+  const std::string data = testing::scratch_dir("deep");
   touch(data + "/train/a/1.png");
   touch(data + "/train/b/2.png");
   // 900 levels of 5 characters: paths past PATH_MAX (4096), made one level at a time.

@@ -24,10 +24,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string fresh_dir(const std::string& name) {
-  return testing::fresh_dir("data_idx_bounds", name).string();
-}
-
 std::vector<uint8_t> idx_header(uint32_t magic, std::vector<uint32_t> dims) {
   std::vector<uint8_t> bytes;
   auto put = [&](uint32_t v) {
@@ -87,7 +83,7 @@ std::string error_of(const std::string& dir) {
 }  // namespace
 
 TEST_CASE("a .gz that inflates past its header's size is refused there, not at its end") {
-  const std::string dir = fresh_dir("bomb");
+  const std::string dir = testing::scratch_dir("bomb");
   write_small_set(dir);
   write_bomb(dir, 256);
   CHECK(fs::file_size(dir + "/train-images-idx3-ubyte.gz") < 1 << 20);
@@ -122,7 +118,7 @@ TEST_CASE("a .gz that inflates past its header's size is refused there, not at i
 }
 
 TEST_CASE("a .gz whose header promises more than it holds costs only what it holds") {
-  const std::string dir = fresh_dir("short");
+  const std::string dir = testing::scratch_dir("short");
   write_small_set(dir);
   fs::remove(dir + "/train-images-idx3-ubyte");
   gzFile file = gzopen((dir + "/train-images-idx3-ubyte.gz").c_str(), "wb");
@@ -138,7 +134,7 @@ TEST_CASE("a .gz whose header promises more than it holds costs only what it hol
 
 #if !defined(__SANITIZE_ADDRESS__)  // AddressSanitizer ends the program on such an allocation
 TEST_CASE("an idx file too large for memory is an Error naming it, not std::bad_alloc") {
-  const std::string dir = fresh_dir("too_large");
+  const std::string dir = testing::scratch_dir("too_large");
   write_small_set(dir);
   const std::string path = dir + "/train-images-idx3-ubyte";
   // 4 TiB of data that its size on disk confirms (a sparse file: no disk space).

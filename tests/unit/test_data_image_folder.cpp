@@ -28,10 +28,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string fresh_dir(const std::string& name) {
-  return testing::fresh_dir("data_image_folder", name).string();
-}
-
 void write_text(const std::string& path, const std::string& text) {
   fs::create_directories(fs::path(path).parent_path());
   std::ofstream(path) << text;
@@ -72,7 +68,7 @@ void write_jpeg(const std::string& path, const Image& image, int quality = 95) {
 
 TEST_CASE("an image folder lists classes and files as torchvision's ImageFolder does") {
   Rng rng(1);
-  const std::string root = fresh_dir("listing");
+  const std::string root = testing::scratch_dir("listing");
   const Image a = random_image(5, 7, 3, rng), b = random_image(9, 4, 3, rng), c = random_image(3, 3, 3, rng);
   // Class names sort as strings: "Zebra" < "ant" < "bee"; folders by full path, files by name.
   write_png(root + "/train/bee/b.PNG", b);
@@ -125,7 +121,7 @@ TEST_CASE("a folder listing survives its bytes; damaged bytes are refused") {
   FolderListing absent;
   absent.present = false;
   CHECK_FALSE(decode_listing(encode_listing(absent)).present);
-  CHECK_FALSE(list_image_folder(fresh_dir("absent") + "/nothing", true).present);
+  CHECK_FALSE(list_image_folder(testing::scratch_dir("absent") + "/nothing", true).present);
 
   CHECK_THROWS_WITH_AS(decode_listing(bytes.substr(0, bytes.size() - 1)),
                        doctest::Contains("ends early"), Error);
@@ -134,7 +130,7 @@ TEST_CASE("a folder listing survives its bytes; damaged bytes are refused") {
 
 TEST_CASE("JPEG, PNG, BMP and PGM decode; greyscale and RGB convert either way") {
   Rng rng(2);
-  const std::string root = fresh_dir("formats");
+  const std::string root = testing::scratch_dir("formats");
   const Image smooth = gradient_image(24, 32);
   write_jpeg(root + "/photo.JPG", smooth);
   const Image jpeg = decode_image_file(root + "/photo.JPG", 3);
@@ -183,7 +179,7 @@ TEST_CASE("JPEG, PNG, BMP and PGM decode; greyscale and RGB convert either way")
 }
 
 TEST_CASE("a cut-off JPEG is refused with its path; stray bytes before its end decode on") {
-  const std::string root = fresh_dir("damaged_jpeg");
+  const std::string root = testing::scratch_dir("damaged_jpeg");
   write_jpeg(root + "/whole.jpg", gradient_image(48, 64));
   std::ifstream in(root + "/whole.jpg", std::ios::binary);
   const std::string whole((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -223,7 +219,7 @@ TEST_CASE("a cut-off JPEG is refused with its path; stray bytes before its end d
 
 TEST_CASE("a JPEG's region decodes to the bytes of the whole image's, cropped") {
   Rng rng(9);
-  const std::string root = fresh_dir("regions");
+  const std::string root = testing::scratch_dir("regions");
   int files = 0;
   for (const auto& [height, width] : {std::pair{257, 333}, std::pair{48, 64}, std::pair{9, 17}})
     for (int stored_channels : {3, 1})
@@ -258,7 +254,7 @@ TEST_CASE("a JPEG's region decodes to the bytes of the whole image's, cropped") 
 
 TEST_CASE("RandomResizedCrop through the loader decodes regions and changes nothing") {
   Rng rng(4);
-  const std::string root = fresh_dir("loader_regions");
+  const std::string root = testing::scratch_dir("loader_regions");
   std::vector<LabelledFile> files;
   for (int i = 0; i < 12; ++i) {
     const std::string path = root + "/" + std::to_string(i) + (i % 3 == 2 ? ".png" : ".jpg");
@@ -297,7 +293,7 @@ TEST_CASE("RandomResizedCrop through the loader decodes regions and changes noth
 
 TEST_CASE("bad image folders are refused with the path that is wrong") {
   Rng rng(3);
-  const std::string root = fresh_dir("bad");
+  const std::string root = testing::scratch_dir("bad");
   const Image image = random_image(4, 4, 3, rng);
   write_png(root + "/train/cat/1.png", image);
   write_png(root + "/train/dog/1.png", image);
@@ -359,7 +355,7 @@ TEST_CASE("bad image folders are refused with the path that is wrong") {
 
 TEST_CASE("Tiny-ImageNet is read in its distributed layout") {
   Rng rng(4);
-  const std::string root = fresh_dir("tiny");
+  const std::string root = testing::scratch_dir("tiny");
   const Image a = random_image(64, 64, 3, rng), b = random_image(64, 64, 3, rng);
   // wnids.txt is not sorted; labels follow the sorted train/ folders.
   write_text(root + "/wnids.txt", "n02\nn01\n");
@@ -396,7 +392,7 @@ TEST_CASE("Tiny-ImageNet is read in its distributed layout") {
 }
 
 TEST_CASE("the format is detected from what the directory holds") {
-  const std::string root = fresh_dir("detect");
+  const std::string root = testing::scratch_dir("detect");
   fs::create_directories(root + "/c10/cifar-10-batches-bin");
   write_text(root + "/c10/cifar-10-batches-bin/data_batch_1.bin", "");
   CHECK(detect_dataset_kind(root + "/c10") == DatasetKind::cifar10);

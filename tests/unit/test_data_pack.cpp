@@ -29,10 +29,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string fresh_dir(const std::string& name) {
-  return testing::fresh_dir("data_pack", name).string();
-}
-
 // Smooth content with some noise, so that JPEG keeps it recognisable and resizing has
 // something to average.
 Image test_image(int height, int width, int channels, Rng& rng) {
@@ -57,7 +53,7 @@ void write_image(const std::string& path, const Image& image) {
 // An image folder of PNGs and JPEGs of many sizes: wider and taller than 256, exactly 256 on
 // the shorter side, and smaller than 256 (upscaled, as Resize(256) does).
 std::string make_folder(const std::string& name) {
-  const std::string root = fresh_dir(name);
+  const std::string root = testing::scratch_dir(name);
   Rng rng(7);
   const int sizes[][2] = {{300, 200}, {180, 260}, {256, 400}, {90, 100}, {256, 256}, {333, 257}};
   int n = 0;
@@ -185,7 +181,7 @@ TEST_CASE("validation from a 256 pack is byte-identical to Resize(256) + CenterC
 }
 
 TEST_CASE("Tiny-ImageNet packs at its own 64x64 and stays a fixed-size data set") {
-  const std::string root = fresh_dir("tiny");
+  const std::string root = testing::scratch_dir("tiny");
   Rng rng(11);
   std::ofstream(root + "/wnids.txt") << "n02\nn01\n";
   std::string annotations;
@@ -213,7 +209,7 @@ TEST_CASE("Tiny-ImageNet packs at its own 64x64 and stays a fixed-size data set"
 }
 
 TEST_CASE("packing refuses bad inputs, naming the file") {
-  const std::string root = fresh_dir("bad_input");
+  const std::string root = testing::scratch_dir("bad_input");
   Rng rng(5);
   write_image(root + "/train/a/good.png", test_image(20, 30, 3, rng));
   std::ofstream(root + "/train/a/broken.jpg") << "this is no JPEG";
@@ -225,7 +221,7 @@ TEST_CASE("packing refuses bad inputs, naming the file") {
 
   std::ofstream(root + "/train/a/broken.jpg", std::ios::trunc).close();
   fs::remove(root + "/train/a/broken.jpg");
-  const std::string cifar = fresh_dir("bad_input_cifar");
+  const std::string cifar = testing::scratch_dir("bad_input_cifar");
   std::ofstream(cifar + "/data_batch_1.bin") << "x";
   CHECK_THROWS_WITH_AS(pack_dataset(cifar, cifar + "/packed", PackOptions{}),
                        doctest::Contains("packs image folders"), Error);
@@ -238,7 +234,7 @@ TEST_CASE("packing refuses bad inputs, naming the file") {
 }
 
 TEST_CASE("every truncation and every single-bit flip of a pack is refused") {
-  const std::string dir = fresh_dir("damage");
+  const std::string dir = testing::scratch_dir("damage");
   const std::string path = make_small_pack(dir);
   open_and_read_all(path);
   const std::vector<uint8_t> good = file_bytes(path);
@@ -275,7 +271,7 @@ TEST_CASE("every truncation and every single-bit flip of a pack is refused") {
 }
 
 TEST_CASE("a pack of another version, or not a pack at all, is refused with what it is") {
-  const std::string dir = fresh_dir("version");
+  const std::string dir = testing::scratch_dir("version");
   const std::string path = make_small_pack(dir);
   std::vector<uint8_t> bytes = file_bytes(path);
   const std::string other = dir + "/other.rddp-pack";
@@ -293,7 +289,7 @@ TEST_CASE("a pack of another version, or not a pack at all, is refused with what
 }
 
 TEST_CASE("the pack writer refuses what the reader would refuse, and leaves no file") {
-  const std::string dir = fresh_dir("writer");
+  const std::string dir = testing::scratch_dir("writer");
   PackInfo info;
   info.short_side = 4;
   info.classes = {"only"};
@@ -314,7 +310,7 @@ TEST_CASE("the pack writer refuses what the reader would refuse, and leaves no f
 }
 
 TEST_CASE("a pack truncated under a running reader ends it with SIGBUS and a message naming it") {
-  const std::string dir = fresh_dir("sigbus");
+  const std::string dir = testing::scratch_dir("sigbus");
   const std::string path = make_small_pack(dir);
   const std::string log = dir + "/stderr.txt";
   // In a child: the signal must end a process, and this one runs the other tests.

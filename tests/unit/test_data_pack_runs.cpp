@@ -24,10 +24,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string fresh_dir(const std::string& name) {
-  return testing::fresh_dir("data_pack_runs", name).string();
-}
-
 // A binary PPM of `value`-coloured pixels: the images of two runs differ by it.
 void write_ppm(const std::string& path, int width, int height, uint8_t value) {
   fs::create_directories(fs::path(path).parent_path());
@@ -37,7 +33,7 @@ void write_ppm(const std::string& path, int width, int height, uint8_t value) {
 }
 
 std::string make_folder(const std::string& name, uint8_t value, bool with_val = true) {
-  const std::string root = fresh_dir(name);
+  const std::string root = testing::scratch_dir(name);
   for (const char* cls : {"ant", "bee"}) {
     write_ppm(root + "/train/" + cls + "/1.ppm", 12, 10, value);
     write_ppm(root + "/train/" + cls + "/2.ppm", 10, 14, value);
@@ -66,7 +62,7 @@ const std::set<std::string> kBothSplits = {"train.rddp-pack", "val.rddp-pack"};
 
 TEST_CASE("packing again without a validation split removes the earlier val.rddp-pack") {
   const std::string input = make_folder("no_val_input", 50);
-  const std::string out = fresh_dir("no_val_out");
+  const std::string out = testing::scratch_dir("no_val_out");
   pack(input, out);
   CHECK(names_in(out) == kBothSplits);
   fs::remove_all(input + "/val");
@@ -78,7 +74,7 @@ TEST_CASE("packing again without a validation split removes the earlier val.rddp
 }
 
 TEST_CASE("a val pack written by another run is refused beside the train pack") {
-  const std::string first = fresh_dir("first_out"), second = fresh_dir("second_out");
+  const std::string first = testing::scratch_dir("first_out"), second = testing::scratch_dir("second_out");
   pack(make_folder("first_input", 50), first);
   pack(make_folder("second_input", 200), second);
   CHECK_NOTHROW(open_packed(second));
@@ -95,7 +91,7 @@ TEST_CASE("a val pack written by another run is refused beside the train pack") 
 
 TEST_CASE("a run that fails leaves the earlier pack as it was, and nothing of its own") {
   const std::string input = make_folder("fail_input", 50);
-  const std::string out = fresh_dir("fail_out");
+  const std::string out = testing::scratch_dir("fail_out");
   pack(input, out);
   const std::vector<uint8_t> train = read_file(out + "/train.rddp-pack");
   const std::vector<uint8_t> val = read_file(out + "/val.rddp-pack");
@@ -110,7 +106,7 @@ TEST_CASE("a run that fails leaves the earlier pack as it was, and nothing of it
 
 TEST_CASE("what a killed run left is removed; a running pack's folder is not touched") {
   const std::string input = make_folder("leftover_input", 50);
-  const std::string out = fresh_dir("leftover_out");
+  const std::string out = testing::scratch_dir("leftover_out");
   // A process that has ended: its pid names no running pack.
   const pid_t ended = fork();
   REQUIRE(ended >= 0);
@@ -130,7 +126,7 @@ TEST_CASE("what a killed run left is removed; a running pack's folder is not tou
   CHECK(removals == 2);
 
   // A running resnet_ddp_pack (here `sleep` under that name) owns its staging folder.
-  const std::string fake = fresh_dir("fake_program") + "/resnet_ddp_pack";
+  const std::string fake = testing::scratch_dir("fake_program") + "/resnet_ddp_pack";
   fs::copy_file("/bin/sleep", fake);
   const pid_t running = fork();
   REQUIRE(running >= 0);
@@ -152,7 +148,7 @@ TEST_CASE("what a killed run left is removed; a running pack's folder is not tou
 TEST_CASE("version 1 packs are still read in pairs, and refused beside a version 2 one") {
   const std::string corpus =
       std::string(RDDP_SOURCE_DIR) + "/tests/fuzz/corpus/pack/rgb-v1.rddp-pack";
-  const std::string dir = fresh_dir("versions");
+  const std::string dir = testing::scratch_dir("versions");
   fs::copy_file(corpus, dir + "/train.rddp-pack");
   fs::copy_file(corpus, dir + "/val.rddp-pack");
   const Splits old = open_packed(dir);

@@ -27,10 +27,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string fresh_dir(const std::string& name) {
-  return testing::fresh_dir("data_regular_file", name).string();
-}
-
 void write_text(const std::string& path, const std::string& text) {
   fs::create_directories(fs::path(path).parent_path());
   std::ofstream(path) << text;
@@ -68,7 +64,7 @@ bool contains(const std::string& text, const std::string& part) {
 }  // namespace
 
 TEST_CASE("an image that is a FIFO, a socket, a device or a folder is refused without blocking") {
-  const std::string dir = fresh_dir("image");
+  const std::string dir = testing::scratch_dir("image");
   const std::string fifo = dir + "/pipe.jpg", socket_path = dir + "/socket.png";
   REQUIRE(mkfifo(fifo.c_str(), 0644) == 0);  // no writer: an open for reading would block
   make_socket(socket_path);
@@ -90,7 +86,7 @@ TEST_CASE("an image that is a FIFO, a socket, a device or a folder is refused wi
 }
 
 TEST_CASE("an idx file that is there but is no regular file says what it is, not that it is missing") {
-  const std::string dir = fresh_dir("idx");
+  const std::string dir = testing::scratch_dir("idx");
   for (const char* name : {"train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
                            "t10k-labels-idx1-ubyte"})
     write_text(dir + "/" + name, "");
@@ -117,25 +113,25 @@ TEST_CASE("an idx file that is there but is no regular file says what it is, not
 }
 
 TEST_CASE("CIFAR files, Tiny-ImageNet's lists and packs that are FIFOs are refused too") {
-  const std::string dir = fresh_dir("others");
+  const std::string dir = testing::scratch_dir("others");
   REQUIRE(mkfifo((dir + "/data_batch_1.bin").c_str(), 0644) == 0);
   CHECK(contains(error_of([&] { open_cifar10(dir); }),
                  "data_batch_1.bin: it is a FIFO (named pipe), not a regular file"));
 
-  const std::string tiny = fresh_dir("tiny");
+  const std::string tiny = testing::scratch_dir("tiny");
   write_text(tiny + "/train/n01/images/a.JPEG", "");
   REQUIRE(mkfifo((tiny + "/wnids.txt").c_str(), 0644) == 0);
   CHECK(contains(error_of([&] { open_tiny_imagenet(tiny, 3); }),
                  "wnids.txt: it is a FIFO (named pipe), not a regular file"));
 
-  const std::string packed = fresh_dir("packed");
+  const std::string packed = testing::scratch_dir("packed");
   REQUIRE(mkfifo((packed + "/train.rddp-pack").c_str(), 0644) == 0);
   CHECK(contains(error_of([&] { open_packed(packed); }),
                  "train.rddp-pack: it is a FIFO (named pipe), not a regular file"));
 }
 
 TEST_CASE("control characters in a file name are escaped in messages") {
-  const std::string dir = fresh_dir("names");
+  const std::string dir = testing::scratch_dir("names");
   const std::string name = dir + "/bad\nname\x1b[31m.png";
   write_text(name, "not an image");
   const std::string message = error_of([&] { decode_image_file(name, 3); });
@@ -148,7 +144,7 @@ TEST_CASE("control characters in a file name are escaped in messages") {
 }
 
 TEST_CASE("an image file larger than any image can be is refused before it is read") {
-  const std::string dir = fresh_dir("huge");
+  const std::string dir = testing::scratch_dir("huge");
   const std::string path = dir + "/huge.png";
   write_text(path, "");
   fs::resize_file(path, kMaxImageFileBytes + 1);  // sparse: no disk space
