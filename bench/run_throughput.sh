@@ -25,9 +25,10 @@
 #    resnet_ddp and eager for every configuration, then the compiled runs, which spend most of
 #    their time compiling, so that the main comparison comes first. Precisions run in the order
 #    tf32, bf16, fp32, fp16, so that a budget too short for all leaves out the last.
-# 4. Writes DIR/throughput-<gpu>-<date>.md (DIR: bench/results): GPU, driver, CUDA, cuDNN, NCCL
-#    and PyTorch versions, date, commit, the tables of bench/compare_throughput.py and the raw
-#    JSON lines; and beside it a .log with every run's own output.
+# 4. Writes DIR/throughput-<gpu>-<date>.md: GPU, driver, CUDA, cuDNN, NCCL and PyTorch versions,
+#    date, commit, the tables of bench/compare_throughput.py and the raw JSON lines; and beside it
+#    a .log with every run's own output. DIR is --results-dir, or this run's folder
+#    bench/results/<date>-<gpu>-<commit> (scripts/results_folder.sh names it).
 #
 # resnet_ddp also runs every configuration with --cuda-graphs on (column resnet_ddp-graphs: the
 # step captured once and replayed as a CUDA graph, with the reducer's allreduces under
@@ -50,7 +51,7 @@
 # bf16_compress_hook). Sending half the bytes only pays with several GPUs; on this one GPU the
 # rows show what the casts cost. Without it, both sides train as one process with no reducer.
 #
-# --goals measures only what the goals need (README of bench/results: at least 1.3x PyTorch
+# --goals measures only what the goals need (bench/results/README.md: at least 1.3x PyTorch
 # eager, ahead of torch.compile, peak memory no higher), in as few minutes as that allows: for
 # bf16 and then tf32, at 224x224 and then 32x32, one configuration complete before the next
 # (our likeliest-fastest variants, all replayed from a graph: fused BatchNorm in NHWC, with the
@@ -92,7 +93,7 @@ known_impls=$all_impls,resnet_ddp-floatinput
 known_impls+=,resnet_ddp-fusedbn-cudnngraph,resnet_ddp-fusedbn-cudnngraph-graphs
 all_precisions=tf32,bf16,fp32,fp16 chosen_precisions=tf32,bf16,fp32,fp16
 all_sizes=32,224 chosen_sizes=32,224
-results_dir=$here/results build=$root/build
+results_dir="" build=$root/build
 while [ $# -gt 0 ]; do
   case $1 in
     --dry-run) dry_run=1 ;;
@@ -194,6 +195,17 @@ else
   echo "SKIPPED: run_throughput.sh: no GPU answers (nvidia-smi lists none or is missing)"
   exit 0
 fi
+
+# RDDP_COMMIT names it where the tree is a copy without its git history.
+if [ -n "${RDDP_COMMIT:-}" ]; then
+  commit=$RDDP_COMMIT
+else
+  commit=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)
+  git -C "$root" diff --quiet HEAD 2>/dev/null || commit+=" (with uncommitted changes)"
+fi
+[ -n "$results_dir" ] ||
+  results_dir=$here/results/$("$root/scripts/results_folder.sh" "$gpu_name" "$commit")
+say "results go to $results_dir"
 
 # A Python whose torch sees the GPU; else any with torch and torchvision, whose runs will say
 # why they measured nothing (and which still counts the model for the check below).
@@ -515,13 +527,6 @@ gpu_tag=$(echo "$gpu_name" | tr -c 'A-Za-z0-9\n' '-' | tr -s '-' | sed 's/^-//; 
 stamp=$(date -u +%Y-%m-%d)
 [ ! -e "$results_dir/throughput-$gpu_tag-$stamp.md" ] || stamp=$(date -u +%Y-%m-%d-%H%M%S)
 results=$results_dir/throughput-$gpu_tag-$stamp.md
-# RDDP_COMMIT names it where the tree is a copy without its git history.
-if [ -n "${RDDP_COMMIT:-}" ]; then
-  commit=$RDDP_COMMIT
-else
-  commit=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)
-  git -C "$root" diff --quiet HEAD 2>/dev/null || commit+=" (with uncommitted changes)"
-fi
 nvcc_version=$(grep -hs 'set(CMAKE_CUDA_COMPILER_VERSION ' "$build"/CMakeFiles/*/CMakeCUDACompiler.cmake |
   head -1 | grep -oE '[0-9][0-9.]*' || echo unknown)
 torch_versions="no PyTorch"

@@ -71,7 +71,8 @@ __global__ void pixels_to_input_kernel(int64_t count, int C, layout::SideDivisor
 // writing it in the destination's, so that both sides are coalesced. (Before, each thread
 // gathered one element, 36 bytes from its neighbour's for a 3x3 weight, and the OHWI copy ran
 // on a grid sized for the largest weight in every row of convolutions: 152 us a launch for
-// ResNet-18 on an H100, bench/results/nhwc-batchnorm-profile-H100-2026-11-22.md.)
+// ResNet-18 on an H100,
+// bench/results/2026-11-22-H100-d6b480e/nhwc-batchnorm-profile-H100-2026-11-22.md.)
 constexpr int kWeightTile = 4096;  // floats: 16 KiB, a 3x3 slice of 455 input channels
 
 template <bool ToOhwi, typename From, typename To>

@@ -64,15 +64,18 @@
 #
 # Each step has its own time limit, cut to what is left of its part's budget; a step that the
 # budget leaves no time for is NOT RUN and counts as failed. The report is
-# bench/results/gpu-check-<gpu>-<date>.md: a part run later the same day appends to it, so that
-# the parts of several commands make one report, and the end of each command lists which parts
-# the report holds and which it does not yet. Beside it: -precision.png and the --log-json
-# files. Exits non-zero when any step of the parts run failed.
+# gpu-check-<gpu>-<date>.md in this run's folder, bench/results/<date>-<gpu>-<commit>
+# (scripts/results_folder.sh names it; the throughput part writes there too): a part run later
+# the same day at the same commit appends to it, so that the parts of several commands make one
+# report, and the end of each command lists which parts the report holds and which it does not
+# yet. Beside it: -precision.png and the --log-json files. Exits non-zero when any step of the
+# parts run failed.
 #
 # Environment: RDDP_BUILD_DIR (build), RDDP_FASHION_MNIST (/usr/share/datasets/fashion-mnist),
-# RDDP_REPORT_DIR (bench/results), RDDP_EPOCHS (5, the fashion part), RDDP_PRECISION_EPOCHS
-# (3), RDDP_FASHION_FLAGS (more resnet_ddp flags for the fashion part's run of ours, e.g.
-# "--batchnorm fused --memory-format nhwc --cuda-graphs on"), RDDP_LOG_DIR (keep every step's whole output there; by default a temporary folder that
+# RDDP_REPORT_DIR (the report's folder instead of this run's in bench/results), RDDP_EPOCHS (5,
+# the fashion part), RDDP_PRECISION_EPOCHS (3), RDDP_FASHION_FLAGS (more resnet_ddp flags for the
+# fashion part's run of ours, e.g. "--batchnorm fused --memory-format nhwc --cuda-graphs on"),
+# RDDP_LOG_DIR (keep every step's whole output there; by default a temporary folder that
 # is removed), RDDP_COMMIT (the commit to name where the tree has no git history: a copied
 # checkout), RDDP_DATA_PRECISION (bf16: the data part trains at the fastest precision, where the
 # loader has the least time per batch), RDDP_DATA_FLAGS (the data part's other resnet_ddp flags:
@@ -90,7 +93,7 @@ epochs=${RDDP_EPOCHS:-5}
 precision_epochs=${RDDP_PRECISION_EPOCHS:-3}
 data_precision=${RDDP_DATA_PRECISION:-bf16}
 data_flags=(${RDDP_DATA_FLAGS---batchnorm fused --memory-format nhwc --cuda-graphs on})
-report_dir=${RDDP_REPORT_DIR:-$root/bench/results}
+report_dir=${RDDP_REPORT_DIR:-}
 part_budget=${RDDP_PART_BUDGET:-520}
 per_class=${RDDP_DATA_PER_CLASS:-640}
 bin=$build/resnet_ddp
@@ -163,6 +166,11 @@ else
   [ -n "$gpu" ] || { echo "gpu_check.sh: nvidia-smi sees no GPU" >&2; exit 1; }
   driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
 fi
+commit="${RDDP_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+[ -n "${RDDP_COMMIT:-}" ] || git -C "$root" diff --quiet HEAD 2>/dev/null ||
+  commit+=" (with uncommitted changes)"
+[ -n "$report_dir" ] ||
+  report_dir=$root/bench/results/$("$root/scripts/results_folder.sh" "$gpu" "$commit")
 slug=$(echo "$gpu" | tr -cs 'A-Za-z0-9' '-' | sed 's/^-//; s/-$//')
 report_base=$report_dir/gpu-check-$slug-$(date -u +%Y-%m-%d)
 report=$report_base.md
@@ -180,8 +188,6 @@ to_report() { if [ $dry_run = 1 ]; then cat >/dev/null; else cat >>"$report"; fi
 
 if [ $dry_run = 0 ]; then
   mkdir -p "$report_dir"
-  commit="${RDDP_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}"
-  [ -n "${RDDP_COMMIT:-}" ] || git -C "$root" diff --quiet HEAD 2>/dev/null || commit+=" (with uncommitted changes)"
   if [ ! -s "$report" ]; then
     {
       echo "# GPU check: $gpu"

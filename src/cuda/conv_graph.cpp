@@ -286,9 +286,9 @@ struct Refusals {
 // Refused whatever the policy: engines that convert the inputs to a narrower type (the legacy
 // selection likewise refuses CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) and those that reduce in
 // less than float (a weight gradient sums up to batch x height x width products; PyTorch's
-// filter admits them, and admitting them measured no faster: bench/results). Strict float32
-// admits no tensor-core engine either (they are TF32 for float data), as PyTorch filters its
-// own when allow_tf32 is off.
+// filter admits them, and admitting them measured no faster:
+// bench/results/2026-11-28-H100-fa60b96). Strict float32 admits no tensor-core engine either
+// (they are TF32 for float data), as PyTorch filters its own when allow_tf32 is off.
 bool refused_for_precision(const EngineFacts& facts, const MathPolicy& policy) {
   if (facts.has(CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS) ||
       facts.has(CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION))

@@ -33,7 +33,7 @@ namespace rddp::cuda {
 // cuDNN accepts NHWC in this mode and computes what the CPU twin does, is checked by the NHWC
 // executor tests in tests/gpu/test_cuda_nhwc.cpp. (cuDNN's SPATIAL_PERSISTENT mode, which
 // PyTorch trains channels_last with, measured slower than our fused kernels on an H100:
-// bench/results.)
+// bench/results/2026-11-27-H100-ef6fe5e.)
 
 BatchNormLayer::BatchNormLayer(int channels, int height, int width, cudnnDataType_t data_type,
                                cudnnTensorFormat_t format)

@@ -261,7 +261,8 @@ void plan_conv(Plan<T>& plan, Conv<T>& conv, const ConvDesc& desc, Activation<T>
 // Whether bn's backward reads its ReLU's mask from bits its training forward wrote
 // (ReluMask::of_bits) rather than from its output: our kernels, under the residual add (each
 // block's bn2), where the mask cannot be recomputed. The bits are a sixteenth of the output's
-// bytes, the read the backward's first pass saves (bench/results/predictions-H100-2026-11-28.md).
+// bytes, the read the backward's first pass saves
+// (bench/results/next-run/predictions-H100-2026-11-28.md).
 template <typename T>
 bool reads_relu_bits(const Plan<T>& plan, const BatchNorm<T>& bn) {
   return plan.fused_bn && bn.fusion == BatchNormFusion::add_relu;

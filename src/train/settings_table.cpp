@@ -21,8 +21,8 @@ const char* batchnorm_description(BatchNormImpl impl) {
 
 // The flags of our fastest measured step (fused BatchNorm in NHWC replayed from a CUDA graph:
 // about three times the images/s of cuDNN's BatchNorm in NCHW at 224x224 bf16 on an H100,
-// bench/results of 2026-11-28) that this run leaves out, space-separated; empty when it uses
-// them all. They are not the defaults until a whole GPU training run with them has been
+// bench/results/2026-11-28-H100-fa60b96) that this run leaves out, space-separated; empty when
+// it uses them all. They are not the defaults until a whole GPU training run with them has been
 // compared with PyTorch's, so the settings table names them rather than leaving a user to find
 // them in the README.
 }  // namespace

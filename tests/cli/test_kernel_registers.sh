@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Our BatchNorm kernels keep the occupancy they were given (bench/results/predictions-H100-
-# 2026-11-27.md, section 14): by `ptxas -v` for sm_90, the kernels of the fastest path (16-bit
-# NHWC, 16-byte loads) use few enough registers that two blocks of 256 threads fit an SM for the
-# backward passes and three for the output pass without a residual, and none spills. A runtime
+# Our BatchNorm kernels keep the occupancy they were given
+# (bench/results/2026-11-28-H100-fa60b96/predictions-H100-2026-11-27.md, section 14): by `ptxas -v`
+# for sm_90, the kernels of the fastest path (16-bit NHWC, 16-byte loads) use few enough registers
+# that two blocks of 256 threads fit an SM for the backward passes and three for the output pass
+# without a residual, and none spills. A runtime
 # branch whose values every launch holds (how the backward kernels had 155 to 164 registers, one
 # block an SM) fails it. Registers are a property of the compiled code, not a timing: this
 # needs no GPU.
