@@ -22,6 +22,7 @@
 #include "thread_order.h"
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/device_buffer.h"
+#include "support/child_process.h"
 #include "support/text_contains.h"
 
 using rddp::cuda::DeviceBuffer;
@@ -234,24 +235,10 @@ TEST_CASE("emulator: a vector load through a misaligned pointer stops the progra
   emu_probe::vector_load(in.get(), out.get());  // 256-byte aligned: fine
   // One float in: a GPU faults (misaligned address); UBSan's alignment check ends the program,
   // so the launch runs in a child process whose report is read back.
-  int pipe_ends[2];
-  REQUIRE(pipe(pipe_ends) == 0);
-  std::fflush(nullptr);
-  const pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    dup2(pipe_ends[1], STDERR_FILENO);
-    close(pipe_ends[0]);
-    emu_probe::vector_load(in.get() + 1, out.get());
-    _exit(0);
-  }
-  close(pipe_ends[1]);
-  std::string report;
-  char buffer[512];
-  for (ssize_t n; (n = read(pipe_ends[0], buffer, sizeof buffer)) > 0;) report.append(buffer, n);
-  close(pipe_ends[0]);
-  int status = 0;
-  REQUIRE(waitpid(child, &status, 0) == child);
+  const rddp::testing::ChildResult child =
+      rddp::testing::run_in_child([&] { emu_probe::vector_load(in.get() + 1, out.get()); });
+  const std::string& report = child.output;
+  const int status = child.status;
   CAPTURE(report);
   CHECK(!(WIFEXITED(status) && WEXITSTATUS(status) == 0));
   CHECK(contains(report, "misaligned address"));

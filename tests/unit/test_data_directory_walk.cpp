@@ -1,14 +1,11 @@
 // Image folders whose symbolic links lead back into themselves: each folder is listed once, the
 // walk ends, every image keeps the class it lies in, and the skipped links are said.
 #include <doctest/doctest.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <fcntl.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -19,6 +16,7 @@
 #include "resnet_ddp/error.h"
 #include "support/finishes_within.h"
 #include "support/scratch_dir.h"
+#include "support/test_files.h"
 
 using namespace rddp;
 using namespace rddp::data;
@@ -142,17 +140,10 @@ TEST_CASE("FIFOs, sockets and devices named like images are refused when listed"
   }
   SUBCASE("a socket") {
     const std::string path = train + "/b/socket.png";
-    const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    REQUIRE(fd >= 0);
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    REQUIRE(path.size() < sizeof address.sun_path);
-    std::strcpy(address.sun_path, path.c_str());
-    REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    testing::make_socket(path);
     CHECK_THROWS_WITH_AS(list_in_time(train),
                          doctest::Contains(("FIFOs, sockets or devices, not files (" + path).c_str()),
                          Error);
-    close(fd);
   }
   // A file that is a link to a FIFO is listed, and refused when read (test_data_regular_file).
 }

@@ -8,6 +8,8 @@
 #include <zlib.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +18,7 @@
 
 #include "resnet_ddp/data/readers.h"
 #include "resnet_ddp/error.h"
+#include "support/child_process.h"
 #include "support/scratch_dir.h"
 
 using namespace rddp;
@@ -92,26 +95,15 @@ TEST_CASE("a .gz that inflates past its header's size is refused there, not at i
 
   // The memory it takes, measured in a child process, whose peak starts afresh: 256 MiB for a
   // reader that inflates it all, next to nothing for one that stops.
-  int pipe_fds[2];
-  REQUIRE(pipe(pipe_fds) == 0);
-  const pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
+  const testing::ChildResult child = testing::run_in_child([&] {
     rusage before{}, after{};
     getrusage(RUSAGE_SELF, &before);
     error_of(dir);
     getrusage(RUSAGE_SELF, &after);
-    const long grown_kib = after.ru_maxrss - before.ru_maxrss;
-    const ssize_t written = write(pipe_fds[1], &grown_kib, sizeof grown_kib);
-    _exit(written == sizeof grown_kib ? 0 : 1);
-  }
-  close(pipe_fds[1]);
-  long grown_kib = -1;
-  CHECK(read(pipe_fds[0], &grown_kib, sizeof grown_kib) == sizeof grown_kib);
-  close(pipe_fds[0]);
-  int status = 0;
-  waitpid(child, &status, 0);
-  CHECK(WIFEXITED(status));
+    std::printf("%ld\n", after.ru_maxrss - before.ru_maxrss);
+  });
+  CHECK(WIFEXITED(child.status));
+  const long grown_kib = std::strtol(child.output.c_str(), nullptr, 10);
   MESSAGE("reading the 256 MiB bomb raised the peak resident memory by ", grown_kib, " KiB");
   CHECK(grown_kib >= 0);
   CHECK(grown_kib < 32 * 1024);

@@ -21,17 +21,14 @@
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/rng.h"
 #include "support/scratch_dir.h"
+#include "support/test_files.h"
 
 using namespace rddp;
 using namespace rddp::data;
+using testing::write_text;
 namespace fs = std::filesystem;
 
 namespace {
-
-void write_text(const std::string& path, const std::string& text) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream(path) << text;
-}
 
 Image random_image(int height, int width, int channels, Rng& rng) {
   Image image(height, width, channels);

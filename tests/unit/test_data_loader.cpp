@@ -14,6 +14,7 @@
 #include "resnet_ddp/data/readers.h"
 #include "resnet_ddp/data/worker_count.h"
 #include "resnet_ddp/error.h"
+#include "support/wrapped_dataset.h"
 
 using namespace rddp;
 using namespace rddp::data;
@@ -64,15 +65,10 @@ LoaderOptions crop_flip_options(int workers, size_t batch = 8) {
 }
 
 // Throws on one sample, as a reader does on a bad file.
-class FailingDataset final : public Dataset {
+class FailingDataset final : public testing::WrappedDataset {
  public:
   FailingDataset(DatasetPtr base, size_t bad, bool rddp_error)
-      : base_(std::move(base)), bad_(bad), rddp_error_(rddp_error) {}
-  size_t size() const override { return base_->size(); }
-  int num_classes() const override { return base_->num_classes(); }
-  int channels() const override { return base_->channels(); }
-  int height() const override { return base_->height(); }
-  int width() const override { return base_->width(); }
+      : WrappedDataset(std::move(base)), bad_(bad), rddp_error_(rddp_error) {}
   Sample get(size_t index) const override {
     if (index == bad_) {
       if (rddp_error_) fail("cannot decode image /data/broken.jpg: bad Huffman code");
@@ -80,33 +76,22 @@ class FailingDataset final : public Dataset {
     }
     return base_->get(index);
   }
-  std::string source(size_t index) const override { return base_->source(index); }
   std::string description() const override { return "failing"; }
 
  private:
-  DatasetPtr base_;
   size_t bad_;
   bool rddp_error_;
 };
 
 // Slow reads, so that the consumer has to wait.
-class SlowDataset final : public Dataset {
+class SlowDataset final : public testing::WrappedDataset {
  public:
-  explicit SlowDataset(DatasetPtr base) : base_(std::move(base)) {}
-  size_t size() const override { return base_->size(); }
-  int num_classes() const override { return base_->num_classes(); }
-  int channels() const override { return base_->channels(); }
-  int height() const override { return base_->height(); }
-  int width() const override { return base_->width(); }
+  explicit SlowDataset(DatasetPtr base) : WrappedDataset(std::move(base)) {}
   Sample get(size_t index) const override {
     std::this_thread::sleep_for(std::chrono::milliseconds(3));
     return base_->get(index);
   }
-  std::string source(size_t index) const override { return base_->source(index); }
   std::string description() const override { return "slow"; }
-
- private:
-  DatasetPtr base_;
 };
 
 }  // namespace

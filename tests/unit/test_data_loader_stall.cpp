@@ -16,6 +16,7 @@
 #include "resnet_ddp/data/readers.h"
 #include "resnet_ddp/error.h"
 #include "support/finishes_within.h"
+#include "support/wrapped_dataset.h"
 
 using namespace rddp;
 using namespace rddp::data;
@@ -26,21 +27,16 @@ using Clock = std::chrono::steady_clock;
 
 // Sample `stuck` blocks in get() until release(), as a read of a file on an unanswering
 // server would; `delay` slows every other sample down.
-class HangingDataset final : public Dataset {
+class HangingDataset final : public testing::WrappedDataset {
  public:
   HangingDataset(size_t stuck, std::chrono::milliseconds delay = {})
-      : base_(make_synthetic(spec()).train), stuck_(stuck), delay_(delay) {}
+      : WrappedDataset(make_synthetic(spec()).train), stuck_(stuck), delay_(delay) {}
   static SyntheticSpec spec() {
     SyntheticSpec spec;
     spec.train_count = 32;
     spec.height = spec.width = 8;
     return spec;
   }
-  size_t size() const override { return base_->size(); }
-  int num_classes() const override { return base_->num_classes(); }
-  int channels() const override { return base_->channels(); }
-  int height() const override { return base_->height(); }
-  int width() const override { return base_->width(); }
   Sample get(size_t index) const override {
     if (index == stuck_) {
       std::unique_lock<std::mutex> lock(mutex_);
@@ -72,7 +68,6 @@ class HangingDataset final : public Dataset {
   }
 
  private:
-  DatasetPtr base_;
   size_t stuck_;
   std::chrono::milliseconds delay_;
   mutable std::mutex mutex_;

@@ -21,6 +21,7 @@
 #include "resnet_ddp/data/transform.h"
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/rng.h"
+#include "support/child_process.h"
 #include "support/scratch_dir.h"
 
 using namespace rddp;
@@ -312,12 +313,8 @@ TEST_CASE("the pack writer refuses what the reader would refuse, and leaves no f
 TEST_CASE("a pack truncated under a running reader ends it with SIGBUS and a message naming it") {
   const std::string dir = testing::scratch_dir("sigbus");
   const std::string path = make_small_pack(dir);
-  const std::string log = dir + "/stderr.txt";
   // In a child: the signal must end a process, and this one runs the other tests.
-  const pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    if (!std::freopen(log.c_str(), "w", stderr)) _exit(3);
+  const testing::ChildResult child = testing::run_in_child([&] {
     try {
       PackedDataset pack(path, "test");
       // A file shrunk to nothing leaves no page of the mapping behind: the next read faults.
@@ -326,14 +323,10 @@ TEST_CASE("a pack truncated under a running reader ends it with SIGBUS and a mes
     } catch (...) {
       _exit(5);
     }
-    _exit(0);
-  }
-  int status = 0;
-  REQUIRE(waitpid(child, &status, 0) == child);
-  CHECK(WIFSIGNALED(status));
-  if (WIFSIGNALED(status)) CHECK(WTERMSIG(status) == SIGBUS);
-  const std::vector<uint8_t> bytes = file_bytes(log);
-  const std::string message(bytes.begin(), bytes.end());
+  });
+  CHECK(WIFSIGNALED(child.status));
+  if (WIFSIGNALED(child.status)) CHECK(WTERMSIG(child.status) == SIGBUS);
+  const std::string& message = child.output;
   CAPTURE(message);
   CHECK(message.find("SIGBUS") != std::string::npos);
   CHECK(message.find(path) != std::string::npos);

@@ -2,12 +2,9 @@
 // naming the file and what it is, without blocking; names with control characters are shown
 // escaped; an image file too large for any image is refused before it is read.
 #include <doctest/doctest.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -20,17 +17,15 @@
 #include "resnet_ddp/error.h"
 #include "support/finishes_within.h"
 #include "support/scratch_dir.h"
+#include "support/test_files.h"
 
 using namespace rddp;
 using namespace rddp::data;
+using testing::make_socket;
+using testing::write_text;
 namespace fs = std::filesystem;
 
 namespace {
-
-void write_text(const std::string& path, const std::string& text) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream(path) << text;
-}
 
 // The message `work` throws, within 20 s: a read that blocks fails the test there.
 template <typename Work>
@@ -44,17 +39,6 @@ std::string error_of(Work work) {
     }
   });
   return message;
-}
-
-void make_socket(const std::string& path) {
-  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  REQUIRE(path.size() < sizeof address.sun_path);
-  std::strcpy(address.sun_path, path.c_str());
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-  close(fd);  // the socket file stays
 }
 
 bool contains(const std::string& text, const std::string& part) {

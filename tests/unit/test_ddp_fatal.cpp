@@ -12,41 +12,14 @@
 
 #include "resnet_ddp/ddp/comm.h"
 #include "resnet_ddp/ddp/fatal.h"
+#include "support/child_process.h"
 
 using namespace rddp;
 using namespace rddp::ddp;
+using testing::ChildResult;
+using testing::run_in_child;
 
 namespace {
-
-struct ChildResult {
-  int status = 0;
-  std::string output;  // stdout and stderr
-};
-
-// Runs `body` in a forked child whose stdout and stderr go to a pipe.
-template <typename Body>
-ChildResult run_in_child(Body body) {
-  int pipe_ends[2];
-  REQUIRE(pipe(pipe_ends) == 0);
-  std::fflush(nullptr);
-  const pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    close(pipe_ends[0]);
-    dup2(pipe_ends[1], STDOUT_FILENO);
-    dup2(pipe_ends[1], STDERR_FILENO);
-    body();
-    _exit(0);
-  }
-  close(pipe_ends[1]);
-  ChildResult result;
-  char buffer[512];
-  ssize_t count;
-  while ((count = read(pipe_ends[0], buffer, sizeof buffer)) > 0) result.output.append(buffer, static_cast<size_t>(count));
-  close(pipe_ends[0]);
-  waitpid(child, &result.status, 0);
-  return result;
-}
 
 // Says on stdout that it was aborted, so the parent can see the fatal path reached it.
 class AbortRecordingComm final : public Comm {
