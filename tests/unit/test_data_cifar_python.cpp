@@ -17,12 +17,14 @@
 #include "resnet_ddp/data/readers.h"
 #include "resnet_ddp/data/tar_archive.h"
 #include "resnet_ddp/error.h"
+#include "support/error_text.h"
 #include "support/scratch_dir.h"
 
 using namespace rddp;
 using namespace std::string_literals;
 using namespace rddp::data;
 namespace fs = std::filesystem;
+using testing::error_of;
 
 namespace {
 
@@ -60,15 +62,6 @@ void check_same_samples(const Splits& got, const Splits& expected) {
     }
     CHECK(differing == 0);
   }
-}
-
-std::string error_of(const std::function<void()>& read) {
-  try {
-    read();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "(no error)";
 }
 
 }  // namespace

@@ -15,10 +15,12 @@
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/rng.h"
 #include "resnet_ddp/tensor_file.h"
+#include "support/error_text.h"
 #include "support/scratch_dir.h"
 
 using namespace rddp;
 namespace fs = std::filesystem;
+using testing::error_of;
 
 namespace {
 
@@ -34,15 +36,6 @@ std::string slurp(const fs::path& path) {
 void spit(const fs::path& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "(no error)";
 }
 
 // An encoder written from docs/file_format.md alone, byte by byte, so that the library's

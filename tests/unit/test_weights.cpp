@@ -9,26 +9,19 @@
 #include "resnet_ddp/model_state.h"
 #include "resnet_ddp/rng.h"
 #include "resnet_ddp/weights.h"
+#include "support/error_text.h"
 #include "support/scratch_dir.h"
 #include "support/text_contains.h"
 
 using namespace rddp;
 using testing::contains;
 namespace fs = std::filesystem;
+using testing::error_of;
 
 namespace {
 
 fs::path scratch_dir(const std::string& name) {
   return testing::fresh_dir("weights", name);
-}
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "(no error)";
 }
 
 ModelSpec small_spec() {
