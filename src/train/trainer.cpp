@@ -429,7 +429,9 @@ void Trainer::show_settings() const {
       {"lr schedule", std::string(to_string(options_.lr_schedule)) +
                           (options_.warmup_epochs > 0 ? ", warm-up " + general(options_.warmup_epochs) + " epochs" : "")},
       {"label smoothing", general(options_.label_smoothing)},
-      {"precision", std::string(to_string(options_.precision)) +
+      {"precision", (device_ == DeviceKind::cuda
+                         ? cuda::precision_description(options_.precision, cuda_device_capabilities(*engine_))
+                         : std::string(to_string(options_.precision))) +
                         (device_ == DeviceKind::cuda
                              ? std::string(", ") + (options_.cuda.deterministic ? "deterministic" : "fastest") +
                                    " cuDNN algorithms, " + (options_.cuda.conv_search == cuda::ConvAlgorithmSearch::timed ? "timed" : "heuristic") +
@@ -659,7 +661,7 @@ int Trainer::run() {
       console_.warn("epoch " + std::to_string(epoch + 1) + ": " + std::to_string(train.skipped_steps) +
                     " optimizer step(s) skipped for Inf/NaN gradients (" + std::to_string(train.nonfinite_losses) +
                     " with a non-finite loss, left out of the mean), each halving the loss scale; a few early "
-                    "in training are normal, many mean fp16 overflows: try --precision bf16 or a lower --lr");
+                    "in training are normal, many mean fp16 overflows: try a lower --lr, or --precision bf16 on a GPU of compute capability 8.0 or later");
     Json epoch_json;
     epoch_json.str("type", "epoch").num("epoch", epoch + 1).num("global_step", global_step_)
         .num("lr", lr).num("train_loss", mean_loss(train)).num("train_accuracy", accuracy(train))
