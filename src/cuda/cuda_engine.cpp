@@ -75,10 +75,12 @@ const EngineConfig& validated(const EngineConfig& config) {
   return config;
 }
 
-// The selected device's capabilities, once it is known to compute in `precision`: asked before
-// the engine allocates or times anything, so that a GPU that lacks the precision is refused first.
+// The selected device's capabilities, once it is known to run this build's kernels and to
+// compute in `precision`: asked before the engine allocates or times anything, so that a GPU
+// that cannot is refused first.
 cuda::DeviceCapabilities capable_device(int index, Precision precision) {
   cuda::DeviceCapabilities device = cuda::query_device_capabilities(index);
+  cuda::require_kernels_for(device);
   cuda::require_precision_supported(device, precision);
   return device;
 }

@@ -2,7 +2,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
+#include <sstream>
+
 #include "resnet_ddp/cuda/check.h"
+#include "resnet_ddp/cuda/kernel_image.h"
 #include "resnet_ddp/error.h"
 
 namespace rddp::cuda {
@@ -25,6 +29,36 @@ DeviceCapabilities query_device_capabilities(int device) {
   capabilities.minor = properties.minor;
   capabilities.sms = properties.multiProcessorCount;
   return capabilities;
+}
+
+std::string missing_kernels_message(const DeviceCapabilities& device, const std::string& built) {
+  // nvcc lists 8.0 and 9.0 as "800,900".
+  std::string capabilities;
+  std::istringstream list(built);
+  for (std::string entry; std::getline(list, entry, ',');) {
+    const int code = std::atoi(entry.c_str());
+    capabilities += (capabilities.empty() ? "" : ", ") + std::to_string(code / 100) + "." +
+                    std::to_string(code % 100 / 10);
+  }
+  const int own = device.major * 10 + device.minor;
+  std::ostringstream message;
+  message << "this resnet_ddp has no kernels that cuda:" << device.index << ", a " << device.name
+          << " of compute capability " << device.major << "." << device.minor << ", can run: it "
+          << (capabilities.empty() ? "was built for other GPUs"
+                                   : "was built for compute capability " + capabilities)
+          << ". Rebuild it with -DCMAKE_CUDA_ARCHITECTURES=" << own;
+  if (own < 75)
+    message << " and a CUDA 12 toolkit (CUDA 13 dropped compute capabilities below 7.5)";
+  return message.str();
+}
+
+void require_kernels_for(const DeviceCapabilities& device) {
+  const cudaError_t status = kernel_image_status();
+  if (status == cudaErrorNoKernelImageForDevice || status == cudaErrorInvalidDeviceFunction) {
+    cudaGetLastError();  // not sticky: the next checked call must not report it as its own
+    fail(missing_kernels_message(device, built_architectures()));
+  }
+  check_runtime(status, "cudaFuncGetAttributes of a kernel of this build", __FILE__, __LINE__);
 }
 
 void require_precision_supported(const DeviceCapabilities& device, Precision precision) {

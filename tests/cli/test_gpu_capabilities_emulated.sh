@@ -4,7 +4,8 @@
 # capability 7.0, 80 SMs: no bfloat16 and no TF32 tensor cores) and as an A100. On the V100
 # --precision bf16 is refused before training, with the fix; fp16 and tf32 train, the settings
 # table saying that tf32 computes in plain float32 there, and MFU is taken against the V100's
-# own peaks (fp16 tensor cores; float32 for tf32). On the A100 bf16 trains against its peak.
+# own peaks (fp16 tensor cores; float32 for tf32). On the A100 bf16 trains against its peak. A
+# build without code for the GPU is refused with the rebuild.
 . "$(dirname "$0")/lib.sh"
 if [ ! -x "${RDDP_EMULATED_BIN:-}" ]; then
   echo "SKIPPED: the emulated resnet_ddp was not built (its build needs mpiexec; the sanitizer build leaves it out)"
@@ -67,6 +68,12 @@ expect 0 "epoch 1/1: train loss [0-9.]+ " -- a100 "${run[@]}" --precision tf32 -
 check "tf32 on the A100: TF32 tensor cores, MFU against 156 TFLOP/s" \
   grep -qzE "MFU +against 156.0 TFLOP/s dense tf32, A100 at 1410 MHz.*precision +tf32: TF32 tensor cores" \
   "$work/out"
+
+# A build without code for the GPU (the emulator answers as the runtime does for one) is refused
+# when the engine is made, naming the rebuild, before any kernel is launched.
+expect 1 "error: this resnet_ddp has no kernels that cuda:0, a Tesla V100-SXM2-32GB of compute capability 7.0, can run: it was built for other GPUs. Rebuild it with -DCMAKE_CUDA_ARCHITECTURES=70 and a CUDA 12 toolkit" -- \
+  v100 env RDDP_EMULATED_NO_KERNEL_IMAGE=1 "${run[@]}" --precision fp16
+check "a build without kernels for the GPU stops before the settings table" no_training
 
 # A setting the emulator cannot read is refused, not taken for another GPU.
 expect 2 "RDDP_EMULATED_CC='seven' is not a compute capability" -- \

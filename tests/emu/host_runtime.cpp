@@ -303,6 +303,8 @@ cudaError_t cudaFreeHost(void* pointer) {
 // it selects.
 constexpr size_t kDeviceMemory = size_t{16} << 30;
 
+namespace {
+
 struct EmulatedGpu {
   std::string name = "emulated CUDA device (CPU)";
   int major = 9, minor = 0, sms = 1;
@@ -340,6 +342,8 @@ const EmulatedGpu& emulated_gpu() {
   }();
   return gpu;
 }
+
+}  // namespace
 
 // The node's index of each device this process sees.
 const std::vector<int>& visible_devices() {
@@ -415,6 +419,22 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int dev
     case cudaDevAttrClockRate: *value = 1000000; return cudaSuccess;  // kHz
     default: return runtime().last_error = cudaErrorNotSupported;
   }
+}
+
+// Every kernel here runs on every emulated device, whatever its compute capability: the image
+// the runtime would pick is the device's own. RDDP_EMULATED_NO_KERNEL_IMAGE=1 answers instead as
+// the runtime does for a program built without code for the device.
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, const void* function) {
+  if (attributes == nullptr || function == nullptr)
+    return runtime().last_error = cudaErrorInvalidDeviceFunction;
+  if (const char* none = std::getenv("RDDP_EMULATED_NO_KERNEL_IMAGE");
+      none != nullptr && std::string(none) == "1")
+    return runtime().last_error = cudaErrorNoKernelImageForDevice;
+  *attributes = cudaFuncAttributes{};
+  attributes->maxThreadsPerBlock = 1024;
+  attributes->binaryVersion = attributes->ptxVersion =
+      emulated_gpu().major * 10 + emulated_gpu().minor;
+  return cudaSuccess;
 }
 
 cudaError_t cudaDeviceGetPCIBusId(char* bus_id, int length, int device) {

@@ -13,6 +13,7 @@
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/cuda_engine.h"
 #include "resnet_ddp/cuda/device_capabilities.h"
+#include "resnet_ddp/cuda/kernel_image.h"
 #include "resnet_ddp/engine.h"
 #include "resnet_ddp/error.h"
 #include "support/engine_configs.h"
@@ -56,6 +57,13 @@ TEST_CASE("the engine knows its GPU as the device describes itself") {
   // MFU's peak follows the same description of the device.
   CHECK(engine->peak().basis ==
         device_peak(device.name, device.major, device.minor, device.sms, "tf32").basis);
+}
+
+TEST_CASE("this build's kernels run on the device the tests run on") {
+  CHECK(cuda::kernel_image_status() == cudaSuccess);
+  CHECK_NOTHROW(cuda::require_kernels_for(cuda::query_device_capabilities(0)));
+  const std::string built = cuda::built_architectures();
+  MESSAGE("built for: " << (built.empty() ? "(not said by the compiler)" : built));
 }
 
 TEST_CASE("bf16 only where the GPU has bfloat16 tensor cores, refused before any allocation") {

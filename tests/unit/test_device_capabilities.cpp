@@ -90,3 +90,18 @@ TEST_CASE("what each precision computes on a GPU, by compute capability") {
   for (int major : {6, 7, 8, 9})
     CHECK(has(cuda::precision_description(Precision::fp16, major, 0), "dynamic loss scaling"));
 }
+
+TEST_CASE("a GPU this build has no kernels for: the GPU, the build's architectures, the rebuild") {
+  CHECK(cuda::missing_kernels_message(gpu("Tesla V100-SXM2-32GB", 7, 0, 80), "800,900") ==
+        "this resnet_ddp has no kernels that cuda:0, a Tesla V100-SXM2-32GB of compute "
+        "capability 7.0, can run: it was built for compute capability 8.0, 9.0. Rebuild it with "
+        "-DCMAKE_CUDA_ARCHITECTURES=70 and a CUDA 12 toolkit (CUDA 13 dropped compute "
+        "capabilities below 7.5)");
+  // A newer GPU than the build's real architectures, without their PTX to compile for it.
+  const std::string b200 = cuda::missing_kernels_message(gpu("NVIDIA B200", 10, 0, 148), "900");
+  CHECK(has(b200, "it was built for compute capability 9.0. Rebuild it with "
+                  "-DCMAKE_CUDA_ARCHITECTURES=100"));
+  CHECK_FALSE(has(b200, "CUDA 12"));
+  CHECK(has(cuda::missing_kernels_message(gpu("Tesla T4", 7, 5, 40), ""),
+            "can run: it was built for other GPUs. Rebuild it with -DCMAKE_CUDA_ARCHITECTURES=75"));
+}

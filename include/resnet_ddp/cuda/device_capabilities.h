@@ -10,6 +10,8 @@
 //   tf32  runs anywhere, on TF32 tensor cores from 8.0; below, cuDNN's default math and cuBLAS's
 //         TF32 mode compute in plain float32, so tf32 there is fp32;
 //   fp16  runs anywhere the build has kernels for; tensor cores from 7.0 (V100).
+// And the build: its kernels must hold code the GPU runs (CMAKE_CUDA_ARCHITECTURES; a build for
+// 8.0 and 9.0 has none for a V100, and CUDA 13 builds none below 7.5).
 // Everything else needs nothing more: --conv-api graph falls back to the legacy API for each
 // convolution cuDNN's graph API refuses (conv_graph.h); our kernels (fused BatchNorm, NHWC
 // layouts, the bfloat16 casts of --grad-allreduce bf16) use warp shuffles and 16-bit conversions
@@ -30,6 +32,13 @@ struct DeviceCapabilities {
 
 // The device's own answers. Throws Error when the runtime cannot give them.
 DeviceCapabilities query_device_capabilities(int device);
+
+// Throws Error naming the GPU, the compute capabilities this build has kernels for and how to
+// rebuild, when none of this program's kernels can run on the device.
+void require_kernels_for(const DeviceCapabilities& device);
+// That refusal's message; `built` lists the build's architectures as nvcc does ("800,900"), or is
+// empty where unknown.
+std::string missing_kernels_message(const DeviceCapabilities& device, const std::string& built);
 
 // Throws Error naming the GPU, what `precision` needs and the precision to use instead, when the
 // device cannot compute in `precision`.
