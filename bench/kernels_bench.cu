@@ -7,7 +7,8 @@
 // At the imagenet stem's shape, its BatchNorm and max-pool through the stored output and with the
 // pool normalising on the fly. Last, every convolution of the 224x224 network in NHWC, bf16 and
 // tf32, through the legacy API's timed choice and the graph API's (--conv-api), and their sums
-// per training step.
+// per training step. On a GPU below compute capability 8.0 (a V100), where cuDNN has no bfloat16
+// BatchNorm or convolutions, those bf16 rows are fp16's, saying so.
 //   kernels_bench                                every table
 //   kernels_bench --only convolutions,batchnorm  these (softmax, optimizers, weights, batchnorm,
 //                                                convolutions)
@@ -412,7 +413,7 @@ void bench_weight_copies(const Reporter& report, cudaStream_t stream, const char
 
 // ResNet-18's BatchNorm shapes: the cifar stem's network at 32x32, batch 128, and the
 // torchvision network at 224x224, batch 256 (stem BatchNorm at 112x112, then the four stages).
-void bench_batchnorms(const Reporter& report) {
+void bench_batchnorms(const Reporter& report, bool bf16) {
   cuda::ComputeContext context;
   struct Layer {
     int batch, channels, size;
@@ -423,8 +424,11 @@ void bench_batchnorms(const Reporter& report) {
   for (MemoryFormat format : {MemoryFormat::nchw, MemoryFormat::nhwc})
     for (const Layer& l : layers) {
       bench_batchnorm<float>(report, context, l.batch, l.channels, l.size, format, "fp32");
-      bench_batchnorm<__nv_bfloat16>(report, context, l.batch, l.channels, l.size, format,
-                                     "bf16");
+      if (bf16)
+        bench_batchnorm<__nv_bfloat16>(report, context, l.batch, l.channels, l.size, format,
+                                       "bf16");
+      else
+        bench_batchnorm<__half>(report, context, l.batch, l.channels, l.size, format, "fp16");
     }
 }
 
@@ -631,7 +635,15 @@ void run(const std::set<std::string>& sections) {
   std::printf("kernels_bench on %s: %d-bit memory bus at %.0f MHz, peak %.0f GB/s; L2 %.0f MiB\n",
               properties.name, bus_bits, clock_khz / 1e3, peak / 1e9,
               properties.l2CacheSize / 1048576.0);
-  std::printf("(working sets smaller than L2 can exceed the DRAM peak)\n\n");
+  std::printf("(working sets smaller than L2 can exceed the DRAM peak)\n");
+  // cuDNN's bfloat16 BatchNorm and convolutions need compute capability 8.0; below, the 16-bit
+  // rows that compare with cuDNN are float16's, the mixed precision such a GPU trains in.
+  const bool bf16 = properties.major >= 8;
+  if (!bf16)
+    std::printf("bf16 BatchNorm and convolutions skipped: compute capability %d.%d has no "
+                "bfloat16 tensor cores (8.0 and later); fp16 rows in their place\n",
+                properties.major, properties.minor);
+  std::printf("\n");
   std::printf("%-36s %-26s %10s %10s %9s\n", "kernel", "shape", "median us", "GB/s", "of peak");
 
   cudaStream_t stream;
@@ -652,9 +664,12 @@ void run(const std::set<std::string>& sections) {
     bench_weight_copies<__nv_bfloat16>(report, stream, "bf16");
   }
   RDDP_CUDA_CHECK(cudaStreamDestroy(stream));
-  if (sections.count("batchnorm")) bench_batchnorms(report);
+  if (sections.count("batchnorm")) bench_batchnorms(report, bf16);
   if (sections.count("convolutions")) {
-    bench_network_convolutions<__nv_bfloat16>("bf16", /*tf32=*/false);
+    if (bf16)
+      bench_network_convolutions<__nv_bfloat16>("bf16", /*tf32=*/false);
+    else
+      bench_network_convolutions<__half>("fp16", /*tf32=*/false);
     bench_network_convolutions<float>("tf32", /*tf32=*/true);
   }
 }

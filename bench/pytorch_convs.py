@@ -10,8 +10,9 @@ PyTorch's side is what its training step calls: torch.nn.functional.conv2d forwa
 torch.ops.aten.convolution_backward for the input's gradient and for the weight's, each alone
 (output_mask), on tensors in torch.channels_last with torch.backends.cudnn.benchmark on, so
 that cuDNN's timed choice is PyTorch's own. bf16 rows run on bfloat16 tensors (autocast's
-convolutions are exactly these: bfloat16 inputs and weights); tf32 rows on float32 tensors with
-torch.backends.cudnn.allow_tf32. Each direction: --warmup calls (the first runs the timed
+convolutions are exactly these: bfloat16 inputs and weights), fp16 rows (what kernels_bench times
+in their place on a GPU without bfloat16, such as a V100) on float16 tensors; tf32 rows on
+float32 tensors with torch.backends.cudnn.allow_tf32. Each direction: --warmup calls (the first runs the timed
 search), then --runs calls, each between its own pair of CUDA events, all queued before one
 wait, the median counting: as kernels_bench times ours. A call whose GPU work is shorter than
 Python's time to launch it (tens of µs) would count some of that time too; at 224x224, batch
@@ -36,7 +37,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-DTYPES = {"bf16": torch.bfloat16, "tf32": torch.float32}
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32}
 GEOMETRY = ("batch", "in_channels", "size", "out_channels", "kernel", "stride", "pad")
 # Our sides of a row, as kernels_bench's records name them, and the table's titles.
 OURS = (("legacy_us", "ours, legacy API"), ("graph_us", "ours, graph API"))

@@ -18,7 +18,9 @@
 #      32x32 images, cifar stem, 10 classes, batch 128: 20 warm-up steps, 5 windows of 50
 #      224x224 images, imagenet stem, 1000 classes, batch 256: 10 warm-up steps, 5 windows of 20
 #    in tf32, fp32, bf16 and fp16 (autocast's mixed precision on both sides; fp16 with
-#    GradScaler's dynamic loss scaling), AdamW, with resnet_ddp (bench/cuda_step_bench; NCHW
+#    GradScaler's dynamic loss scaling; on a GPU below compute capability 8.0, such as a V100,
+#    bf16 is skipped, saying so in the output and the results, and fp16 runs where bf16 was
+#    asked for), AdamW, with resnet_ddp (bench/cuda_step_bench; NCHW
 #    activations, and with --with-nhwc under tf32, bf16 and fp16 also NHWC: with cuDNN's
 #    BatchNorm it measured far slower on an H100), PyTorch eager and PyTorch torch.compile
 #    (bench/pytorch_ddp.py, with $RDDP_PYTHON or the first python3 whose torch sees the GPU); first
@@ -206,6 +208,31 @@ fi
 [ -n "$results_dir" ] ||
   results_dir=$here/results/$("$root/scripts/results_folder.sh" "$gpu_name" "$commit")
 say "results go to $results_dir"
+# --- the precisions this GPU has ------------------------------------------------------------
+# bf16 needs bfloat16 tensor cores (compute capability 8.0: A100 on), and resnet_ddp refuses it
+# below; fp16 is the mixed precision such a GPU (a V100) has, so it runs where bf16 was asked
+# for. tf32 there computes in plain float32 (no TF32 units), which the results say.
+precision_notes=() bf16_skipped=""
+cc_major=${compute_cap%%.*}
+if [[ $cc_major =~ ^[0-9]+$ ]] && [ "$cc_major" -lt 8 ]; then
+  if [[ " ${precisions[*]} " == *" bf16 "* ]]; then
+    kept=() instead="fp16 is measured as well"
+    for precision in "${precisions[@]}"; do
+      if [ "$precision" != bf16 ]; then
+        kept+=("$precision")
+      elif [[ " ${precisions[*]} " != *" fp16 "* ]]; then
+        kept+=(fp16) instead="fp16 measured in its place"
+      fi
+    done
+    precisions=("${kept[@]}")
+    # Short enough for a table cell (compare_throughput.py cuts a status at 60 characters).
+    bf16_skipped="not run: bf16 needs compute capability 8.0 (this GPU: $compute_cap)"
+    precision_notes+=("bf16 skipped: $gpu_name has compute capability $compute_cap, and bf16 needs 8.0 (bfloat16 tensor cores); $instead")
+  fi
+  [[ " ${precisions[*]} " != *" tf32 "* ]] ||
+    precision_notes+=("tf32 computes in plain float32 on compute capability $compute_cap (no TF32 units)")
+fi
+for note in ${precision_notes[@]+"${precision_notes[@]}"}; do say "$note"; done
 
 # A Python whose torch sees the GPU; else any with torch and torchvision, whose runs will say
 # why they measured nothing (and which still counts the model for the check below).
@@ -419,6 +446,14 @@ measure() {
   status_record "$impl" "$stem" "$size" "$batch" "$classes" "$precision" "$why"
 }
 
+# The skipped bf16 runs keep their rows in the tables, saying why.
+if [ -n "$bf16_skipped" ]; then
+  for config in "${configs[@]}"; do
+    read -r stem size batch classes _ <<<"$config"
+    status_record resnet_ddp "$stem" "$size" "$batch" "$classes" bf16 "$bf16_skipped"
+  done
+fi
+
 device_info=""
 if [ $dry_run = 1 ]; then
   show "$bench_program" --device-info
@@ -543,6 +578,8 @@ fi
   echo "- PyTorch: $torch_versions"
   echo "- host: $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)"
   echo "- GPU tests: $tests_line"
+  echo "- precisions: ${precisions[*]}"
+  for note in ${precision_notes[@]+"${precision_notes[@]}"}; do echo "  ($note)"; done
   echo "- synthetic data; resnet_ddp copies its batch from pinned host memory every step, PyTorch keeps it on the device;"
   if [ -n "$grad_allreduce" ]; then
     echo "  AdamW; DDP in a world of one, gradients allreduced as $grad_allreduce (only W > 1 gains from bf16's halved bytes);"

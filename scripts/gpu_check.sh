@@ -62,6 +62,12 @@
 #                 so, where the machine has neither profiler
 #  10 throughput  bench/run_throughput.sh with its own budget (--budget 470), last
 #
+# bf16 needs a GPU of compute capability 8.0 or later (nvidia-smi's compute_cap; resnet_ddp refuses
+# it below): on an older GPU, such as a V100, every bf16 run is skipped, saying so in the output
+# and the report, and fp16 runs where bf16 was the point (the mixed, data and profile parts, the
+# engine part's replayed step; kernels_bench and run_throughput.sh do the same themselves). A
+# dry run asks nvidia-smi too, where one answers, and otherwise assumes 9.0.
+#
 # Each step has its own time limit, cut to what is left of its part's budget; a step that the
 # budget leaves no time for is NOT RUN and counts as failed. The report is
 # gpu-check-<gpu>-<date>.md in this run's folder, bench/results/<date>-<gpu>-<commit>
@@ -110,7 +116,7 @@ describe_part() {
     data) echo "JPEG folder vs resnet_ddp_pack pack: data-wait share per epoch" ;;
     kernels) echo "bench/kernels_bench: our kernels' bandwidth, our BatchNorm beside cuDNN's at ResNet-18's shapes, the 224x224 convolutions through both cuDNN APIs and through PyTorch" ;;
     sanitize) echo "compute-sanitizer memcheck, racecheck and synccheck on the gpu tests of our kernels" ;;
-    profile) echo "nsys (10 steps) or ncu (2) at 224x224 bf16: ours (NHWC fused BatchNorm; legacy and graph API convolutions) and torch.compile's; kernel time by kernel and per step by category side by side" ;;
+    profile) echo "nsys (10 steps) or ncu (2) at 224x224 ${mixed:-bf16}: ours (NHWC fused BatchNorm; legacy and graph API convolutions) and torch.compile's; kernel time by kernel and per step by category side by side" ;;
     throughput) echo "bench/run_throughput.sh --budget 470 against PyTorch" ;;
   esac
 }
@@ -171,6 +177,22 @@ commit="${RDDP_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || ec
   commit+=" (with uncommitted changes)"
 [ -n "$report_dir" ] ||
   report_dir=$root/bench/results/$("$root/scripts/results_folder.sh" "$gpu" "$commit")
+# The precision of the mixed-precision runs: bf16, or fp16 on a GPU without bfloat16 tensor
+# cores. A compute capability nvidia-smi does not tell (an old driver) keeps bf16.
+compute_cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | xargs)
+mixed=bf16 bf16_note=""
+if [[ $compute_cap =~ ^[0-9]+\.[0-9]+$ ]]; then
+  if [ "${compute_cap%%.*}" -lt 8 ]; then
+    mixed=fp16
+    bf16_note="bf16 skipped: compute capability $compute_cap has no bfloat16 tensor cores (8.0 and later); fp16 runs in its place"
+  fi
+elif [ $dry_run = 1 ]; then
+  compute_cap="9.0 (assumed: no nvidia-smi answers)"
+else
+  compute_cap="unknown (nvidia-smi does not say)"
+fi
+[ "$data_precision" != bf16 ] || data_precision=$mixed
+echo "compute capability $compute_cap${bf16_note:+: $bf16_note}"
 slug=$(echo "$gpu" | tr -cs 'A-Za-z0-9' '-' | sed 's/^-//; s/-$//')
 report_base=$report_dir/gpu-check-$slug-$(date -u +%Y-%m-%d)
 report=$report_base.md
@@ -201,7 +223,9 @@ if [ $dry_run = 0 ]; then
     echo
     echo "Command \`scripts/gpu_check.sh ${chosen[*]:+--part $(IFS=,; echo "${chosen[*]}")}\`:"
     echo "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit, driver $driver," \
-         "$(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo 'nvcc not found'), host $(hostname), $(nproc) CPUs"
+         "$(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo 'nvcc not found'), host $(hostname), $(nproc) CPUs," \
+         "compute capability $compute_cap"
+    [ -z "$bf16_note" ] || echo "$bf16_note."
   } >>"$report"
 fi
 
@@ -274,6 +298,25 @@ verdict_line() {
   echo "   $text"
   printf '\n**%s**\n' "$text" >>"$report"
   [ "$ok" = yes ] || { failures=$((failures + 1)) part_failures=$((part_failures + 1)); }
+}
+
+# A line for the output and the report that fails nothing: what a part left out, and why.
+note() {
+  echo "   $1"
+  [ $dry_run = 1 ] || printf '\n%s\n' "$1" >>"$report"
+}
+# The precisions of LIST (words) this GPU computes in, noting bf16's absence where it drops it
+# (on stderr: the list is the output).
+precisions_here() {
+  local precision kept=()
+  for precision in "$@"; do
+    if [ "$precision" = bf16 ] && [ "$mixed" != bf16 ]; then
+      note "$bf16_note" >&2
+    else
+      kept+=("$precision")
+    fi
+  done
+  echo "${kept[*]}"
 }
 
 have_fashion() { [ -f "$data/train-images-idx3-ubyte.gz" ] || [ -f "$data/train-images-idx3-ubyte" ]; }
@@ -387,7 +430,7 @@ part_precision() {
   # Same seed, data order and cosine schedule for every precision: only the rounding differs,
   # and the decayed learning rate makes the last epoch's numbers steady enough to compare.
   local runs=() precision file png=$report_base-precision.png
-  for precision in fp32 tf32 bf16 fp16; do
+  for precision in $(precisions_here fp32 tf32 bf16 fp16); do
     file=$report_base-precision-$precision.jsonl
     # --log-json appends; a leftover of an earlier command would be a second run in the file.
     [ $dry_run = 1 ] || rm -f "$file"
@@ -448,7 +491,7 @@ part_engine() {
   # The trainer captures no reducer with one rank, so the benchmark's --ddp runs the step with
   # its NCCL allreduces (float32, then bfloat16 with its casts) captured into the CUDA graph:
   # a capture NCCL refuses stops it with the cause.
-  local captured=("$build/bench/cuda_step_bench" --size 32 --batch 128 --classes 10 --precision bf16 --warmup 10
+  local captured=("$build/bench/cuda_step_bench" --size 32 --batch 128 --classes 10 --precision "$mixed" --warmup 10
                   --windows 2 --steps-per-window 10 --conv-algorithms heuristic --ddp --cuda-graphs on)
   step 60 "step and NCCL allreduces replayed as one CUDA graph" "${captured[@]}"
   step 60 "step and bfloat16 NCCL allreduces replayed as one CUDA graph" "${captured[@]}" --grad-allreduce bf16
@@ -466,7 +509,7 @@ part_mixed() {
   # Each with cuDNN's BatchNorm and with ours (--batchnorm fused); on an H100 the runs with
   # cuDNN's took 12 to 36 s.
   local precision format batchnorm file rows=""
-  for precision in bf16 fp16; do
+  for precision in $(precisions_here bf16 fp16); do
     for format in nchw nhwc; do
       for batchnorm in cudnn fused; do
         file=$logs/mixed-$precision-$format-$batchnorm.jsonl
@@ -680,7 +723,7 @@ part_profile() {
              --clock-control none --cache-control none --metrics gpu__time_duration.sum
              --force-overwrite -o)
   fi
-  local shape=(--size 224 --batch 256 --precision bf16 --warmup 10 --windows 1
+  local shape=(--size 224 --batch 256 --precision "$mixed" --warmup 10 --windows 1
                --steps-per-window "$steps" --profile)
   local name csv summaries=()
   # Our fastest variant with the legacy API's convolutions and with the graph API's, and

@@ -71,7 +71,9 @@ inline double peak_for(const PeakTflops& peak, const std::string& precision) {
 }
 
 // What MFU is taken against on one device at one precision: the dense peak and where the figure
-// comes from, or (tflops 0) why there is none.
+// comes from, or (tflops 0) why there is none. tf32 on a GPU without TF32 units (V100) is taken
+// against the float32 peak, which is what it computes at; bf16 there has no peak (the CUDA engine
+// refuses it, cuda/device_capabilities.h).
 struct DevicePeak {
   double tflops = 0;
   std::string basis;
@@ -84,11 +86,19 @@ inline DevicePeak device_peak(const std::string& name, int major, int minor, int
     return {0, "unknown: " + name + " (compute capability " + std::to_string(major) + "." +
                    std::to_string(minor) + ", " + std::to_string(sms) +
                    " SMs) is not among the GPUs of include/resnet_ddp/gpu_peaks.h"};
-  const double tflops = peak_for(gpu->peak, precision);
+  // tf32 without TF32 units computes in plain float32 (cuDNN's and cuBLAS's TF32 modes fall back
+  // to it), so its MFU is taken against the float32 peak, and the basis says so.
+  const bool tf32_as_fp32 = precision == "tf32" && gpu->peak.tf32 == 0;
+  const std::string basis_precision = tf32_as_fp32 ? "fp32" : precision;
+  const double tflops = peak_for(gpu->peak, basis_precision);
   if (tflops == 0) return {0, "none: the " + std::string(gpu->sku) + " has no " + precision + " unit"};
-  char text[256];
-  std::snprintf(text, sizeof text, "%.1f TFLOP/s dense %s, %s at %d MHz (%s)", tflops,
-                precision.c_str(), gpu->sku, gpu->boost_mhz, gpu->source);
+  const std::string why =
+      tf32_as_fp32 ? " (tf32 computes in plain float32 here: the " + std::string(gpu->sku) +
+                         " has no TF32 units)"
+                   : "";
+  char text[384];
+  std::snprintf(text, sizeof text, "%.1f TFLOP/s dense %s%s, %s at %d MHz (%s)", tflops,
+                basis_precision.c_str(), why.c_str(), gpu->sku, gpu->boost_mhz, gpu->source);
   return {tflops, text};
 }
 

@@ -44,6 +44,7 @@
 #include "resnet_ddp/cuda/check.h"
 #include "resnet_ddp/cuda/cuda_engine.h"
 #include "resnet_ddp/cuda/device.h"
+#include "resnet_ddp/cuda/device_capabilities.h"
 #include "resnet_ddp/cuda/device_buffer.h"
 #include "resnet_ddp/cuda/executor.h"
 #include "resnet_ddp/cuda/graph_step_policy.h"
@@ -72,6 +73,16 @@ const EngineConfig& validated(const EngineConfig& config) {
     fail("--label-smoothing must be in [0, 1], got ", config.label_smoothing);
   check_batch_input(config);
   return config;
+}
+
+// The selected device's capabilities, once it is known to run this build's kernels and to
+// compute in `precision`: asked before the engine allocates or times anything, so that a GPU
+// that cannot is refused first.
+cuda::DeviceCapabilities capable_device(int index, Precision precision) {
+  cuda::DeviceCapabilities device = cuda::query_device_capabilities(index);
+  cuda::require_kernels_for(device);
+  cuda::require_precision_supported(device, precision);
+  return device;
 }
 
 ModelState<float> initial_state(const ModelSpec& spec, uint64_t seed) {
@@ -163,6 +174,7 @@ class CudaEngine final : public Engine {
       : config_(validated(config)),
         options_(options),
         device_name_(cuda::select_device(options.device_index)),
+        device_(capable_device(options.device_index, config.precision)),
         net_(describe(config.spec)),
         layout_(net_),
         counters_(layout_.batch_counter_elements(), 0),
@@ -212,12 +224,8 @@ class CudaEngine final : public Engine {
   DeviceKind device() const override { return DeviceKind::cuda; }
   std::string device_name() const override { return device_name_; }
   DevicePeak peak() const override {
-    int device = 0;
-    RDDP_CUDA_CHECK(cudaGetDevice(&device));
-    cudaDeviceProp properties;
-    RDDP_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
-    return device_peak(properties.name, properties.major, properties.minor,
-                       properties.multiProcessorCount, to_string(config_.precision));
+    return device_peak(device_.name, device_.major, device_.minor, device_.sms,
+                       to_string(config_.precision));
   }
   const ParamLayout& layout() const override { return layout_; }
   float* params() override {
@@ -269,6 +277,7 @@ class CudaEngine final : public Engine {
   }
 
   const CudaGraphStats& graph_stats() const { return graph_stats_; }
+  const cuda::DeviceCapabilities& capabilities() const { return device_; }
   cuda::ConvAlgorithmCache::ApiUse conv_api_use() const {
     return executor_.algorithms().api_use();
   }
@@ -634,6 +643,7 @@ class CudaEngine final : public Engine {
   EngineConfig config_;
   CudaEngineOptions options_;
   std::string device_name_;  // selecting the device comes before any other CUDA call
+  cuda::DeviceCapabilities device_;  // and then refusing a precision it lacks
   NetDesc net_;
   ParamLayout layout_;
   std::vector<int64_t> counters_;  // BatchNorm num_batches_tracked, by layout offset
@@ -685,6 +695,10 @@ CudaGraphStats cuda_graph_stats(const Engine& engine) {
 
 cuda::ConvAlgorithmCache::ApiUse cuda_conv_api_use(const Engine& engine) {
   return as_cuda_engine(engine, "convolution API figures").conv_api_use();
+}
+
+cuda::DeviceCapabilities cuda_device_capabilities(const Engine& engine) {
+  return as_cuda_engine(engine, "the GPU's capabilities").capabilities();
 }
 
 CudaMemoryPlan cuda_memory_plan(const Engine& engine) {

@@ -76,7 +76,8 @@ std::vector<std::pair<std::string, std::string>> settings_rows(const SettingsFac
       {"lr schedule", std::string(to_string(f.options.lr_schedule)) +
                           (f.options.warmup_epochs > 0 ? ", warm-up " + general(f.options.warmup_epochs) + " epochs" : "")},
       {"label smoothing", general(f.options.label_smoothing)},
-      {"precision", std::string(to_string(f.options.precision)) +
+      {"precision", (f.precision_meaning.empty() ? std::string(to_string(f.options.precision))
+                                                : f.precision_meaning) +
                         (f.device == DeviceKind::cuda
                              ? std::string(", ") + (f.options.cuda.deterministic ? "deterministic" : "fastest") +
                                    " cuDNN algorithms, " + (f.options.cuda.conv_search == cuda::ConvAlgorithmSearch::timed ? "timed" : "heuristic") +

@@ -258,6 +258,9 @@ void Trainer::show_settings() const {
   facts.device = device_;
   facts.device_reason = device_reason_;
   facts.device_name = engine_->device_name();
+  if (device_ == DeviceKind::cuda)
+    facts.precision_meaning =
+        cuda::precision_description(options_.precision, cuda_device_capabilities(*engine_));
   facts.parameters = engine_->layout().parameter_count();
   facts.peak = peak_;
   facts.flops_per_image = flops_per_image_;
@@ -493,7 +496,8 @@ int Trainer::run() {
       console_.warn("epoch " + std::to_string(epoch + 1) + ": " + std::to_string(train.skipped_steps) +
                     " optimizer step(s) skipped for Inf/NaN gradients (" + std::to_string(train.nonfinite_losses) +
                     " with a non-finite loss, left out of the mean), each halving the loss scale; a few early "
-                    "in training are normal, many mean fp16 overflows: try --precision bf16 or a lower --lr");
+                    "in training are normal, many mean fp16 overflows: try a lower --lr, or --precision bf16 on "
+                    "a GPU of compute capability 8.0 or later");
     JsonLine epoch_json;
     epoch_json.string("type", "epoch").number("epoch", epoch + 1).number("global_step", global_step_)
         .number("lr", lr).number("train_loss", mean_loss(train)).number("train_accuracy", accuracy(train))

@@ -191,6 +191,44 @@ PATH=$work/bin:$PATH RDDP_PROFILER=perf RDDP_BUILD_DIR=$work/build RDDP_REPORT_D
   RDDP_COMMIT=test expect 1 "RDDP_PROFILER is nsys or ncu, not 'perf'" -- \
   "$script" --part profile --budget 60
 
+# A GPU below compute capability 8.0, as nvidia-smi reports a V100: every bf16 run is skipped,
+# saying so, and fp16 runs where bf16 was the point. The bfloat16 gradient allreduce stays: NCCL
+# sums bfloat16 in float on such a GPU, and our casts need no tensor cores.
+mkdir -p "$work/v100-bin"
+cat >"$work/v100-bin/nvidia-smi" <<'STANDIN'
+#!/bin/sh
+case "$*" in
+  *compute_cap*) echo "7.0" ;;
+  *driver_version*) echo "535.54.03" ;;
+  *) echo "Tesla V100-SXM2-32GB" ;;
+esac
+STANDIN
+chmod +x "$work/v100-bin/nvidia-smi"
+skip_note="bf16 skipped: compute capability 7.0 has no bfloat16 tensor cores \(8.0 and later\); fp16 runs in its place"
+PATH=$work/v100-bin:$PATH expect 0 "^compute capability 7.0: $skip_note$" -- \
+  "$script" --dry-run --part precision,engine,mixed,data,profile
+check "no run on the V100 asks for bf16" bash -c '! grep -q -- "--precision bf16" "$1"' _ "$work/out"
+check "the precision part and the mixed part each say bf16 was skipped" \
+  [ "$(grep -cE "^   $skip_note$" "$work/out")" = 2 ]
+check "the precision part compares fp32, tf32 and fp16" \
+  [ "$(grep -oE '\] precision [a-z0-9]+: Fashion' "$work/out" | cut -d' ' -f3 | tr -d : | xargs)" = "fp32 tf32 fp16" ]
+check "the mixed part runs fp16 alone, in both layouts with both BatchNorms" \
+  [ "$(grep -cE '\] fp16 (nchw|nhwc) (cudnn|fused): 300 synthetic steps' "$work/out")/$(grep -cE '\] [a-z0-9]+ [a-z]+ [a-z]+: 300 synthetic steps' "$work/out")" = 4/4 ]
+check "the data part and the engine part's replayed step run fp16" \
+  bash -c 'grep -q "3 epochs from the pack, fp16" "$1" &&
+           grep -qE "cuda_step_bench .*--precision fp16 .*--ddp --cuda-graphs on --grad-allreduce bf16" "$1"' _ "$work/out"
+check "the profile part profiles fp16 steps, ours and torch.compile's" \
+  [ "$(grep -cE "(cuda_step_bench|pytorch_ddp.py --mode compile) --size 224 --batch 256 --precision fp16 " "$work/out")" = 3 ]
+PATH=$work/v100-bin:$work/bin:$PATH RDDP_PYTHON=$work/bin/python RDDP_BUILD_DIR=$work/build \
+  RDDP_REPORT_DIR=$work/v100-reports RDDP_COMMIT=test \
+  expect 0 "nsys stats, pytorch-compile\$" -- "$script" --part profile --budget 120
+v100_report=$(ls "$work"/v100-reports/gpu-check-Tesla-V100-SXM2-32GB-*[0-9].md)
+check "the report names the compute capability and why bf16 was skipped" \
+  bash -c 'grep -q "compute capability 7.0$" "$1" && grep -qE "^$2\.$" "$1"' _ "$v100_report" "$skip_note"
+check "the V100's steps were profiled in fp16" \
+  grep -q "of: step bench --size 224 --batch 256 --precision fp16 " \
+  "$work"/v100-reports/gpu-check-Tesla-V100-SXM2-32GB-*-profile-resnet_ddp-nhwc-fusedbn.txt
+
 # A kernels_bench that ends: PyTorch's convolutions are timed on its records (here, with no GPU,
 # bench/pytorch_convs.py says it skipped), and both outputs go beside the report.
 if python=$("$RDDP_SOURCE_DIR/scripts/find_python.sh" torch 2>/dev/null); then

@@ -62,6 +62,25 @@ expect 0 "pytorch-compile, 32x32, batch 128, bf16" -- \
   "$script" --dry-run --prebuilt --build-dir "$work/real" --goals --sizes 32 --precisions bf16
 check "--sizes and --precisions narrow --goals to one configuration, all 7 of its runs" \
   [ "$(grep -c '^== .*, 32x32, batch 128, bf16, ' "$work/out")/$(grep -c '^== [a-z0-9_-]*, ' "$work/out")" = 7/7 ]
+# A GPU below compute capability 8.0, as nvidia-smi reports a V100: bf16 is skipped, saying so,
+# fp16 runs where bf16 was asked for, and tf32 is said to compute in plain float32 there.
+mkdir -p "$work/v100-bin"
+printf '#!/bin/sh\necho "Tesla V100-SXM2-32GB, 535.54.03, 7.0"\n' >"$work/v100-bin/nvidia-smi"
+chmod +x "$work/v100-bin/nvidia-smi"
+on_v100() { PATH=$work/v100-bin:$PATH "$@"; }
+expect 0 "^== bf16 skipped: Tesla V100-SXM2-32GB has compute capability 7.0, and bf16 needs 8.0 \(bfloat16 tensor cores\); fp16 is measured as well$" -- \
+  on_v100 "$script" --dry-run --prebuilt --build-dir "$work/real" --impls resnet_ddp,pytorch-eager
+check "no run on the V100 asks for bf16" bash -c '! grep -q -- "--precision bf16" "$1"' _ "$work/out"
+check "tf32, fp32 and fp16 each run once a size on the V100" \
+  [ "$(grep -oE '^== resnet_ddp, [0-9x]+, batch [0-9]+, [a-z0-9]+' "$work/out" | cut -d, -f4 | sort | uniq -c |
+       awk '{ printf "%s%s=%s", sep, $2, $1; sep = " " }')" = "fp16=2 fp32=2 tf32=2" ]
+check "the V100's tf32 is said to be plain float32" \
+  grep -q "^== tf32 computes in plain float32 on compute capability 7.0 (no TF32 units)$" "$work/out"
+expect 0 "fp16 measured in its place" -- on_v100 "$script" --dry-run --prebuilt --build-dir "$work/real" --goals
+v100_goals=$(grep -oE '^== [a-z0-9_-]+, [0-9x]+, batch [0-9]+, [a-z0-9]+' "$work/out" | cut -d, -f2,4 | uniq)
+check "--goals on the V100 measures fp16 in bf16's place, 224x224 first, then tf32" \
+  [ "$v100_goals" = "$(printf ' 224x224, fp16\n 32x32, fp16\n 224x224, tf32\n 32x32, tf32')" ]
+check "--goals on the V100 runs no bf16" bash -c '! grep -q -- "--precision bf16" "$1"' _ "$work/out"
 if "$RDDP_SOURCE_DIR/scripts/find_python.sh" torch torchvision >/dev/null 2>&1; then
   check "the dry run compared both sides' models (no mismatch reported)" \
     bash -c '! grep -q "count different models" <<<"$1" && ! grep -q "model check left out" <<<"$1"' _ "$dry"
@@ -178,6 +197,29 @@ expect 0 "kernel times +not collected: kernel times need CUPTI on a GPU" -- \
 check "its record says why there is no CSV" \
   grep -qE '"kernel_times_error":"kernel times need CUPTI on a GPU; this benchmark runs on the CUDA emulator"' "$work/out"
 check "and it wrote none" test ! -e "$work/none.csv"
+
+# On a V100 (the emulated benchmark's device described as one too), --precisions bf16 measures
+# fp16, and the results say that bf16 was skipped and why, in the header and in bf16's row.
+mkdir -p "$work/v100-run-bin"
+cp "$work/v100-bin/nvidia-smi" "$work/v100-run-bin/"
+PATH=$work/v100-run-bin:$work/bin:$PATH RDDP_COMMIT=test-commit RDDP_EMULATED_CC=7.0 \
+  RDDP_EMULATED_GPU_NAME="Tesla V100-SXM2-32GB" RDDP_EMULATED_SMS=80 \
+  expect 0 "results: .*/throughput-Tesla-V100-SXM2-32GB-[0-9-]+\.md" -- \
+  "$script" --prebuilt --build-dir "$work/build" --results-dir "$work/v100" --sizes 32 \
+  --precisions bf16 --impls resnet_ddp --budget 300
+v100_results=$(ls "$work"/v100/throughput-Tesla-V100-SXM2-32GB-*.md)
+check "the V100's results name fp16 as the precision measured" \
+  grep -qxF -- "- precisions: fp16" "$v100_results"
+check "and say why bf16 was skipped" grep -qxF -- \
+  "  (bf16 skipped: Tesla V100-SXM2-32GB has compute capability 7.0, and bf16 needs 8.0 (bfloat16 tensor cores); fp16 measured in its place)" \
+  "$v100_results"
+check "fp16 was measured, against the V100's float16 tensor-core peak" \
+  bash -c 'grep "\"impl\":\"resnet_ddp\"" "$1" | grep "\"precision\":\"fp16\"" | grep "\"status\":\"ok\"" |
+           grep -q "\"peak_tflops\":125,"' _ "$v100_results"
+check "bf16's row in the tables says why it holds no figure" \
+  grep -qE "^\| 1 \| 32x32, cifar stem, 10 classes \| 128 \| adamw \| bf16 \|.*not run: bf16 needs compute capability 8.0 \(this GPU: 7.0\) \|" \
+  "$v100_results"
+check "no bf16 run was started" bash -c '! grep -q -- "--precision bf16" "$1"' _ "${v100_results%.md}.log"
 
 # A budget too short for any run: every cell says so, and the command still writes its table.
 expect 0 "left out, the budget is spent" -- \

@@ -292,14 +292,58 @@ cudaError_t cudaFreeHost(void* pointer) {
 }
 
 // Each device is described as a Hopper GPU so that code asking for tensor-core generations takes
-// its usual path; the memory it reports is what the emulated cudaMalloc has handed out. A node
-// has RDDP_EMULATED_GPUS of them (1 to 16, default 1), each with its own PCI bus id, so that
-// ranks on one node can be given distinct GPUs, or made to share one. A process sees those that
-// CUDA_VISIBLE_DEVICES lists by index, in its order, as CUDA does (the list ends at the first
-// entry that is not a GPU of the node), or all of them. Its memory is its own, whichever it
-// selects.
+// its usual path, unless RDDP_EMULATED_CC (e.g. "7.0"), RDDP_EMULATED_GPU_NAME
+// (cudaDeviceProp::name, e.g. "Tesla V100-SXM2-32GB") and RDDP_EMULATED_SMS describe another
+// GPU, so that the engine's checks of what a GPU can run, and the peaks it knows GPUs by, can be
+// tried on any of them. The memory it reports is what the emulated cudaMalloc has handed out.
+// A node has RDDP_EMULATED_GPUS of them (1 to 16, default 1), each with its own PCI bus id, so
+// that ranks on one node can be given distinct GPUs, or made to share one. A process sees those
+// that CUDA_VISIBLE_DEVICES lists by index, in its order, as CUDA does (the list ends at the
+// first entry that is not a GPU of the node), or all of them. Its memory is its own, whichever
+// it selects.
 constexpr size_t kDeviceMemory = size_t{16} << 30;
-constexpr const char* kDeviceName = "emulated CUDA device (CPU)";
+
+namespace {
+
+struct EmulatedGpu {
+  std::string name = "emulated CUDA device (CPU)";
+  int major = 9, minor = 0, sms = 1;
+};
+
+// A setting a test got wrong ends the program: a GPU silently described otherwise would make
+// the test check something else than it says.
+[[noreturn]] void bad_setting(const char* variable, const char* value, const char* wanted) {
+  std::fprintf(stderr, "emulated CUDA runtime: %s='%s' is not %s\n", variable, value, wanted);
+  std::exit(2);
+}
+
+const EmulatedGpu& emulated_gpu() {
+  static const EmulatedGpu gpu = [] {
+    EmulatedGpu g;
+    if (const char* name = std::getenv("RDDP_EMULATED_GPU_NAME"); name != nullptr) {
+      if (*name == '\0' || std::strlen(name) >= sizeof(cudaDeviceProp::name))
+        bad_setting("RDDP_EMULATED_GPU_NAME", name, "a name of 1 to 255 characters");
+      g.name = name;
+    }
+    if (const char* cc = std::getenv("RDDP_EMULATED_CC"); cc != nullptr) {
+      int end = 0;
+      if (std::sscanf(cc, "%d.%d%n", &g.major, &g.minor, &end) != 2 || cc[end] != '\0' ||
+          g.major < 1 || g.minor < 0 || g.minor > 9)
+        bad_setting("RDDP_EMULATED_CC", cc, "a compute capability MAJOR.MINOR such as 7.0");
+    }
+    if (const char* sms = std::getenv("RDDP_EMULATED_SMS"); sms != nullptr) {
+      char* end = nullptr;
+      const long count = std::strtol(sms, &end, 10);
+      if (*sms == '\0' || *end != '\0' || count < 1 || count > 1024)
+        bad_setting("RDDP_EMULATED_SMS", sms, "a multiprocessor count from 1 to 1024");
+      g.sms = static_cast<int>(count);
+    }
+    return g;
+  }();
+  return gpu;
+}
+
+}  // namespace
 
 // The node's index of each device this process sees.
 const std::vector<int>& visible_devices() {
@@ -353,10 +397,11 @@ cudaError_t cudaGetDevice(int* device) {
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* properties, int device) {
   if (properties == nullptr || !valid_device(device)) return cudaErrorInvalidDevice;
   *properties = cudaDeviceProp{};
-  std::strncpy(properties->name, kDeviceName, sizeof(properties->name) - 1);
-  properties->major = 9;
-  properties->minor = 0;
-  properties->multiProcessorCount = 1;
+  const EmulatedGpu& gpu = emulated_gpu();
+  std::strncpy(properties->name, gpu.name.c_str(), sizeof(properties->name) - 1);
+  properties->major = gpu.major;
+  properties->minor = gpu.minor;
+  properties->multiProcessorCount = gpu.sms;
   properties->totalGlobalMem = kDeviceMemory;
   properties->warpSize = 32;
   properties->maxThreadsPerBlock = 1024;
@@ -366,14 +411,30 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* properties, int device) {
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device) {
   if (value == nullptr || !valid_device(device)) return cudaErrorInvalidDevice;
   switch (attribute) {
-    case cudaDevAttrComputeCapabilityMajor: *value = 9; return cudaSuccess;
-    case cudaDevAttrComputeCapabilityMinor: *value = 0; return cudaSuccess;
-    case cudaDevAttrMultiProcessorCount: *value = 1; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor: *value = emulated_gpu().major; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *value = emulated_gpu().minor; return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount: *value = emulated_gpu().sms; return cudaSuccess;
     case cudaDevAttrWarpSize: *value = 32; return cudaSuccess;
     case cudaDevAttrMaxThreadsPerBlock: *value = 1024; return cudaSuccess;
     case cudaDevAttrClockRate: *value = 1000000; return cudaSuccess;  // kHz
     default: return runtime().last_error = cudaErrorNotSupported;
   }
+}
+
+// Every kernel here runs on every emulated device, whatever its compute capability: the image
+// the runtime would pick is the device's own. RDDP_EMULATED_NO_KERNEL_IMAGE=1 answers instead as
+// the runtime does for a program built without code for the device.
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, const void* function) {
+  if (attributes == nullptr || function == nullptr)
+    return runtime().last_error = cudaErrorInvalidDeviceFunction;
+  if (const char* none = std::getenv("RDDP_EMULATED_NO_KERNEL_IMAGE");
+      none != nullptr && std::string(none) == "1")
+    return runtime().last_error = cudaErrorNoKernelImageForDevice;
+  *attributes = cudaFuncAttributes{};
+  attributes->maxThreadsPerBlock = 1024;
+  attributes->binaryVersion = attributes->ptxVersion =
+      emulated_gpu().major * 10 + emulated_gpu().minor;
+  return cudaSuccess;
 }
 
 cudaError_t cudaDeviceGetPCIBusId(char* bus_id, int length, int device) {

@@ -5,12 +5,14 @@
 #include <string>
 
 #include "resnet_ddp/cuda/conv_algorithms.h"
+#include "resnet_ddp/cuda/device_capabilities.h"
 #include "resnet_ddp/cuda/engine_options.h"
 #include "resnet_ddp/engine.h"
 
 namespace rddp {
 
-// Throws Error when no device answers.
+// Throws Error when no device answers, or when it cannot compute in config.precision
+// (cuda/device_capabilities.h), before anything is allocated on it.
 std::unique_ptr<Engine> make_cuda_engine(const EngineConfig& config,
                                          const CudaEngineOptions& options, uint64_t init_seed);
 
@@ -30,6 +32,10 @@ CudaGraphStats cuda_graph_stats(const Engine& engine);
 // (CudaEngineOptions::conv_api), so that a benchmark of the graph API can say how much of the
 // network it covered. Throws Error unless `engine` was made by make_cuda_engine.
 cuda::ConvAlgorithmCache::ApiUse cuda_conv_api_use(const Engine& engine);
+
+// The GPU a CUDA engine computes on, as the device describes itself (name, compute capability,
+// SMs). Throws Error unless `engine` was made by make_cuda_engine.
+cuda::DeviceCapabilities cuda_device_capabilities(const Engine& engine);
 
 // Where a CUDA engine's device memory goes, by purpose, for benchmarks that set it beside the
 // measured peak. Libraries' own allocations (cuDNN, cuBLAS, NCCL, loaded kernels) are not here.

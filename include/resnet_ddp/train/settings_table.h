@@ -26,6 +26,9 @@ struct SettingsFacts {
   std::string communication;  // ProcessGroup::describe()
   DeviceKind device = DeviceKind::cpu;
   std::string device_reason, device_name;
+  // What the precision means on this device (tf32 on a GPU without TF32 units is plain float32);
+  // empty: its name.
+  std::string precision_meaning;
   size_t parameters = 0;
   DevicePeak peak;
   double flops_per_image = 0;
