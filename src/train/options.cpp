@@ -127,7 +127,7 @@ const std::vector<Flag>& flags() {
       {"--limit-val", "N", "use only the first N validation samples",
        [](TrainOptions& o, auto& f, auto& v) { o.data.limit_val = parse_integer(f, v, 1, kMaxCount); }},
       {"--no-shuffle", nullptr, "keep the training order (DistributedSampler(shuffle=False))",
-       [](TrainOptions& o, auto&, auto&) { o.shuffle = false; }},
+       [](TrainOptions& o, auto&, auto&) { o.data.shuffle = false; }},
       // Model and device
       {"--stem", "KIND", "auto (cifar for images up to 64 px), imagenet (7x7/2 + maxpool) or cifar (3x3/1)",
        [](TrainOptions& o, auto& f, auto& v) {

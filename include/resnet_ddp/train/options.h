@@ -42,7 +42,6 @@ struct TrainOptions {
   std::vector<int> lr_step_epochs = {30, 60, 80};  // --lr-schedule step: multiply by gamma at these
   double lr_gamma = 0.1;
   uint64_t seed = 0;
-  bool shuffle = true;
 
   bool eval_only = false;
   std::string init_path;
