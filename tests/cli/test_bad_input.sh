@@ -61,7 +61,7 @@ evaluate=(--dataset synthetic --device cpu --limit-val 2 --batch-size 8 --image-
 expect 0 "loader .*$kept" -- "$run" "${evaluate[@]}"
 expect 0 "loader .*malloc as GLIBC_TUNABLES sets it" -- \
   env GLIBC_TUNABLES=glibc.malloc.trim_threshold=1048576 "$run" "${evaluate[@]}"
-expect 1 "ten.rddp' holds weights for stem=cifar.*Pass --stem cifar" -- \
+expect 1 "ten.rddp' holds weights for stem=cifar.* Use --stem cifar\.$" -- \
   "$run" "${synthetic[@]}" --init "$work/ten.rddp" --stem imagenet
 head -c 20000 "$work/ten.rddp" >"$work/cut.rddp"
 expect 1 "cut.rddp.*(truncated|ends)" -- "$run" "${synthetic[@]}" --init "$work/cut.rddp"
