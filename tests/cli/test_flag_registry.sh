@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Every flag of resnet_ddp --help has a line in tests/cli/flag_effects.txt naming a test that
-# ctest lists and whose source names the flag, and the table lists no flag --help lacks. A flag
-# added to --help alone fails here.
+# ctest lists and whose source names the flag, and a row in docs/flags.md under the group --help
+# gives it; neither lists a flag --help lacks. A flag added to --help alone fails here.
 . "$(dirname "$0")/lib.sh"
 : "${RDDP_SOURCE_DIR:?set RDDP_SOURCE_DIR to the source tree}"
 : "${RDDP_BUILD_DIR:?set RDDP_BUILD_DIR to the build tree}"
 table=$RDDP_SOURCE_DIR/tests/cli/flag_effects.txt
+docs=$RDDP_SOURCE_DIR/docs/flags.md
 
 "$RDDP_BIN" --help >"$work/help" 2>&1 || failed "resnet_ddp --help"
 # "group flag" pairs: a group is a line "NAME:", its flags the lines "  --flag ..." under it.
@@ -62,4 +63,15 @@ echo "tests named without the flag:$unshown" >"$work/out"
 check "every test flag_effects.txt names is one of ctest's, and its source names the flag" \
   test -z "$unshown"
 
+# The reference: a row "| \`--flag ...\` |" under "## GROUP" for each flag, in --help's group.
+awk '/^## / { group = tolower(substr($0, 4)); next }
+     /^\| `--/ { split($0, cell, "`"); split(cell[2], words, " "); print group, words[1] }' \
+  "$docs" |
+  sort >"$work/docs.pairs"
+check "docs/flags.md: every flag of --help in its group, and no other" \
+  same_set "docs/flags.md (group flag)" "$work/help.pairs" "$work/docs.pairs"
+
+# Help texts say what a flag does and its default; the evidence lives in bench/results.
+grep -nE "until measured|measured on|[0-9]{4}-[0-9]{2}-[0-9]{2}" "$work/help" >"$work/out"
+check "no help text tells a measurement's history" test ! -s "$work/out"
 finish

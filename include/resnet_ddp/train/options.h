@@ -27,10 +27,9 @@ struct TrainOptions {
   DeviceChoice device = DeviceChoice::automatic;
   Precision precision = Precision::tf32;
   // The CUDA engine's own settings (layout, BatchNorm, convolution algorithms, CUDA graphs);
-  // the trainer sets device_index. Their defaults stay the conservative ones until a whole GPU
-  // training run with the fastest has been compared with PyTorch's (docs/performance.md).
+  // the trainer sets device_index.
   CudaEngineOptions cuda;
-  bool memory_format_given = false;
+  bool memory_format_given = false;  // the settings table says when the layout is the default
 
   int epochs = 10;
   int64_t max_steps = 0;  // stop after this many training steps in all (0: no limit)
