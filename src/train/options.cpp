@@ -113,9 +113,8 @@ enum Scope : unsigned {
   kGpu = 1u << 4,             // GPU training: not --device cpu, nor where no GPU answers
   kInit = 1u << 5,            // with --init
   kCheckpointDir = 1u << 6,   // with --checkpoint-dir
-  kFileData = 1u << 7,        // data read from files: every --dataset but synthetic
-  kSeeded = 1u << 8,          // training, or the classifier --init-reset-classifier starts
-  kCheckpointRead = 1u << 9,  // training, or --eval of the checkpoint --resume reads
+  kSeeded = 1u << 7,          // training, or the classifier --init-reset-classifier starts
+  kCheckpointRead = 1u << 8,  // training, or --eval of the checkpoint --resume reads
 };
 
 struct ScopeRule {
@@ -165,10 +164,6 @@ const std::vector<ScopeRule>& scope_rules() {
        [](const TrainOptions& o) { return !o.checkpoint_dir.empty(); },
        [](const TrainOptions&) { return std::string("this run has no --checkpoint-dir"); },
        "add --checkpoint-dir DIR"},
-      {kFileData, "data read from files (every --dataset but synthetic)",
-       [](const TrainOptions& o) { return o.data.kind != data::DatasetKind::synthetic; },
-       [](const TrainOptions&) { return std::string("--dataset synthetic generates its images"); },
-       "name DIR's format with --dataset (auto detects it)"},
       {kSeeded, "training and the new classifier of --init-reset-classifier",
        [](const TrainOptions& o) { return !o.eval_only || o.init_reset_classifier; },
        [](const TrainOptions&) {
@@ -224,8 +219,8 @@ const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
       {kData, "--data", "DIR",
        "data directory, or a CIFAR .tar.gz as torchvision downloads it; its format is detected "
-       "(see --dataset). Required but for --dataset synthetic",
-       kFileData, [](TrainOptions& o, auto&, auto& v) { o.data.path = v; }},
+       "(see --dataset). Required but for --dataset synthetic, which does not read it",
+       kAlways, [](TrainOptions& o, auto&, auto& v) { o.data.path = v; }},
       {kData, "--dataset", "KIND",
        "auto (default: detected), cifar10, cifar100, idx, imagefolder, tiny-imagenet, packed, "
        "synthetic (generated images, no --data)",
