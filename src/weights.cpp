@@ -100,24 +100,34 @@ bool same_architecture(const ModelSpec& a, const ModelSpec& b) {
          a.blocks == b.blocks;
 }
 
-// What the user should change so that the model matches the file.
+// What the user should change so that the model matches the file. The model is built from the
+// data (its channels and classes) and the command line (its stem), so each fix names one of
+// those, never a setting the command line lacks.
 [[noreturn]] void fail_spec_mismatch(const TensorFile& file, const ModelSpec& found,
                                      const ModelSpec& wanted) {
-  std::ostringstream fix;
-  if (found.stem != wanted.stem) fix << " --stem " << to_string(found.stem);
-  if (found.in_channels != wanted.in_channels) fix << " --in-channels " << found.in_channels;
-  if (found.num_classes != wanted.num_classes) fix << " --num-classes " << found.num_classes;
   std::ostringstream message;
   message << file.describe_source() << " holds weights for " << spec_summary(found)
           << ", but the model is " << spec_summary(wanted) << ".";
-  if (!fix.str().empty()) message << " Pass" << fix.str();
+  if (found.stem != wanted.stem) message << " Use --stem " << to_string(found.stem) << ".";
+  if (found.in_channels != wanted.in_channels)
+    message << " The data has " << wanted.in_channels << " channel"
+            << (wanted.in_channels == 1 ? "" : "s") << " per image and the weights were trained on "
+            << found.in_channels << ": use data of " << found.in_channels
+            << " channels, or other weights.";
+  if (found.num_classes != wanted.num_classes) {
+    message << " The data has " << wanted.num_classes << " classes and the weights were trained for "
+            << found.num_classes << ": ";
+    if (same_architecture(found, wanted))
+      message << "add --init-reset-classifier to load everything but the classifier (fc) and "
+              << "start a new one for " << wanted.num_classes << " classes.";
+    else
+      message << "use data of " << found.num_classes << " classes, or other weights.";
+  }
   if (found.widths != wanted.widths || found.blocks != wanted.blocks)
-    message << (fix.str().empty() ? " Build" : ", and build") << " the model with widths="
-            << join_ints(found.widths) << " blocks=" << join_ints(found.blocks);
-  if (same_architecture(found, wanted))
-    message << ", or --init-reset-classifier to load everything but the classifier and start a "
-            << "new one for " << wanted.num_classes << " classes";
-  message << '.';
+    message << " The weights are of another network (widths=" << join_ints(found.widths)
+            << " blocks=" << join_ints(found.blocks) << ") than the one built (widths="
+            << join_ints(wanted.widths) << " blocks=" << join_ints(wanted.blocks)
+            << "): they cannot be loaded into it.";
   throw Error(message.str());
 }
 
@@ -255,11 +265,30 @@ LoadReport load_weights(const std::string& path, ModelState<float>& state,
   return load_weights(read_tensor_file(path), state, options);
 }
 
+ModelSpec file_model_spec(const TensorFile& file) {
+  const std::optional<ModelSpec> stored = stored_model_spec(file);
+  return stored ? *stored : infer_spec(file);
+}
+
+std::string spec_differences(const ModelSpec& file, const ModelSpec& model) {
+  std::ostringstream out;
+  const auto differ = [&](const char* what, const std::string& in_file, const std::string& in_model) {
+    if (in_file == in_model) return;
+    out << (out.tellp() > 0 ? ", " : "") << what << " " << in_file << " in the file, " << in_model
+        << " here";
+  };
+  differ("stem", to_string(file.stem), to_string(model.stem));
+  differ("in_channels", std::to_string(file.in_channels), std::to_string(model.in_channels));
+  differ("num_classes", std::to_string(file.num_classes), std::to_string(model.num_classes));
+  differ("widths", join_ints(file.widths), join_ints(model.widths));
+  differ("blocks", join_ints(file.blocks), join_ints(model.blocks));
+  return out.str();
+}
+
 LoadReport load_weights(const TensorFile& file, ModelState<float>& state,
                         const LoadOptions& options) {
   LoadReport report;
-  const std::optional<ModelSpec> stored = stored_model_spec(file);
-  report.file_spec = stored ? *stored : infer_spec(file);
+  report.file_spec = file_model_spec(file);
   const ModelSpec& wanted = state.spec;
   const bool classes_differ = report.file_spec.num_classes != wanted.num_classes;
   if (!same_architecture(report.file_spec, wanted) ||

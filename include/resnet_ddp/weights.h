@@ -34,6 +34,11 @@ std::optional<ModelSpec> stored_model_spec(const TensorFile& file);
 // cifar), in_channels from it too, widths and block counts from the layerN.M tensors, the
 // class count from fc.weight. Throws Error naming what is missing or unsupported.
 ModelSpec infer_spec(const TensorFile& file);
+// The spec a file holds: the recorded one, else the one its tensors imply.
+ModelSpec file_model_spec(const TensorFile& file);
+// What differs between the spec of a file and a model's, e.g. "num_classes 10 in the file, 2
+// here"; empty when they are the same model.
+std::string spec_differences(const ModelSpec& file, const ModelSpec& model);
 
 // Every parameter and buffer of the model (not gradients), in torchvision's state_dict order.
 void append_model_tensors(const ModelState<float>& state, TensorFile& file);

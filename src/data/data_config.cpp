@@ -144,8 +144,8 @@ OpenedData open_data(const DataConfig& config) {
 std::unique_ptr<Loader> make_train_loader(const DataConfig& config, const OpenedData& data,
                                           int rank, int world_size,
                                           std::shared_ptr<HostAllocator> allocator) {
-  DistributedSampler sampler = make_sampler(*data.train, rank, world_size, true, config.seed,
-                                            config.sampler_drop_last);
+  DistributedSampler sampler = make_sampler(*data.train, rank, world_size, config.shuffle,
+                                            config.seed, config.sampler_drop_last);
   if (steps_per_epoch(sampler.num_samples(), config.batch_size, config.drop_last) == 0)
     fail("the batch size ", config.batch_size, " is larger than the ", sampler.num_samples(),
          " training samples each of the ", world_size, " ranks gets per epoch, and drop_last "

@@ -147,10 +147,19 @@ ResumedCheckpoint load_latest_checkpoint(const std::string& dir, ModelState<floa
   for (const std::string& path : list_checkpoints(dir)) {
     try {
       const TensorFile file = read_tensor_file(path);
+      // Another model's checkpoint would first fail on the size of an optimizer tensor, which
+      // says nothing of the cause: the models are compared before any tensor is read.
+      const std::string differs = spec_differences(file_model_spec(file), model.spec);
+      if (!differs.empty())
+        fail(path, " belongs to another model (", differs, "): resume with the data and --stem it ",
+             "was written with, or give this run another --checkpoint-dir");
       const auto kind = file.metadata.find("optimizer.kind");
       if (kind == file.metadata.end() || kind->second != to_string(optimizer_config.kind))
-        fail(path, " was written with --optimizer ",
-             kind == file.metadata.end() ? std::string("?") : kind->second, "; resume with the same optimizer");
+        fail(path, " belongs to another optimizer: it was written with --optimizer ",
+             kind == file.metadata.end() ? std::string("?") : kind->second,
+             ", this run uses --optimizer ", to_string(optimizer_config.kind),
+             ": resume with the optimizer it was written with, or give this run another ",
+             "--checkpoint-dir");
       TrainPosition position;
       position.epoch = metadata_int(file, "train.epoch");
       position.step_in_epoch = metadata_int(file, "train.step_in_epoch");

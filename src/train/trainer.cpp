@@ -126,19 +126,7 @@ void Trainer::open_data() {
 // Options that only mean something to the CUDA engine are refused, not ignored, when the run
 // trains on the CPU.
 void Trainer::check_gpu_only_options() const {
-  if (options_.cuda.batchnorm != BatchNormImpl::cudnn && device_ != DeviceKind::cuda)
-    fail("--batchnorm ", to_string(options_.cuda.batchnorm), " chooses GPU kernels, but this run trains on the CPU (",
-         device_reason_, "): drop --batchnorm, or run where a GPU answers");
-  if (options_.cuda.memory_format == MemoryFormat::nhwc && device_ != DeviceKind::cuda)
-    fail("--memory-format nhwc lays out GPU activations, but this run trains on the CPU (", device_reason_,
-         "), whose layers are NCHW only: drop --memory-format, or run where a GPU answers");
-  if (options_.cuda.conv_api == cuda::ConvApi::graph && device_ != DeviceKind::cuda)
-    fail("--conv-api graph chooses how cuDNN runs the convolutions, but this run trains on the CPU (",
-         device_reason_, "): drop --conv-api, or run where a GPU answers");
-  if (!options_.cuda.cuda_graphs) return;
-  if (device_ != DeviceKind::cuda)
-    fail("--cuda-graphs on replays CUDA work, but this run trains on the CPU (", device_reason_,
-         "): use --cuda-graphs off, or run where a GPU answers");
+  if (device_ != DeviceKind::cuda) refuse_gpu_flags_on_cpu(options_, device_reason_);
 }
 
 // What --cuda-graphs on did: a capture that fails falls back to eager steps with one warning,
@@ -189,7 +177,6 @@ void Trainer::make_engine_and_state() {
   engine_config_.pixel_mean = data_.normalization.mean;
   engine_config_.pixel_stddev = data_.normalization.stddev;
   engine_config_.precision = options_.precision;
-  check_gpu_only_options();
   CudaEngineOptions cuda = options_.cuda;
   cuda.device_index = group_.prepare_device(device_);
   engine_ = make_engine(device_, engine_config_, cuda, options_.seed);
@@ -359,6 +346,7 @@ void Trainer::checkpoint(int64_t epoch, int64_t step_in_epoch, bool always_compa
 
 int Trainer::run() {
   device_ = choose_device(options_.device, &device_reason_);
+  check_gpu_only_options();
   open_data();
   make_engine_and_state();
   show_settings();

@@ -33,3 +33,14 @@ check() {
 }
 
 finish() { echo "$checks passed, 0 failed"; }
+
+# names_real_flags FILE: every --flag that FILE names is one of resnet_ddp --help's, so that a
+# message never sends the user to a flag that does not exist.
+names_real_flags() {
+  local help flag
+  help=$("$RDDP_BIN" --help)
+  for flag in $(grep -oE -- '--[a-z0-9][a-z0-9-]*' "$1" | sort -u); do
+    grep -qE -- "^  $flag( |$)" <<<"$help" ||
+      { echo "$1 names $flag, which resnet_ddp --help does not list" >&2; return 1; }
+  done
+}

@@ -24,8 +24,21 @@ expect 2 "--epochs: -3 is outside the accepted range" -- "$run" --data x --epoch
 expect 2 "--grad-allreduce: 'fp16' is not one of: fp32, bf16" -- "$run" --data x --grad-allreduce fp16
 expect 2 "--device: 'gpu' is not one of: auto, cpu, cuda" -- "$run" --data x --device gpu
 expect 2 "--label-smoothing: 2 is outside the accepted range \[0, " -- "$run" --data x --label-smoothing 2
-expect 2 "--resume needs --checkpoint-dir" -- "$run" --data x --resume
-expect 2 "--momentum and --nesterov are SGD settings" -- "$run" --data x --momentum 0.9
+# A flag given where it does not apply: refused before any work, naming what it applies to.
+expect 2 "--resume applies to --checkpoint-dir DIR, but this run has no --checkpoint-dir: drop --resume, or add --checkpoint-dir DIR" -- \
+  "$run" --data x --resume
+expect 2 "--momentum applies to --optimizer sgd, but this run uses --optimizer adamw \(the default\): drop --momentum, or add --optimizer sgd" -- \
+  "$run" --data x --momentum 0.9
+expect 2 "--beta1 applies to --optimizer adamw, but this run uses --optimizer sgd: drop --beta1, or choose --optimizer adamw" -- \
+  "$run" --data x --optimizer sgd --beta1 0.8
+expect 2 "--lr-gamma applies to --lr-schedule step, but this run uses --lr-schedule cosine: drop --lr-gamma, or add --lr-schedule step" -- \
+  "$run" --data x --lr-schedule cosine --lr-gamma 0.5
+expect 2 "--cuda-graphs applies to GPU training, but this run trains on the CPU \(--device cpu\): drop --cuda-graphs" -- \
+  "$run" --data x --device cpu --cuda-graphs off
+expect 2 "--init-reset-classifier applies to --init FILE, but this run has no --init" -- \
+  "$run" --data x --init-reset-classifier
+expect 2 "--lr applies to training, but --eval trains none: drop --lr, or drop --eval" -- \
+  "$run" --data x --init w.rddp --eval --lr 0.1
 
 expect 1 "/nonexistent/data" -- "$run" --data /nonexistent/data --device cpu
 mkdir -p "$work/empty"
@@ -43,11 +56,12 @@ expect 0 "weights written" -- "$run" "${synthetic[@]}" --max-steps 1 --save-weig
 # under the sanitizers.
 kept="freed image buffers kept for reuse"
 [ -n "${ASAN_OPTIONS:-}" ] && kept="mallopt refused the thresholds"
-evaluate=("${synthetic[@]}" --init "$work/ten.rddp" --eval --limit-val 2)
+evaluate=(--dataset synthetic --device cpu --limit-val 2 --batch-size 8 --image-size 16 --init "$work/ten.rddp"
+          --eval)
 expect 0 "loader .*$kept" -- "$run" "${evaluate[@]}"
 expect 0 "loader .*malloc as GLIBC_TUNABLES sets it" -- \
   env GLIBC_TUNABLES=glibc.malloc.trim_threshold=1048576 "$run" "${evaluate[@]}"
-expect 1 "ten.rddp' holds weights for stem=cifar.*Pass --stem cifar" -- \
+expect 1 "ten.rddp' holds weights for stem=cifar.* Use --stem cifar\.$" -- \
   "$run" "${synthetic[@]}" --init "$work/ten.rddp" --stem imagenet
 head -c 20000 "$work/ten.rddp" >"$work/cut.rddp"
 expect 1 "cut.rddp.*(truncated|ends)" -- "$run" "${synthetic[@]}" --init "$work/cut.rddp"

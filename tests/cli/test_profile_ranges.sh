@@ -103,8 +103,8 @@ expect 2 "--profile-steps: '5-2' ends before it starts; give FIRST-LAST" -- "${t
 expect 2 "--profile-steps: 'x' is not a step range; give FIRST-LAST \(global steps from 1\), e.g. 100-120" -- \
   "${train[@]}" --profile-steps x
 expect 2 "--profile-steps: 0 is outside the accepted range \[1, " -- "${train[@]}" --profile-steps 0-3
-expect 2 "--profile-steps marks training steps, and --eval trains none" -- \
-  "${train[@]}" --eval --init "$work/none.rddp" --profile-steps 2
+expect 2 "--profile-steps applies to training, but --eval trains none: drop --profile-steps, or drop --eval" -- \
+  "$RDDP_BIN" --dataset synthetic --eval --init "$work/none.rddp" --profile-steps 2
 expect 0 "--profile-steps 7-9: this run trained global steps 1 to 1, none of them in the window, so the profiler collected nothing" -- \
   "${train[@]}" --device cpu --profile-steps 7-9 --max-steps 1
 finish

@@ -30,10 +30,15 @@ expect 0 "epoch 2, step 0" -- "${run[@]}" "${sgd[@]}" --max-steps 16 --checkpoin
   --save-weights "$work/sgd-resumed.rddp"
 check "SGD: resumed weights are bit-identical" cmp "$work/sgd-straight.rddp" "$work/sgd-resumed.rddp"
 
+# A checkpoint of another model or optimizer is refused, saying what differs and what to do.
+expect 1 "checkpoint-0000000012.rddp belongs to another model \(stem cifar in the file, imagenet here\): resume with the data and --stem it was written with, or give this run another --checkpoint-dir" -- \
+  "${run[@]}" --stem imagenet --checkpoint-dir "$work/ck" --resume
+
 # Damage the newest checkpoint: --resume falls back to the one before and says so.
 newest=$(ls "$work/ck"/checkpoint-*.rddp | sort | tail -1)
 printf 'garbage' | dd of="$newest" bs=1 seek=4000 conv=notrunc status=none
 expect 0 "passed over .*$(basename "$newest").*" -- "${run[@]}" --max-steps 12 --checkpoint-dir "$work/ck" --resume
 # Resuming with another optimizer is refused, naming the one the checkpoint holds.
-expect 1 "written with --optimizer adamw" -- "${run[@]}" --optimizer sgd --checkpoint-dir "$work/ck" --resume
+expect 1 "belongs to another optimizer: it was written with --optimizer adamw, this run uses --optimizer sgd: resume with the optimizer it was written with, or give this run another --checkpoint-dir" -- \
+  "${run[@]}" --optimizer sgd --checkpoint-dir "$work/ck" --resume
 finish

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "call_log.h"
 #include "cuda_emu.h"
 #include "fiber.h"
 #include "launch_fault.h"
@@ -369,6 +370,7 @@ void run_grid(const Config& config, void (*body)(void*), void* context) {
     throw LaunchFault(std::string("emulated launch of ") + config.kernel +
                       " asks for dynamic shared memory, which the emulator does not provide");
   }
+  if (logging_calls()) log_call(std::string("kernel ") + config.kernel);
   g.reverse = thread_order() == ThreadOrder::reverse;
   g.config = &config;
   g.body = body;

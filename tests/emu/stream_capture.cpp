@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "call_log.h"
 #include "capture_state.h"
 #include "host_waits.h"
 #include "stream_work.h"
@@ -380,6 +381,7 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   if (exec == nullptr) return cudaErrorInvalidValue;
   if (emu::detail::is_capturing(stream)) return cudaErrorStreamCaptureUnsupported;
+  emu::log_call("cudaGraphLaunch");
   if (exec->has_collectives)
     return emu::enqueue_async(stream, [nodes = exec->nodes] { return std::make_shared<emu::Replay>(nodes); });
   emu::detail::finish_stream(stream);  // behind the stream's earlier work, as every launch

@@ -3,9 +3,9 @@
 # (with float32 and with bfloat16 gradient allreduce), and a rank whose weights drift from rank
 # 0's (started with another --lr) ends the job at the epoch's end;
 # a preemption signal on one rank checkpoints and ends every rank with code 75, and the job
-# resumes; a rank killed mid-run ends the whole job promptly, with messages. DEVICE is the
-# --device the ranks train on: cpu (the default), or cuda, for the GPU path (NCCL) with one GPU
-# per rank.
+# resumes; a rank killed mid-run ends the whole job promptly, with messages, and a rank stopped
+# mid-run ends it after --comm-timeout. DEVICE is the --device the ranks train on: cpu (the
+# default), or cuda, for the GPU path (NCCL) with one GPU per rank.
 #   test_trainer_mpi.sh MPIEXEC [MPIEXEC FLAGS...] -- RESNET_DDP [DEVICE]
 set -u
 mpiexec=()
@@ -19,7 +19,8 @@ fail() { echo "FAILED: $1"; sed 's/^/  | /' "$work/out"; exit 1; }
 ok() { checks=$((checks + 1)); echo "ok $checks: $1"; }
 
 # signal_rank_1 SIGNAL ARGUMENT: once the job in the background has printed its second step,
-# sends SIGNAL to its rank 1, found among the processes whose command line holds ARGUMENT.
+# sends SIGNAL to its rank 1, found among the processes whose command line holds ARGUMENT; its
+# process id is left in `signalled`.
 signal_rank_1() {
   for _ in $(seq 600); do grep -q "step 2/4" "$work/out" && break; sleep 0.1; done
   local pid
@@ -27,6 +28,7 @@ signal_rank_1() {
     tr '\0' '\n' </proc/$candidate/environ 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && echo "$candidate"; done | head -1)
   [ -n "$pid" ] || fail "rank 1's process not found"
   kill "-$1" "$pid"
+  signalled=$pid
 }
 
 # 16x16 crops of the synthetic images: on the CPU, and on the emulator that checks the CUDA path
@@ -147,4 +149,21 @@ kill_rank_1() {
 kill_rank_1 "rank 1 killed" "step 2/4"
 # The same while the steps are replayed from a CUDA graph, their allreduces inside the replays.
 [ "$device" != cuda ] || kill_rank_1 "rank 1 killed during graph replays" "epoch 2/50" --cuda-graphs on
+
+# --comm-timeout: rank 1 stopped (SIGSTOP) mid-epoch leaves rank 0 waiting in a collective; rank
+# 0's watchdog ends the job after the 3 s given (the default would wait 600 s), naming the wait.
+start=$(date +%s)
+: >"$work/out"
+timeout -k 5 90 "${mpiexec[@]}" -n 2 "${train[@]}" --epochs 50 --comm-timeout 3 >"$work/out" 2>&1 &
+job=$!
+signal_rank_1 STOP "--epochs 50 --comm-timeout 3"
+wait "$job"
+status=$?
+elapsed=$(($(date +%s) - start))
+kill -KILL "$signalled" 2>/dev/null  # in case the launcher left it stopped
+[ "$status" != 0 ] && [ "$status" != 124 ] ||
+  fail "--comm-timeout 3: the job ended with status $status"
+grep -Eq "\[rank 0/2 [^]]+\] .* did not complete in 3 s" "$work/out" ||
+  fail "--comm-timeout 3: rank 0's watchdog did not name the collective that waited 3 s"
+ok "--comm-timeout 3, rank 1 stopped: rank 0's watchdog ended the job after ${elapsed} s"
 echo "$checks passed, 0 failed"

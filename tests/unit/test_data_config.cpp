@@ -1,6 +1,7 @@
 // The factory: from a DataConfig to data sets, transforms and loaders.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -163,4 +164,39 @@ TEST_CASE("the factory refuses what cannot work, saying why") {
 
   DataConfig nothing;
   CHECK_THROWS_WITH_AS(open_data(nothing), doctest::Contains("no data directory"), Error);
+}
+
+TEST_CASE("without shuffling, rank r trains on samples r, r + W, ... padded from the start") {
+  // DistributedSampler(shuffle=False): 5 samples on 2 ranks are 0, 2, 4 and 1, 3, 0; the
+  // loader's batches hold exactly those images, unaugmented, in that order.
+  DataConfig config = synthetic_config();
+  config.synthetic.train_count = 5;
+  config.batch_size = 8;
+  config.augment = AugmentMode::none;
+  config.shuffle = false;
+  const OpenedData data = open_data(config);
+  const std::vector<std::vector<int64_t>> expected = {{0, 2, 4}, {1, 3, 0}};
+  for (int rank = 0; rank < 2; ++rank) {
+    CAPTURE(rank);
+    const auto loader = make_train_loader(config, data, rank, 2, make_plain_allocator());
+    for (uint64_t epoch = 0; epoch < 2; ++epoch) {
+      loader->start_epoch(epoch);
+      const Loader::Lease batch = loader->next();
+      REQUIRE(batch);
+      REQUIRE(batch->count == 3);
+      for (size_t i = 0; i < batch->count; ++i) {
+        const int64_t index = expected[size_t(rank)][i];
+        CHECK(batch->indices[i] == index);
+        const Sample sample = data.train->get(size_t(index));
+        CHECK(batch->labels[i] == sample.label);
+        const size_t bytes = sample.image.pixels.size();
+        CHECK(std::equal(batch->pixels + i * bytes, batch->pixels + (i + 1) * bytes,
+                         sample.image.pixels.begin()));
+      }
+    }
+  }
+  // Shuffled (the default), the first epoch's order is torch.randperm(5, seed 0)'s.
+  config.shuffle = true;
+  const auto shuffled = make_train_loader(config, data, 0, 2, make_plain_allocator());
+  CHECK(shuffled->sampler().indices(0) != expected[0]);
 }

@@ -113,7 +113,7 @@ TEST_CASE("--conv-api chooses cuDNN's legacy convolution API (the default) or it
   CHECK(parse({"--data", "/d", "--conv-api", "graph"}).cuda.conv_api == cuda::ConvApi::graph);
   refused({"--data", "/d", "--conv-api", "frontend"}, "--conv-api: 'frontend' is not one of: legacy, graph");
   refused({"--data", "/d", "--conv-api", "graph", "--device", "cpu"},
-          "--conv-api graph chooses how cuDNN runs the convolutions, but --device cpu trains on the CPU");
+          "--conv-api applies to GPU training, but this run trains on the CPU (--device cpu)");
 }
 
 TEST_CASE("AdamW keeps torch.optim.AdamW's defaults") {
@@ -145,7 +145,7 @@ TEST_CASE("wrong values are refused naming the flag and the accepted range") {
 
 TEST_CASE("inconsistent combinations are refused with the fix") {
   refused({}, "--data DIR is required");
-  refused({"--data", "/d", "--resume"}, "--resume needs --checkpoint-dir");
+  refused({"--data", "/d", "--resume"}, "--resume applies to --checkpoint-dir DIR");
   refused({"--data", "/d", "--eval"}, "--eval needs weights");
   refused({"--data", "/d", "--momentum", "0.5"}, "add --optimizer sgd");
   refused({"--data", "/d", "--init", "w", "--resume", "--checkpoint-dir", "c"}, "use one");
@@ -153,7 +153,7 @@ TEST_CASE("inconsistent combinations are refused with the fix") {
   CHECK_NOTHROW(parse({"--dataset", "synthetic"}));
 }
 
-TEST_CASE("--help lists every flag") {
+TEST_CASE("--help lists the flags in groups") {
   const std::string text = usage();
   for (const char* flag : {"--data", "--dataset", "--epochs", "--batch-size", "--lr", "--weight-decay",
                            "--optimizer", "--momentum", "--label-smoothing", "--lr-schedule",
@@ -164,6 +164,14 @@ TEST_CASE("--help lists every flag") {
     CAPTURE(flag);
     CHECK(text.find(flag) != std::string::npos);
   }
+  for (const char* group : {"\ndata:\n", "\nmodel:\n", "\ntraining:\n", "\noptimizer:\n",
+                            "\nschedule:\n", "\ncheckpoints:\n", "\noutput:\n", "\nGPU:\n",
+                            "\ndistributed:\n"}) {
+    CAPTURE(group);
+    CHECK(text.find(group) != std::string::npos);
+  }
+  CHECK(text.find("--no-shuffle") < text.find("\nmodel:\n"));
+  CHECK(text.find("--cuda-graphs") > text.find("\nGPU:\n"));
 }
 
 TEST_CASE("learning-rate schedules") {
@@ -199,7 +207,7 @@ TEST_CASE("--grad-allreduce chooses the type gradients travel as") {
   CHECK(usage().find("--grad-allreduce TYPE") != std::string::npos);
 }
 
-TEST_CASE("--batchnorm: cuDNN's by default, our fused kernels on request, never with the CPU engine") {
+TEST_CASE("--batchnorm: cuDNN's by default, our fused kernels on request, never with --device cpu") {
   CHECK(parse({"--dataset", "synthetic"}).cuda.batchnorm == BatchNormImpl::cudnn);
   CHECK(parse({"--dataset", "synthetic", "--batchnorm", "fused"}).cuda.batchnorm == BatchNormImpl::fused);
   CHECK(parse({"--dataset", "synthetic", "--batchnorm=cudnn", "--device", "cuda"}).cuda.batchnorm ==
@@ -209,20 +217,110 @@ TEST_CASE("--batchnorm: cuDNN's by default, our fused kernels on request, never 
   refused({"--dataset", "synthetic", "--batchnorm", "cudnn-persistent"},
           "--batchnorm: 'cudnn-persistent' is not one of: cudnn, fused");
   refused({"--dataset", "synthetic", "--batchnorm", "fused", "--device", "cpu"},
-          "--batchnorm fused chooses GPU kernels, but --device cpu trains on the CPU, which has one BatchNorm: drop "
-          "one of the two");
-  CHECK_NOTHROW(parse({"--dataset", "synthetic", "--batchnorm", "cudnn", "--device", "cpu"}));
+          "--batchnorm applies to GPU training, but this run trains on the CPU (--device cpu): drop "
+          "--batchnorm, or train on a GPU");
+  refused({"--dataset", "synthetic", "--batchnorm", "cudnn", "--device", "cpu"},
+          "--batchnorm applies to GPU training");
   CHECK(std::string(to_string(BatchNormImpl::fused)) == "fused");
   CHECK(usage().find("--batchnorm") != std::string::npos);
 }
 
-TEST_CASE("--cuda-graphs: off by default, on or off on request, never with the CPU engine") {
+TEST_CASE("--cuda-graphs: off by default, on or off on request, never with --device cpu or --eval") {
   CHECK_FALSE(parse({"--dataset", "synthetic"}).cuda.cuda_graphs);
   CHECK(parse({"--dataset", "synthetic", "--cuda-graphs", "on"}).cuda.cuda_graphs);
   CHECK(parse({"--dataset", "synthetic", "--cuda-graphs=on", "--device", "cuda"}).cuda.cuda_graphs);
   CHECK_FALSE(parse({"--dataset", "synthetic", "--cuda-graphs", "off"}).cuda.cuda_graphs);
   refused({"--dataset", "synthetic", "--cuda-graphs", "yes"}, "--cuda-graphs");
-  refused({"--dataset", "synthetic", "--cuda-graphs", "on", "--device", "cpu"}, "needs the CUDA engine");
-  CHECK_NOTHROW(parse({"--dataset", "synthetic", "--cuda-graphs", "off", "--device", "cpu"}));
+  refused({"--dataset", "synthetic", "--cuda-graphs", "on", "--device", "cpu"},
+          "--cuda-graphs applies to GPU training, but this run trains on the CPU (--device cpu)");
+  refused({"--dataset", "synthetic", "--cuda-graphs", "off", "--device", "cpu"},
+          "--cuda-graphs applies to GPU training");
+  refused({"--dataset", "synthetic", "--init", "w", "--eval", "--cuda-graphs", "on"},
+          "--cuda-graphs applies to training, but --eval trains none: drop --cuda-graphs, or drop --eval");
   CHECK(usage().find("--cuda-graphs") != std::string::npos);
+}
+
+TEST_CASE("a flag given where it does not apply is refused, naming what it applies to and the fix") {
+  const std::vector<std::string> cpu = {"--dataset", "synthetic", "--device", "cpu"};
+  const auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = cpu;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  // The optimizer's.
+  for (const char* flag : {"--beta1", "--beta2", "--eps"}) {
+    CAPTURE(flag);
+    refused(with({"--optimizer", "sgd", flag, "0.5"}),
+            std::string(flag) + " applies to --optimizer adamw, but this run uses --optimizer sgd: drop " + flag +
+                ", or choose --optimizer adamw");
+    CHECK_NOTHROW(parse(with({flag, "0.5"})));
+  }
+  refused(with({"--momentum", "0.5"}),
+          "--momentum applies to --optimizer sgd, but this run uses --optimizer adamw (the default): drop "
+          "--momentum, or add --optimizer sgd");
+  refused(with({"--optimizer", "adamw", "--nesterov"}),
+          "--nesterov applies to --optimizer sgd, but this run uses --optimizer adamw: drop --nesterov");
+  CHECK(parse(with({"--optimizer", "sgd", "--momentum", "0.5", "--nesterov"})).optimizer.momentum == 0.5);
+  // The schedule's.
+  refused(with({"--lr-gamma", "0.5"}),
+          "--lr-gamma applies to --lr-schedule step, but this run uses --lr-schedule constant (the default): "
+          "drop --lr-gamma, or add --lr-schedule step");
+  refused(with({"--lr-schedule", "cosine", "--lr-step-epochs", "2,4"}),
+          "--lr-step-epochs applies to --lr-schedule step, but this run uses --lr-schedule cosine: drop");
+  CHECK(parse(with({"--lr-schedule", "step", "--lr-gamma", "0.5"})).lr_gamma == 0.5);
+  // The GPU's, with --device cpu at once, and with --device auto once the run finds no GPU.
+  for (const std::vector<std::string>& gpu :
+       std::vector<std::vector<std::string>>{{"--memory-format", "nhwc"}, {"--batchnorm", "cudnn"},
+                                             {"--deterministic"}, {"--conv-algorithms", "timed"},
+                                             {"--conv-api", "legacy"}, {"--cuda-graphs", "off"}}) {
+    CAPTURE(gpu[0]);
+    refused(with(gpu), gpu[0] + " applies to GPU training, but this run trains on the CPU (--device cpu): "
+                                "drop " + gpu[0] + ", or train on a GPU (--device cuda, or auto where one answers)");
+    std::vector<std::string> automatic = {"--dataset", "synthetic"};
+    automatic.insert(automatic.end(), gpu.begin(), gpu.end());
+    const TrainOptions o = parse(automatic);
+    CHECK_THROWS_WITH_AS(refuse_gpu_flags_on_cpu(o, "auto: no CUDA device answers"),
+                         doctest::Contains((gpu[0] + " applies to GPU training, but this run trains on the CPU "
+                                                     "(auto: no CUDA device answers): drop " + gpu[0] +
+                                            ", or run where a GPU answers").c_str()),
+                         Error);
+  }
+  CHECK_NOTHROW(refuse_gpu_flags_on_cpu(parse({"--dataset", "synthetic", "--precision", "fp32"}), "auto"));
+  // What needs another flag.
+  refused(with({"--init-reset-classifier"}),
+          "--init-reset-classifier applies to --init FILE, but this run has no --init: drop "
+          "--init-reset-classifier, or add --init FILE");
+  for (const char* flag : {"--keep-checkpoints", "--checkpoint-every"}) {
+    CAPTURE(flag);
+    refused(with({flag, "2"}), std::string(flag) + " applies to --checkpoint-dir DIR, but this run has no "
+                                                   "--checkpoint-dir: drop " + flag + ", or add --checkpoint-dir DIR");
+    CHECK_NOTHROW(parse(with({flag, "2", "--checkpoint-dir", "c"})));
+  }
+  // Job scripts pass --data always; synthetic data leaves it unread.
+  CHECK_NOTHROW(parse({"--dataset", "synthetic", "--data", "/d"}));
+  // --eval trains nothing: what only training reads is refused; what evaluation reads is not.
+  const std::vector<std::string> eval = {"--data", "/d", "--init", "w", "--eval"};
+  for (const std::vector<std::string>& training :
+       std::vector<std::vector<std::string>>{{"--epochs", "2"}, {"--max-steps", "3"}, {"--lr", "0.1"},
+                                             {"--optimizer", "sgd"}, {"--weight-decay", "0"},
+                                             {"--no-decay-norm-bias"}, {"--lr-schedule", "cosine"},
+                                             {"--warmup-epochs", "1"}, {"--augment", "none"},
+                                             {"--limit-train", "8"}, {"--no-shuffle"},
+                                             {"--save-weights", "w2"}, {"--print-every", "1"},
+                                             {"--profile-steps", "2"}, {"--bucket-mb", "5"},
+                                             {"--grad-allreduce", "bf16"}, {"--seed", "3"},
+                                             {"--checkpoint-dir", "c"}}) {
+    CAPTURE(training[0]);
+    std::vector<std::string> args = eval;
+    args.insert(args.end(), training.begin(), training.end());
+    refused(args, training[0] + " applies to training");
+  }
+  CHECK_NOTHROW(parse({"--data", "/d", "--init", "w", "--eval", "--batch-size", "8", "--image-size", "64",
+                       "--limit-val", "10", "--val-split", "0.1", "--label-smoothing", "0.1", "--stem", "cifar",
+                       "--log-json", "l", "--num-workers", "2", "--comm-timeout", "60", "--precision", "fp32"}));
+  CHECK_NOTHROW(parse({"--data", "/d", "--init", "w", "--eval", "--init-reset-classifier", "--seed", "3"}));
+  CHECK_NOTHROW(parse({"--data", "/d", "--eval", "--resume", "--checkpoint-dir", "c"}));
+  // The first flag given out of place is named, in command-line order.
+  refused(with({"--nesterov", "--lr-gamma", "0.5"}), "--nesterov applies to --optimizer sgd");
+  refused(with({"--lr-gamma", "0.5", "--nesterov"}), "--lr-gamma applies to --lr-schedule step");
 }

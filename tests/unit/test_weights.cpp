@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/model_state.h"
 #include "resnet_ddp/rng.h"
+#include "resnet_ddp/train/options.h"
 #include "resnet_ddp/weights.h"
 #include "support/error_text.h"
 #include "support/scratch_dir.h"
@@ -22,6 +24,22 @@ namespace {
 
 fs::path scratch_dir(const std::string& name) {
   return testing::fresh_dir("weights", name);
+}
+
+// Whether every --flag the message names is one of resnet_ddp --help.
+bool names_real_flags_only(const std::string& message) {
+  const std::string help = usage();
+  for (size_t at = message.find("--"); at != std::string::npos; at = message.find("--", at + 2)) {
+    size_t end = at + 2;
+    while (end < message.size() && (std::isalnum(static_cast<unsigned char>(message[end])) || message[end] == '-'))
+      ++end;
+    const std::string flag = message.substr(at, end - at);
+    if (help.find("  " + flag + " ") == std::string::npos && help.find("  " + flag + "\n") == std::string::npos) {
+      MESSAGE("the message names ", flag, ", which resnet_ddp --help does not list");
+      return false;
+    }
+  }
+  return true;
 }
 
 ModelSpec small_spec() {
@@ -193,27 +211,37 @@ TEST_CASE("a model of another stem, class count or channel count is refused with
   const std::string stem = error_of([&] { load_weights(path, imagenet); });
   CHECK(contains(stem, path));
   CHECK(contains(stem, "holds weights for stem=cifar in_channels=3 num_classes=10"));
-  CHECK(contains(stem, "Pass --stem cifar --num-classes 10."));
+  CHECK(contains(stem, "Use --stem cifar."));
+  CHECK(contains(stem, "The data has 100 classes and the weights were trained for 10: use data of 10 "
+                       "classes, or other weights."));
   CHECK_FALSE(contains(stem, "--init-reset-classifier"));  // it cannot help here
+  CHECK(names_real_flags_only(stem));
 
   other = saved_spec;
   other.num_classes = 7;
   ModelState<float> seven(other);
   const std::string classes = error_of([&] { load_weights(path, seven); });
-  CHECK(contains(classes, "Pass --num-classes 10, or --init-reset-classifier"));
-  CHECK(contains(classes, "new one for 7 classes"));
+  CHECK(contains(classes, "The data has 7 classes and the weights were trained for 10: add "
+                          "--init-reset-classifier to load everything but the classifier (fc) and start "
+                          "a new one for 7 classes."));
+  CHECK(names_real_flags_only(classes));
 
   other = saved_spec;
   other.in_channels = 1;
   ModelState<float> gray(other);
-  CHECK(contains(error_of([&] { load_weights(path, gray); }), "Pass --in-channels 3."));
+  const std::string channels = error_of([&] { load_weights(path, gray); });
+  CHECK(contains(channels, "The data has 1 channel per image and the weights were trained on 3: use "
+                           "data of 3 channels, or other weights."));
+  CHECK(names_real_flags_only(channels));
 
   other = saved_spec;
   other.widths = {8, 8, 8, 8};
   other.blocks = {3, 4, 6, 3};
   ModelState<float> wider(other);
-  CHECK(contains(error_of([&] { load_weights(path, wider); }),
-                 "Build the model with widths=4,8,8,8 blocks=2,2,2,2."));
+  const std::string network = error_of([&] { load_weights(path, wider); });
+  CHECK(contains(network, "The weights are of another network (widths=4,8,8,8 blocks=2,2,2,2) than the "
+                          "one built (widths=8,8,8,8 blocks=3,4,6,3)"));
+  CHECK(names_real_flags_only(network));
 
   // None of the refused loads touched the models.
   CHECK(seven.params == std::vector<float>(seven.params.size(), 0.0f));

@@ -31,6 +31,7 @@ struct DataConfig {
   double val_fraction = 0;
   uint64_t val_seed = 0;
   uint64_t seed = 0;               // sampler shuffle and augmentation
+  bool shuffle = true;             // training sampler: a new order each epoch (seed + epoch)
   bool drop_last = false;          // training DataLoader's drop_last
   bool sampler_drop_last = false;  // DistributedSampler's drop_last
   size_t limit_train = 0;          // above 0: only the first so many training samples
@@ -57,9 +58,10 @@ struct OpenedData {
 // Reads (or, for image folders, lists) the data. Throws Error naming what is wrong.
 OpenedData open_data(const DataConfig& config);
 
-// Loaders for one rank: training shuffles (seed + epoch) and augments; validation keeps the
-// order, never drops a batch and prepares images with eval_transform. Throws Error when a
-// split has fewer samples than there are ranks, or when there is no validation split.
+// Loaders for one rank: training shuffles (seed + epoch, unless shuffle is off) and augments;
+// validation keeps the order, never drops a batch and prepares images with eval_transform.
+// Throws Error when a split has fewer samples than there are ranks, or when there is no
+// validation split.
 std::unique_ptr<Loader> make_train_loader(const DataConfig& config, const OpenedData& data,
                                           int rank, int world_size,
                                           std::shared_ptr<HostAllocator> allocator);

@@ -2,6 +2,7 @@
 // Everything the command line sets, with PyTorch-example defaults. parse_options() rejects a
 // wrong value before any work is done, naming the flag and the accepted range.
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,23 +27,19 @@ struct TrainOptions {
   DeviceChoice device = DeviceChoice::automatic;
   Precision precision = Precision::tf32;
   // The CUDA engine's own settings (layout, BatchNorm, convolution algorithms, CUDA graphs);
-  // the trainer sets device_index. Their defaults stay the conservative ones until a whole GPU
-  // training run with the fastest has been compared with PyTorch's (docs/performance.md).
+  // the trainer sets device_index.
   CudaEngineOptions cuda;
-  bool memory_format_given = false;
-  bool conv_algorithms_given = false;  // --deterministic turns timing off unless this is set
+  bool memory_format_given = false;  // the settings table says when the layout is the default
 
   int epochs = 10;
   int64_t max_steps = 0;  // stop after this many training steps in all (0: no limit)
   OptimizerConfig optimizer;
-  bool lr_given = false, weight_decay_given = false, momentum_given = false;
   double label_smoothing = 0.0;
   LrSchedule lr_schedule = LrSchedule::constant;
   double warmup_epochs = 0.0;
   std::vector<int> lr_step_epochs = {30, 60, 80};  // --lr-schedule step: multiply by gamma at these
   double lr_gamma = 0.1;
   uint64_t seed = 0;
-  bool shuffle = true;
 
   bool eval_only = false;
   std::string init_path;
@@ -62,11 +59,22 @@ struct TrainOptions {
   double bucket_mb = 25.0;
   ddp::GradAllreduce grad_allreduce = ddp::GradAllreduce::fp32;
   double comm_timeout_s = 600.0;
+
+  // The flags the command line gave (names, as "--lr"): a default may depend on another
+  // choice, and a flag given where it does not apply is refused.
+  std::set<std::string> given;
+  bool was_given(const std::string& flag) const { return given.count(flag) != 0; }
 };
 
 // Parses argv. Returns false when --help or --version printed what was asked (exit 0).
-// Throws Error for anything wrong, naming the flag.
+// Throws Error for anything wrong, naming the flag; a flag given where it does not apply (to
+// the optimizer, the schedule, --eval, --device cpu...) is refused, never ignored.
 bool parse_options(int argc, const char* const* argv, TrainOptions& options);
+
+// The same refusal for the flags that apply to GPU training alone, once the run is known to
+// train on the CPU (--device auto where no GPU answers); `why` says why, e.g. "auto: no CUDA
+// device answers (...)".
+void refuse_gpu_flags_on_cpu(const TrainOptions& options, const std::string& why);
 
 // The --help text.
 std::string usage();

@@ -44,6 +44,7 @@
 #include <utility>
 #include <vector>
 
+#include "call_log.h"
 #include "fake_cudnn_internal.h"
 #include "resnet_ddp/cpu/layers.h"
 #include "stream_work.h"
@@ -201,8 +202,10 @@ float scalar(const void* p) { return *static_cast<const float*>(p); }
 // ---------------------------------------------------------------------------------------------
 // Argument checks shared by the calls.
 
+// Every call that takes a handle comes here first: the call log counts them by name.
 cudnnStatus_t check_handle(const char* function, cudnnHandle_t handle) {
   if (handle == nullptr) return failure(CUDNN_STATUS_BAD_PARAM, function, "handle is null");
+  emu::log_call(function);
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -465,6 +468,28 @@ cudnnStatus_t check_operands(const char* function, Direction direction, const Co
 
 namespace {
 
+const char* math_name(cudnnMathType_t math) {
+  switch (math) {
+    case CUDNN_DEFAULT_MATH: return "default";
+    case CUDNN_TENSOR_OP_MATH: return "tensor-op";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "tensor-op-allow-conversion";
+    case CUDNN_FMA_MATH: return "fma";
+  }
+  return "unknown";
+}
+
+// What the call log keeps of a convolution run: the algorithm as the candidate list describes
+// it under the descriptor's math type, and the input's layout.
+void log_convolution(const char* function, Direction direction, int algorithm,
+                     const ConvProblem& p) {
+  const Candidate* c = find_candidate(direction, algorithm, p.math);
+  emu::log_call(std::string(function) + ": algorithm " + std::to_string(algorithm) + ", " +
+                (c != nullptr && c->determinism == CUDNN_DETERMINISTIC ? "deterministic"
+                                                                        : "non-deterministic") +
+                ", " + math_name(p.math) + " math, " +
+                (p.x.format == CUDNN_TENSOR_NHWC ? "nhwc" : "nchw"));
+}
+
 cudnnStatus_t run(const char* function, Direction direction, cudnnHandle_t handle,
                   const void* alpha, cudnnTensorDescriptor_t x_desc, cudnnFilterDescriptor_t w_desc,
                   cudnnConvolutionDescriptor_t conv_desc, cudnnTensorDescriptor_t y_desc,
@@ -482,6 +507,7 @@ cudnnStatus_t run(const char* function, Direction direction, cudnnHandle_t handl
                    workspace == nullptr ? 0 : workspace_size);
   FAKE_CUDNN_TRY(
       check_operands(function, direction, p, a, b, out, workspace, workspace_size, needed));
+  if (emu::logging_calls()) log_convolution(function, direction, algorithm, p);
   const float alpha_value = scalar(alpha), beta_value = scalar(beta);
   emu::enqueue(handle->stream, [=] {
     poison(workspace, needed);

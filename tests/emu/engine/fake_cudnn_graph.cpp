@@ -91,6 +91,7 @@
 #include <variant>
 #include <vector>
 
+#include "call_log.h"
 #include "fake_cudnn_graph_faults.h"
 #include "fake_cudnn_internal.h"
 #include "stream_work.h"
@@ -1395,6 +1396,7 @@ void fake_cudnn_graph_inject_fault(int fault, int64_t engine) {
 cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t executionPlan,
                                   cudnnBackendDescriptor_t variantPack) {
   if (handle == nullptr) return failure(CUDNN_STATUS_BAD_PARAM, kExecute, "handle is null");
+  emu::log_call(kExecute);
   const PlanState* plan = nullptr;
   FAKE_CUDNN_TRY(finalized_state(executionPlan, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR,
                                  "executionPlan", &plan));
