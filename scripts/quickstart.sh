@@ -11,16 +11,11 @@ run_dir=${RDDP_RUN_DIR:-$root/runs/quickstart}
 data=/usr/share/datasets/fashion-mnist
 
 "$root/scripts/setup.sh"
-mkdir -p "$build" "$run_dir"
-if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_CUDA_ARCHITECTURES="${RDDP_CUDA_ARCHS:-80;90}" >"$build/configure.log" 2>&1 ||
-    { cat "$build/configure.log"; exit 1; }
-fi
-cmake --build "$build" --target resnet_ddp -j "$(nproc)"
-
 [ -f "$data/train-images-idx3-ubyte.gz" ] ||
   { echo "quickstart.sh: $data is missing: apt-get install dataset-fashion-mnist" >&2; exit 1; }
+mkdir -p "$run_dir"
+"$root/scripts/configure_build.sh" "$build"
+cmake --build "$build" --target resnet_ddp -j "$(nproc)"
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   recipe=(--device cuda --epochs 5 --batch-size 128)
