@@ -257,6 +257,8 @@ const std::vector<Flag>& flags() {
        [](TrainOptions& o, auto&, auto& v) { o.log_json = v; }},
       {"--print-every", "N", "steps between progress lines when stdout is not a terminal (default 50)",
        [](TrainOptions& o, auto& f, auto& v) { o.print_every = parse_integer(f, v, 1, kMaxCount); }},
+      {"--verbose", nullptr, "the settings table also shows how the run works (memory, communication)",
+       [](TrainOptions& o, auto&, auto&) { o.verbose = true; }},
       {"--profile-steps", "A-B", "profile global steps A to B: cudaProfilerStart before step A, cudaProfilerStop "
                                  "after B (nsys profile --capture-range=cudaProfilerApi)",
        [](TrainOptions& o, auto& f, auto& v) { parse_step_range(f, v, o.profile_first_step, o.profile_last_step); }},

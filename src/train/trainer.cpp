@@ -254,6 +254,7 @@ void Trainer::make_engine_and_state() {
 void Trainer::show_settings() const {
   SettingsFacts facts{options_, engine_config_, data_, data_config_};
   facts.world_size = group_.size();
+  facts.nodes = group_.nodes();
   facts.communication = group_.describe();
   facts.device = device_;
   facts.device_reason = device_reason_;

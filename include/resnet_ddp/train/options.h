@@ -54,6 +54,7 @@ struct TrainOptions {
   std::string log_json;
   std::string save_weights;  // final weights file, written by rank 0
   int print_every = 50;      // steps between plain progress lines when stdout is no terminal
+  bool verbose = false;      // the settings table with how the run works, not only what it does
   // Global steps (1-based, as progress lines count them) during which a profiler started with
   // a capture range collects: cudaProfilerStart before the first, cudaProfilerStop after the
   // last (0, 0: none).
