@@ -217,6 +217,11 @@ ModelSpec infer_spec(const TensorFile& file) {
   return spec;
 }
 
+ModelSpec file_model_spec(const TensorFile& file) {
+  const std::optional<ModelSpec> stored = stored_model_spec(file);
+  return stored ? *stored : infer_spec(file);
+}
+
 void append_model_tensors(const ModelState<float>& state, TensorFile& file) {
   for (const std::string& name : state_dict_names(state.net)) {
     const TensorInfo& info = state.layout.at(name);
@@ -258,8 +263,7 @@ LoadReport load_weights(const std::string& path, ModelState<float>& state,
 LoadReport load_weights(const TensorFile& file, ModelState<float>& state,
                         const LoadOptions& options) {
   LoadReport report;
-  const std::optional<ModelSpec> stored = stored_model_spec(file);
-  report.file_spec = stored ? *stored : infer_spec(file);
+  report.file_spec = file_model_spec(file);
   const ModelSpec& wanted = state.spec;
   const bool classes_differ = report.file_spec.num_classes != wanted.num_classes;
   if (!same_architecture(report.file_spec, wanted) ||

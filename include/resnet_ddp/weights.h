@@ -34,6 +34,8 @@ std::optional<ModelSpec> stored_model_spec(const TensorFile& file);
 // cifar), in_channels from it too, widths and block counts from the layerN.M tensors, the
 // class count from fc.weight. Throws Error naming what is missing or unsupported.
 ModelSpec infer_spec(const TensorFile& file);
+// The spec the file records, else the one its shapes imply.
+ModelSpec file_model_spec(const TensorFile& file);
 
 // Every parameter and buffer of the model (not gradients), in torchvision's state_dict order.
 void append_model_tensors(const ModelState<float>& state, TensorFile& file);

@@ -129,7 +129,7 @@ const std::vector<Flag>& flags() {
       {"--no-shuffle", nullptr, "keep the training order (DistributedSampler(shuffle=False))",
        [](TrainOptions& o, auto&, auto&) { o.shuffle = false; }},
       // Model and device
-      {"--stem", "KIND", "auto (cifar for images up to 64 px), imagenet (7x7/2 + maxpool) or cifar (3x3/1)",
+      {"--stem", "KIND", "auto (--init's, else cifar up to 64 px), imagenet (7x7/2 + maxpool) or cifar (3x3/1)",
        [](TrainOptions& o, auto& f, auto& v) {
          if (v != "auto" && v != "imagenet" && v != "cifar") fail(f, ": '", v, "' is not one of: auto, imagenet, cifar");
          o.stem = v;

@@ -47,7 +47,7 @@ evaluate=("${synthetic[@]}" --init "$work/ten.rddp" --eval --limit-val 2 --verbo
 expect 0 "loader .*$kept" -- "$run" "${evaluate[@]}"
 expect 0 "loader .*malloc as GLIBC_TUNABLES sets it" -- \
   env GLIBC_TUNABLES=glibc.malloc.trim_threshold=1048576 "$run" "${evaluate[@]}"
-expect 1 "ten.rddp' holds weights for stem=cifar.*Pass --stem cifar" -- \
+expect 1 "--stem imagenet disagrees with --init '.*ten.rddp', which holds a model with the cifar stem: pass --stem cifar" -- \
   "$run" "${synthetic[@]}" --init "$work/ten.rddp" --stem imagenet
 head -c 20000 "$work/ten.rddp" >"$work/cut.rddp"
 expect 1 "cut.rddp.*(truncated|ends)" -- "$run" "${synthetic[@]}" --init "$work/cut.rddp"

@@ -22,7 +22,7 @@ const char* to_string(LrSchedule schedule);
 struct TrainOptions {
   data::DataConfig data;
 
-  std::string stem = "auto";  // auto: cifar for images up to 64 pixels, else imagenet
+  std::string stem = "auto";  // auto: --init's stem, else cifar up to 64 pixels, else imagenet
   DeviceChoice device = DeviceChoice::automatic;
   Precision precision = Precision::tf32;
   // The CUDA engine's own settings (layout, BatchNorm, convolution algorithms, CUDA graphs);
