@@ -6,8 +6,8 @@
 # Then scripts/check_cuda_builds.sh compiles and links the program with CUDA 12 for V100 and
 # with CUDA 13 for A100: 9 minutes on two busy cores in a fresh build folder, seconds once it
 # holds the CUDA 12 toolkit and the two builds.
-# Environment: RDDP_BUILD_DIR (default build), RDDP_CUDA_ARCHS (default 90: one architecture
-# keeps the build short; the release build covers 80;90 and 70 on CUDA 12),
+# Environment: RDDP_BUILD_DIR (default build), RDDP_CUDA_ARCHS (default: this machine's GPUs,
+# else 90 alone, which keeps the build short; scripts/configure_build.sh),
 # RDDP_SKIP_CUDA_BUILDS=1 skips the CUDA 12 and sm_80 builds (CI runs them).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,12 +24,8 @@ phase_done setup
 # while they wait only steal each other's time.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 
-mkdir -p "$build"
-# The tests' own sources at -O1 (tests/CMakeLists.txt): their build takes half as long at -O1,
-# and what they drive (the library, the kernels) keeps -O3.
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DRDDP_TEST_SOURCE_FLAGS=-O1 \
-  -DCMAKE_CUDA_ARCHITECTURES="${RDDP_CUDA_ARCHS:-90}" >"$build/configure.log" 2>&1 ||
-  { cat "$build/configure.log"; exit 1; }
+# The configuration scripts/quickstart.sh builds too, so that either reuses the other's objects.
+"$root/scripts/configure_build.sh" "$build"
 cmake --build "$build" -j "$jobs"
 phase_done build
 

@@ -227,6 +227,11 @@ ModelSpec infer_spec(const TensorFile& file) {
   return spec;
 }
 
+ModelSpec file_model_spec(const TensorFile& file) {
+  const std::optional<ModelSpec> stored = stored_model_spec(file);
+  return stored ? *stored : infer_spec(file);
+}
+
 void append_model_tensors(const ModelState<float>& state, TensorFile& file) {
   for (const std::string& name : state_dict_names(state.net)) {
     const TensorInfo& info = state.layout.at(name);
@@ -263,11 +268,6 @@ void save_weights(const std::string& path, const ModelState<float>& state,
 LoadReport load_weights(const std::string& path, ModelState<float>& state,
                         const LoadOptions& options) {
   return load_weights(read_tensor_file(path), state, options);
-}
-
-ModelSpec file_model_spec(const TensorFile& file) {
-  const std::optional<ModelSpec> stored = stored_model_spec(file);
-  return stored ? *stored : infer_spec(file);
 }
 
 std::string spec_differences(const ModelSpec& file, const ModelSpec& model) {

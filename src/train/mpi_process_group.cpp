@@ -32,6 +32,7 @@ class MpiProcessGroup final : public ProcessGroup {
   int size() const override { return context_.world_size(); }
   int local_rank() const override { return context_.local_rank(); }
   int ranks_on_node() const override { return context_.local_size(); }
+  int nodes() const override { return context_.nodes(); }
   const std::string& host() const override { return context_.host(); }
 
   int prepare_device(DeviceKind kind) override {

@@ -272,8 +272,8 @@ const std::vector<Flag>& flags() {
        kTraining, [](TrainOptions& o, auto&, auto&) { o.data.shuffle = false; }},
 
       {kModel, "--stem", "KIND",
-       "auto (default: cifar for images up to 64 px, else imagenet), imagenet (7x7/2 conv + "
-       "maxpool) or cifar (3x3/1 conv)",
+       "auto (default: the --init file's stem, else cifar for images up to 64 px, else "
+       "imagenet), imagenet (7x7/2 conv + maxpool) or cifar (3x3/1 conv)",
        kAlways,
        [](TrainOptions& o, auto& f, auto& v) {
          if (v != "auto" && v != "imagenet" && v != "cifar")
@@ -422,6 +422,10 @@ const std::vector<Flag>& flags() {
        [](TrainOptions& o, auto& f, auto& v) {
          o.print_every = parse_integer(f, v, 1, kMaxCount);
        }},
+      {kOutput, "--verbose", nullptr,
+       "the settings table also shows how the run works: buffers, memory tuning, communication "
+       "(default off)",
+       kAlways, [](TrainOptions& o, auto&, auto&) { o.verbose = true; }},
       {kOutput, "--profile-steps", "A-B",
        "profile global steps A to B: cudaProfilerStart before step A, cudaProfilerStop after B "
        "(nsys profile --capture-range=cudaProfilerApi; default: none)",

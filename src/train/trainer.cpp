@@ -4,6 +4,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <optional>
 
 #include "resnet_ddp/cuda/cuda_engine.h"
 #include "resnet_ddp/cuda/graph_step_policy.h"
@@ -26,6 +27,7 @@
 #include "resnet_ddp/train/run_text.h"
 #include "resnet_ddp/train/settings_table.h"
 #include "resnet_ddp/train/shared_folder_listing.h"
+#include "resnet_ddp/train/stem_choice.h"
 #include "resnet_ddp/version.h"
 #include "resnet_ddp/weights.h"
 
@@ -165,8 +167,11 @@ StepHooks* Trainer::train_step_hooks() {
 
 void Trainer::make_engine_and_state() {
   const int image_size = data_.train_transform.size;
-  engine_config_.spec.stem = options_.stem == "auto" ? (image_size <= 64 ? Stem::cifar : Stem::imagenet)
-                                                    : parse_stem(options_.stem);
+  // Read once: it chooses the stem under --stem auto, then gives the starting weights.
+  std::optional<TensorFile> init_file;
+  if (!options_.init_path.empty()) init_file = read_tensor_file(options_.init_path);
+  engine_config_.spec.stem =
+      choose_stem(options_.stem, image_size, init_file ? &*init_file : nullptr);
   engine_config_.spec.in_channels = data_.channels;
   engine_config_.spec.num_classes = data_.num_classes;
   engine_config_.max_batch = static_cast<int>(data_config_.batch_size);
@@ -187,14 +192,14 @@ void Trainer::make_engine_and_state() {
   start_.world_size = group_.size();
   start_.batch_size = static_cast<int64_t>(data_config_.batch_size);
   start_.seed = options_.seed;
-  if (!options_.init_path.empty()) {
+  if (init_file) {
     ModelState<float> model(engine_config_.spec);
     OptimizerState unused;
     engine_->save_state(model, unused);
     LoadOptions load_options;
     load_options.reinit_classifier_on_mismatch = options_.init_reset_classifier;
     load_options.reinit_seed = options_.seed;
-    const LoadReport report = load_weights(options_.init_path, model, load_options);
+    const LoadReport report = load_weights(*init_file, model, load_options);
     engine_->load_state(model, nullptr);
     init_note_ = options_.init_path;
     for (const std::string& action : report.actions) console_.info("init: " + action);
@@ -241,6 +246,7 @@ void Trainer::make_engine_and_state() {
 void Trainer::show_settings() const {
   SettingsFacts facts{options_, engine_config_, data_, data_config_};
   facts.world_size = group_.size();
+  facts.nodes = group_.nodes();
   facts.communication = group_.describe();
   facts.device = device_;
   facts.device_reason = device_reason_;

@@ -31,6 +31,7 @@ class DistributedContext {
   int world_size() const { return world_size_; }
   int local_rank() const { return local_rank_; }  // among the ranks on this node
   int local_size() const { return local_size_; }  // ranks on this node
+  int nodes() const { return nodes_; }
   const std::string& host() const { return host_; }
   std::string prefix() const;  // "[rank r/W host]"
 

@@ -23,7 +23,7 @@ const char* to_string(LrSchedule schedule);
 struct TrainOptions {
   data::DataConfig data;
 
-  std::string stem = "auto";  // auto: cifar for images up to 64 pixels, else imagenet
+  std::string stem = "auto";  // auto: --init's stem, else cifar up to 64 pixels, else imagenet
   DeviceChoice device = DeviceChoice::automatic;
   Precision precision = Precision::tf32;
   // The CUDA engine's own settings (layout, BatchNorm, convolution algorithms, CUDA graphs);
@@ -51,6 +51,7 @@ struct TrainOptions {
   std::string log_json;
   std::string save_weights;  // final weights file, written by rank 0
   int print_every = 50;      // steps between plain progress lines when stdout is no terminal
+  bool verbose = false;      // the settings table with how the run works, not only what it does
   // Global steps (1-based, as progress lines count them) during which a profiler started with
   // a capture range collects: cudaProfilerStart before the first, cudaProfilerStop after the
   // last (0, 0: none).

@@ -19,6 +19,7 @@ class ProcessGroup {
   virtual int size() const = 0;
   virtual int local_rank() const = 0;    // among the ranks on this node
   virtual int ranks_on_node() const = 0;
+  virtual int nodes() const = 0;
   virtual const std::string& host() const = 0;
 
   // Before the engine is made: the CUDA device this rank computes on (made current, and

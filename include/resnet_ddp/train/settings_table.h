@@ -1,5 +1,7 @@
 #pragma once
-// The settings table a run prints at start (rank 0): what it trains, on what, and how.
+// The settings table a run prints at start (rank 0): what the user chose and can change (data,
+// model, batch, steps, optimizer, precision, layout, devices, ranks and nodes, checkpoints);
+// with --verbose also how it runs (GEMM kernel, buffers and memory tuning, communication).
 #include <cstddef>
 #include <string>
 #include <utility>
@@ -23,6 +25,7 @@ struct SettingsFacts {
   const data::OpenedData& data;
   const data::DataConfig& data_config;
   int world_size = 1;
+  int nodes = 1;
   std::string communication;  // ProcessGroup::describe()
   DeviceKind device = DeviceKind::cpu;
   std::string device_reason, device_name;
