@@ -371,6 +371,7 @@ bool parse_options(int argc, const char* const* argv, TrainOptions& options) {
       fail(arg, " takes no value");
     }
     flag->apply(options, arg, value);
+    options.given.emplace_back(arg, value);
   }
   apply_optimizer_defaults(options);
   apply_determinism(options);

@@ -22,6 +22,8 @@
 #include "resnet_ddp/train/metrics_log.h"
 #include "resnet_ddp/train/preemption.h"
 #include "resnet_ddp/train/profiler_window.h"
+#include "resnet_ddp/train/rank_agreement.h"
+#include "resnet_ddp/train/rank_settings.h"
 #include "resnet_ddp/train/replica_check.h"
 #include "resnet_ddp/train/run_text.h"
 #include "resnet_ddp/train/settings_table.h"
@@ -61,7 +63,13 @@ class Trainer {
   int run();
 
  private:
+  // The settings every rank compares with rank 0's before it opens the data: the command
+  // line, the device, and the kind of data its --data holds (the kinds list their files in
+  // different collectives).
+  RankSettings startup_settings() const;
   void open_data();
+  // What the engine will be (model, image size, optimizer, precision), before it is made.
+  void configure_engine();
   void make_engine_and_state();
   void check_gpu_only_options() const;
   StepHooks* train_step_hooks();
@@ -119,8 +127,20 @@ void Trainer::open_data() {
   if (data_.val)
     val_loader_ = data::make_val_loader(data_config_, data_, group_.rank(), group_.size(), allocator_);
   steps_per_epoch_ = static_cast<int64_t>(train_loader_->steps_per_epoch());
-  // A rank with more steps would wait forever in an allreduce the others never join.
-  group_.require_same(steps_per_epoch_, "training steps per epoch");
+}
+
+RankSettings Trainer::startup_settings() const {
+  RankSettings settings = command_line_settings(options_, device_);
+  std::string kind = to_string(options_.data.kind);
+  if (options_.data.kind == data::DatasetKind::automatic) {
+    try {
+      kind = to_string(data::detect_dataset_kind(options_.data.path));
+    } catch (const Error& error) {
+      kind = std::string("none: ") + error.what();  // opening the data says it again, on every rank
+    }
+  }
+  settings.push_back({"data kind", kind});
+  return settings;
 }
 
 // Options that only mean something to the CUDA engine are refused, not ignored, when the run
@@ -175,7 +195,7 @@ StepHooks* Trainer::train_step_hooks() {
   return group_.step_hooks();
 }
 
-void Trainer::make_engine_and_state() {
+void Trainer::configure_engine() {
   const int image_size = data_.train_transform.size;
   engine_config_.spec.stem = options_.stem == "auto" ? (image_size <= 64 ? Stem::cifar : Stem::imagenet)
                                                     : parse_stem(options_.stem);
@@ -189,6 +209,9 @@ void Trainer::make_engine_and_state() {
   engine_config_.pixel_mean = data_.normalization.mean;
   engine_config_.pixel_stddev = data_.normalization.stddev;
   engine_config_.precision = options_.precision;
+}
+
+void Trainer::make_engine_and_state() {
   check_gpu_only_options();
   CudaEngineOptions cuda = options_.cuda;
   cuda.device_index = group_.prepare_device(device_);
@@ -212,6 +235,9 @@ void Trainer::make_engine_and_state() {
     init_note_ = options_.init_path;
     for (const std::string& action : report.actions) console_.info("init: " + action);
   } else if (options_.resume) {
+    // Every rank reads the checkpoint itself: a directory local to each node may hold another
+    // one, or none, on another rank.
+    std::string resumed_from = "none (no checkpoint in the directory yet)";
     if (list_checkpoints(options_.checkpoint_dir).empty()) {
       console_.info("resume: no checkpoint in " + options_.checkpoint_dir + " yet; starting from the beginning");
     } else {
@@ -222,7 +248,7 @@ void Trainer::make_engine_and_state() {
       for (const std::string& note : resumed.notes) console_.warn("resume: " + note);
       engine_->load_state(model, &optimizer);
       const TrainPosition& saved = resumed.position;
-      group_.require_same(saved.global_step, "the step of the checkpoint resumed from");
+      resumed_from = resumed.path + " at global step " + std::to_string(saved.global_step);
       if (saved.seed != options_.seed)
         console_.warn("resume: the checkpoint was written with --seed " + std::to_string(saved.seed) +
                       ", this run uses " + std::to_string(options_.seed) + ": the data order changes");
@@ -247,6 +273,7 @@ void Trainer::make_engine_and_state() {
       init_note_ = resumed.path + " (epoch " + std::to_string(start_.epoch + 1) + ", step " +
                    std::to_string(start_.step_in_epoch) + ", global step " + std::to_string(start_.global_step) + ")";
     }
+    require_rank0_settings(group_, {{"checkpoint resumed from", resumed_from}}, "on --resume");
   }
   group_.attach(*engine_);
 }
@@ -356,7 +383,11 @@ void Trainer::checkpoint(int64_t epoch, int64_t step_in_epoch, bool always_compa
 
 int Trainer::run() {
   device_ = choose_device(options_.device, &device_reason_);
+  require_rank0_settings(group_, startup_settings(), "at start");
   open_data();
+  configure_engine();
+  require_rank0_settings(group_, data_settings(data_, engine_config_, steps_per_epoch_),
+                         "once the data is open");
   make_engine_and_state();
   show_settings();
 

@@ -3,6 +3,7 @@
 // wrong value before any work is done, naming the flag and the accepted range.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "resnet_ddp/data/data_config.h"
@@ -62,6 +63,10 @@ struct TrainOptions {
   double bucket_mb = 25.0;
   ddp::GradAllreduce grad_allreduce = ddp::GradAllreduce::fp32;
   double comm_timeout_s = 600.0;
+
+  // Each flag as the command line gave it, in order: (flag, value), the value empty for a
+  // switch. The ranks compare these with rank 0's before any work (train/rank_settings.h).
+  std::vector<std::pair<std::string, std::string>> given;
 };
 
 // Parses argv. Returns false when --help or --version printed what was asked (exit 0).
