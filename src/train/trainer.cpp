@@ -12,6 +12,7 @@
 #include "resnet_ddp/engine_factory.h"
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/model_flops.h"
+#include "resnet_ddp/printable.h"
 #include "resnet_ddp/profile_range.h"
 #include "resnet_ddp/train/batch_wait.h"
 #include "resnet_ddp/train/checkpoint.h"
@@ -20,6 +21,7 @@
 #include "resnet_ddp/train/device_choice.h"
 #include "resnet_ddp/train/lr_schedule.h"
 #include "resnet_ddp/train/metrics_log.h"
+#include "resnet_ddp/train/output_paths.h"
 #include "resnet_ddp/train/preemption.h"
 #include "resnet_ddp/train/profiler_window.h"
 #include "resnet_ddp/train/rank_agreement.h"
@@ -67,6 +69,10 @@ class Trainer {
   // line, the device, and the kind of data its --data holds (the kinds list their files in
   // different collectives).
   RankSettings startup_settings() const;
+  // Checks what the run will write (output_paths.h) and opens the metrics log, before any work;
+  // a problem on any rank stops every rank.
+  void open_outputs();
+  void log(const JsonLine& record);
   void open_data();
   // What the engine will be (model, image size, optimizer, precision), before it is made.
   void configure_engine();
@@ -92,6 +98,7 @@ class Trainer {
   const TrainOptions& options_;
   ProcessGroup& group_;
   Console console_;
+  std::unique_ptr<MetricsLog> metrics_log_;
 
   DeviceKind device_ = DeviceKind::cpu;
   std::string device_reason_;
@@ -111,6 +118,23 @@ class Trainer {
   int64_t global_step_ = 0;
   int64_t last_finite_step_ = 0;  // global step of the last metrics read with a finite loss
 };
+
+void Trainer::open_outputs() {
+  std::string problem = output_path_problem(options_, group_.rank());
+  if (problem.empty()) {
+    try {
+      metrics_log_ = std::make_unique<MetricsLog>(options_.log_json, console_.is_main());
+    } catch (const Error& error) {
+      problem = error.what();
+    }
+  }
+  refuse_together(group_, problem, "the check of the output paths");
+}
+
+void Trainer::log(const JsonLine& record) {
+  const std::string problem = metrics_log_->write(record);
+  if (!problem.empty()) console_.warn(problem);
+}
 
 void Trainer::open_data() {
   data_config_ = options_.data;
@@ -384,6 +408,7 @@ void Trainer::checkpoint(int64_t epoch, int64_t step_in_epoch, bool always_compa
 int Trainer::run() {
   device_ = choose_device(options_.device, &device_reason_);
   require_rank0_settings(group_, startup_settings(), "at start");
+  open_outputs();
   open_data();
   configure_engine();
   require_rank0_settings(group_, data_settings(data_, engine_config_, steps_per_epoch_),
@@ -391,14 +416,13 @@ int Trainer::run() {
   make_engine_and_state();
   show_settings();
 
-  MetricsLog metrics_log(options_.log_json, console_.is_main());
-  metrics_log.write(start_record());
+  log(start_record());
   const int classes = engine_config_.spec.num_classes;
   if (options_.eval_only) {
     if (!val_loader_) fail("--eval: the data set has no validation split; add --val-split FRACTION");
     const Metrics val = evaluate(0);
     console_.info("validation: loss " + fixed(mean_loss(val), 4) + ", accuracy " + accuracies(val, classes));
-    metrics_log.write(JsonLine().string("type", "eval").number("val_loss", mean_loss(val)).number("val_accuracy", accuracy(val))
+    log(JsonLine().string("type", "eval").number("val_loss", mean_loss(val)).number("val_accuracy", accuracy(val))
                           .number("val_top5_accuracy", top5_accuracy(val)));
     return 0;
   }
@@ -465,7 +489,7 @@ int Trainer::run() {
             .number("images_per_s", images_per_s)
             .number("data_wait_share", window_seconds > 0 ? window_wait / window_seconds : 0.0);
         if (std::isfinite(mfu)) step_json.number("mfu", mfu);
-        metrics_log.write(step_json);
+        log(step_json);
         window = Metrics{};
         window_wait = 0;
         window_start = Clock::now();
@@ -539,7 +563,7 @@ int Trainer::run() {
     if (loss_scaling)
       epoch_json.number("skipped_steps", static_cast<double>(train.skipped_steps))
           .number("nonfinite_losses", static_cast<double>(train.nonfinite_losses));
-    metrics_log.write(epoch_json);
+    log(epoch_json);
     // A run stopped by --max-steps mid-epoch saves where it stopped, so --resume carries on.
     if (step < steps_per_epoch_) checkpoint(epoch, step, /*always_compare=*/true);
     else checkpoint(epoch + 1, 0, /*always_compare=*/true);
@@ -549,22 +573,19 @@ int Trainer::run() {
   report_cuda_graphs();
   report_conv_api();
 
-  if (!options_.save_weights.empty()) {
-    // "{rank}" in the name makes every rank write its own copy, to check that they agree.
-    std::string path = options_.save_weights;
-    const size_t placeholder = path.find("{rank}");
-    if (placeholder != std::string::npos) path.replace(placeholder, 6, std::to_string(group_.rank()));
-    if (console_.is_main() || placeholder != std::string::npos) {
-      ModelState<float> model(engine_config_.spec);
-      OptimizerState optimizer;
-      engine_->save_state(model, optimizer);
-      save_weights(path, model);
-      console_.info("weights written to " + path);
-    }
+  // "{rank}" in the name makes every rank write its own copy, to check that they agree.
+  const std::string weights_path = weights_path_for(options_.save_weights, group_.rank());
+  if (!weights_path.empty()) {
+    ModelState<float> model(engine_config_.spec);
+    OptimizerState optimizer;
+    engine_->save_state(model, optimizer);
+    save_weights(weights_path, model);
+    console_.info("weights written to " + printable(weights_path));
   }
   if (val_loader_ && last_val.count > 0)
     console_.info("final validation accuracy " + accuracies(last_val, classes) + ", loss " +
                   fixed(mean_loss(last_val), 4));
+  if (!metrics_log_->losses().empty()) console_.warn(metrics_log_->losses());
   return 0;
 }
 

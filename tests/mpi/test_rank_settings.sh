@@ -4,6 +4,7 @@
 # that differs and its value on both ranks: flags, the data each rank opened (its own copy at
 # its own path: another pack run, other class names) and the checkpoint each rank resumes.
 # Settings that may differ per rank (--num-workers, --save-weights with {rank}) do not stop it.
+# An output path one rank cannot write stops every rank, at start too.
 #   test_rank_settings.sh MPIEXEC [MPIEXEC FLAGS...] -- RESNET_DDP RESNET_DDP_PACK
 set -u
 mpiexec=()
@@ -61,6 +62,18 @@ mpmd "${synthetic[*]} --lr 0.001 --save-weights $work/w-{rank}.rddp" \
   fail "ranks that differ in --num-workers, --print-every and the spelling of --lr were refused"
 cmp -s "$work/w-0.rddp" "$work/w-1.rddp" || fail "the ranks end with different weights"
 ok "--num-workers, --print-every and '--lr 1e-3' against '0.001' may differ: trained, the same weights"
+
+# An output that one rank alone cannot write (its own {rank} weights file, in a directory that
+# is missing) stops both ranks before any work.
+mkdir -p "$work/out-0"
+"${mpiexec[@]}" -n 2 "${synthetic[@]}" --save-weights "$work/out-{rank}/w.rddp" >"$work/out" 2>&1 &&
+  fail "a rank that cannot write its weights trained"
+grep -q "\[rank 1/2 [^]]*\] error: --save-weights: cannot write '$work/out-1/w.rddp': .*does not exist" "$work/out" ||
+  fail "rank 1 did not say why"
+grep -q "\[rank 0/2 [^]]*\] error: rank 1 (host [^)]*) refuses: --save-weights: cannot write '$work/out-1/w.rddp'" \
+  "$work/out" || fail "rank 0 did not pass on rank 1's reason"
+grep -q "step 1/" "$work/out" && fail "training started"
+ok "rank 1's weights directory is missing: both ranks refuse at start, rank 0 naming rank 1's reason"
 
 # A PPM image of random pixels.
 ppm() {
