@@ -119,6 +119,7 @@ std::string save_checkpoint(const std::string& dir, const ModelState<float>& mod
   file.metadata["train.world_size"] = std::to_string(position.world_size);
   file.metadata["train.batch_size"] = std::to_string(position.batch_size);
   file.metadata["train.seed"] = std::to_string(position.seed);
+  file.metadata["train.steps_per_epoch"] = std::to_string(position.steps_per_epoch);
   append_model_tensors(model, file);
   const std::vector<const char*> moments = moment_names(optimizer_config.kind);
   for (size_t which = 0; which < moments.size(); ++which) {
@@ -158,13 +159,16 @@ ResumedCheckpoint load_latest_checkpoint(const std::string& dir, ModelState<floa
       position.world_size = metadata_int(file, "train.world_size");
       position.batch_size = metadata_int(file, "train.batch_size");
       position.seed = static_cast<uint64_t>(metadata_int(file, "train.seed"));
+      if (file.metadata.count("train.steps_per_epoch") != 0)
+        position.steps_per_epoch = metadata_int(file, "train.steps_per_epoch");
 
       OptimizerState loaded;
       loaded.step_count = metadata_int(file, "optimizer.step_count");
       // Training resumes counting from these: values no run writes would start it at a
       // negative step, or describe a job of no ranks.
       if (position.epoch < 0 || position.step_in_epoch < 0 || position.global_step < 0 ||
-          position.world_size < 1 || position.batch_size < 1 || loaded.step_count < 0)
+          position.world_size < 1 || position.batch_size < 1 || loaded.step_count < 0 ||
+          position.steps_per_epoch < 0)
         fail(path, ": its position in training cannot be: epoch ", position.epoch, ", step ",
              position.step_in_epoch, " of it, global step ", position.global_step, ", ",
              position.world_size, " rank(s) of batch ", position.batch_size, ", optimizer step ",

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <optional>
 
 #include "resnet_ddp/cuda/cuda_engine.h"
 #include "resnet_ddp/cuda/graph_step_policy.h"
@@ -84,7 +85,11 @@ class Trainer {
   void show_settings() const;
   // The metrics log's first record: what this run trains, where and how.
   JsonLine start_record() const;
-  Metrics evaluate(int epoch);
+  // The job's validation metrics, or nothing when a preemption request stopped the evaluation:
+  // the ranks agree after every batch, so that a signal ends a long evaluation in seconds.
+  std::optional<Metrics> evaluate(int64_t epoch);
+  // Says on rank 0 that the run stops for a preemption request, `where` ("at epoch 2 step 5").
+  void announce_preemption(const std::string& where) const;
   // This rank's metrics since the last call; a loss that is no longer finite stops training.
   Metrics take_checked_metrics(int64_t epoch, int64_t step, double lr);
   // Where a checkpoint may be written, `epoch` whole epochs and `step_in_epoch` steps in; every
@@ -281,7 +286,15 @@ void Trainer::make_engine_and_state() {
       start_.global_step = saved.global_step;
       const bool same_order = saved.world_size == group_.size() &&
                               saved.batch_size == static_cast<int64_t>(data_config_.batch_size);
-      if (start_.step_in_epoch > 0 && !same_order) {
+      // Written at an epoch's end before its evaluation (preempted then): the whole epoch carries
+      // over to a job of any shape, and the run starts with its evaluation, training nothing.
+      const bool trained_unevaluated = saved.steps_per_epoch > 0 && saved.step_in_epoch >= saved.steps_per_epoch;
+      if (trained_unevaluated) {
+        start_.step_in_epoch = steps_per_epoch_;
+        if (!same_order) start_.global_step = (saved.epoch + 1) * steps_per_epoch_;
+        console_.info("resume: epoch " + std::to_string(saved.epoch + 1) +
+                      " was trained but not evaluated when the checkpoint was written; its evaluation comes first");
+      } else if (start_.step_in_epoch > 0 && !same_order) {
         // A partial epoch's remaining samples depend on the world size and batch size that
         // split it; only whole epochs carry over to another job shape.
         console_.info("resume: the checkpoint was written mid-epoch by " + std::to_string(saved.world_size) +
@@ -290,7 +303,7 @@ void Trainer::make_engine_and_state() {
         start_.step_in_epoch = 0;
         start_.global_step = saved.epoch * steps_per_epoch_;
       }
-      if (start_.step_in_epoch >= steps_per_epoch_) {
+      if (start_.step_in_epoch >= steps_per_epoch_ && !trained_unevaluated) {
         ++start_.epoch;
         start_.step_in_epoch = 0;
       }
@@ -366,13 +379,28 @@ Metrics Trainer::take_checked_metrics(int64_t epoch, int64_t step, double lr) {
   return metrics;
 }
 
-Metrics Trainer::evaluate(int epoch) {
+std::optional<Metrics> Trainer::evaluate(int64_t epoch) {
   const ProfileRange range("evaluate");
+  console_.progress("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(options_.epochs) +
+                    ": evaluating on " + std::to_string(data_.val->size()) + " validation images");
   group_.sync_buffers();
   val_loader_->start_epoch(static_cast<uint64_t>(epoch));
-  while (auto lease = next_batch(*val_loader_, group_.size()))
+  while (auto lease = next_batch(*val_loader_, group_.size())) {
     engine_->eval_step(host_batch(*lease, engine_config_.input));
+    if (group_.any(preemption_requested())) {
+      engine_->take_metrics();  // the evaluation's part sums, which no one reads
+      return std::nullopt;
+    }
+  }
   return group_.sum(engine_->take_metrics());
+}
+
+void Trainer::announce_preemption(const std::string& where) const {
+  console_.end_progress();
+  console_.info("preempted (" + preemption_cause() + ") " + where + ": checkpointing and exiting with code " +
+                std::to_string(kExitPreempted) + "; continue with --resume");
+  if (options_.checkpoint_dir.empty())
+    console_.warn("preempted without --checkpoint-dir: nothing is saved, the run will start over");
 }
 
 void Trainer::checkpoint(int64_t epoch, int64_t step_in_epoch, bool always_compare) {
@@ -396,6 +424,7 @@ void Trainer::checkpoint(int64_t epoch, int64_t step_in_epoch, bool always_compa
     position.epoch = epoch;
     position.step_in_epoch = step_in_epoch;
     position.global_step = global_step_;
+    position.steps_per_epoch = steps_per_epoch_;
     const std::string path = save_checkpoint(options_.checkpoint_dir, model, options_.optimizer, optimizer,
                                              position, options_.keep_checkpoints);
     console_.info("checkpoint " + path);
@@ -406,6 +435,9 @@ void Trainer::checkpoint(int64_t epoch, int64_t step_in_epoch, bool always_compa
 }
 
 int Trainer::run() {
+  // From the start: a job preempted while it lists its data or evaluates ends in seconds too,
+  // with the code that requeues it.
+  install_preemption_handlers(console_.prefix());
   device_ = choose_device(options_.device, &device_reason_);
   require_rank0_settings(group_, startup_settings(), "at start");
   open_outputs();
@@ -420,14 +452,18 @@ int Trainer::run() {
   const int classes = engine_config_.spec.num_classes;
   if (options_.eval_only) {
     if (!val_loader_) fail("--eval: the data set has no validation split; add --val-split FRACTION");
-    const Metrics val = evaluate(0);
+    const std::optional<Metrics> evaluated = evaluate(0);
+    if (!evaluated) {
+      announce_preemption("during the evaluation");
+      return kExitPreempted;
+    }
+    const Metrics& val = *evaluated;
     console_.info("validation: loss " + fixed(mean_loss(val), 4) + ", accuracy " + accuracies(val, classes));
     log(JsonLine().string("type", "eval").number("val_loss", mean_loss(val)).number("val_accuracy", accuracy(val))
                           .number("val_top5_accuracy", top5_accuracy(val)));
     return 0;
   }
 
-  install_preemption_handlers(console_.prefix());
   const LrScheduleFn schedule(options_, steps_per_epoch_);
   // Progress lines need the device's metrics, which waits for it: on a terminal a little more
   // often than in a log file, never every step.
@@ -449,6 +485,11 @@ int Trainer::run() {
     double data_wait = 0, window_wait = 0, lr = schedule.at(global_step_);
     int64_t step = first_step;
     while (true) {
+      // A run resumed where --max-steps stopped it trains no further (its evaluation may be due).
+      if (options_.max_steps > 0 && global_step_ >= options_.max_steps) {
+        reached_max_steps = true;
+        break;
+      }
       profiler.before_step(global_step_ + 1);
       {
         // The engine has read the batch when train_step returns: the buffer goes back to
@@ -495,14 +536,7 @@ int Trainer::run() {
         window_start = Clock::now();
       }
       if (group_.any(preemption_requested())) {
-        console_.end_progress();
-        const std::string signal = preemption_signal() == 0 ? "on another rank"
-                                 : preemption_signal() == SIGUSR1 ? "SIGUSR1" : "SIGTERM";
-        console_.info("preempted (" + signal + ") at epoch " +
-                      std::to_string(epoch + 1) + " step " + std::to_string(step) + ": checkpointing and exiting " +
-                      "with code " + std::to_string(kExitPreempted) + "; continue with --resume");
-        if (options_.checkpoint_dir.empty())
-          console_.warn("preempted without --checkpoint-dir: nothing is saved, the run will start over");
+        announce_preemption("at epoch " + std::to_string(epoch + 1) + " step " + std::to_string(step));
         checkpoint(epoch, step);
         return kExitPreempted;
       }
@@ -527,22 +561,37 @@ int Trainer::run() {
                                                         train_loader_->workers());
     if (!starved.empty()) console_.warn(starved);
     Metrics val;
-    if (val_loader_) val = evaluate(static_cast<int>(epoch));
+    if (val_loader_) {
+      const std::optional<Metrics> evaluated = evaluate(epoch);
+      if (!evaluated) {
+        // The checkpoint keeps the epoch's training; --resume evaluates it again.
+        announce_preemption("during the evaluation of epoch " + std::to_string(epoch + 1));
+        checkpoint(epoch, step);
+        return kExitPreempted;
+      }
+      val = *evaluated;
+    }
     last_val = val;
     console_.end_progress();
     const double images_per_s = train.count / train_seconds;
     const double mfu = model_flop_utilisation(images_per_s / group_.size(), flops_per_image_, peak_.tflops);
     const bool loss_scaling = options_.precision == Precision::fp16;
-    console_.info("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(options_.epochs) + ": train loss " +
-                  fixed(mean_loss(train), 4) + " acc " + percent(train.correct, train.count) +
+    // An epoch whose steps were all taken before a resume (preempted before its evaluation)
+    // has no training figures in this run.
+    const bool trained_here = train.count > 0;
+    console_.info("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(options_.epochs) + ": " +
+                  (trained_here ? "train loss " + fixed(mean_loss(train), 4) + " acc " +
+                                      percent(train.correct, train.count)
+                                : std::string("trained before the resume")) +
                   (val_loader_ ? " | val loss " + fixed(mean_loss(val), 4) + " acc " + accuracies(val, classes)
                                : "") +
-                  " | " + fixed(train_seconds, 1) + " s, " + fixed(images_per_s, 0) + " img/s" +
-                  mfu_part(", ", mfu) + ", data wait " +
-                  fixed(100.0 * wait_share, 1) + "%" +
-                  (group_.size() > 1 ? " (most: rank " + std::to_string(most_wait.rank) + ", " +
-                                           fixed(100.0 * most_wait.value, 1) + "%)"
-                                     : "") +
+                  (trained_here
+                       ? " | " + fixed(train_seconds, 1) + " s, " + fixed(images_per_s, 0) + " img/s" +
+                             mfu_part(", ", mfu) + ", data wait " + fixed(100.0 * wait_share, 1) + "%" +
+                             (group_.size() > 1 ? " (most: rank " + std::to_string(most_wait.rank) + ", " +
+                                                      fixed(100.0 * most_wait.value, 1) + "%)"
+                                                : "")
+                       : std::string()) +
                   (loss_scaling ? " | " + std::to_string(train.skipped_steps) + " step(s) skipped" : ""));
     if (loss_scaling && train.skipped_steps > 0 && console_.is_main())
       console_.warn("epoch " + std::to_string(epoch + 1) + ": " + std::to_string(train.skipped_steps) +
@@ -597,6 +646,9 @@ int run_training(const TrainOptions& options, ProcessGroup& group) {
   } catch (const data::DataWaitInterrupted& stuck) {
     const std::string message = preempted_while_stuck(stuck);
     std::fprintf(stderr, "%s %s\n", ddp::rank_prefix().c_str(), message.c_str());
+    return kExitPreempted;
+  } catch (const PreemptedAtStart& stopped) {
+    std::fprintf(stderr, "%s %s\n", ddp::rank_prefix().c_str(), stopped.what());
     return kExitPreempted;
   }
 }

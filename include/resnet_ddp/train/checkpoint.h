@@ -20,6 +20,10 @@ struct TrainPosition {
   int64_t world_size = 1;     // the job that wrote it: its sample order depends on these
   int64_t batch_size = 0;
   uint64_t seed = 0;
+  // The steps of an epoch in the job that wrote it (0 where the file does not say): a position
+  // at its end is an epoch trained but not yet evaluated (a run preempted before or during the
+  // evaluation), which carries over whole to a job of another shape.
+  int64_t steps_per_epoch = 0;
 };
 
 // Writes a checkpoint into `dir` (created if missing) and removes all but the newest `keep`.
