@@ -97,6 +97,18 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
   return paths;
 }
 
+std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
+  std::vector<std::string> removed;
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(kPrefix, 0) == 0 && name.find(std::string(kSuffix) + ".tmp.") != std::string::npos &&
+        entry.is_regular_file(error) && fs::remove(entry.path(), error))
+      removed.push_back(name);
+  }
+  return removed;
+}
+
 std::string save_checkpoint(const std::string& dir, const ModelState<float>& model,
                             const OptimizerConfig& optimizer_config, const OptimizerState& optimizer,
                             const TrainPosition& position, int keep) {

@@ -17,6 +17,7 @@
 #include "resnet_ddp/profile_range.h"
 #include "resnet_ddp/train/batch_wait.h"
 #include "resnet_ddp/train/checkpoint.h"
+#include "resnet_ddp/train/checkpoint_lock.h"
 #include "resnet_ddp/train/console.h"
 #include "resnet_ddp/train/data_starvation.h"
 #include "resnet_ddp/train/device_choice.h"
@@ -104,6 +105,7 @@ class Trainer {
   ProcessGroup& group_;
   Console console_;
   std::unique_ptr<MetricsLog> metrics_log_;
+  std::unique_ptr<CheckpointDirLock> checkpoint_lock_;  // rank 0's, while it may write checkpoints
 
   DeviceKind device_ = DeviceKind::cpu;
   std::string device_reason_;
@@ -126,14 +128,19 @@ class Trainer {
 
 void Trainer::open_outputs() {
   std::string problem = output_path_problem(options_, group_.rank());
-  if (problem.empty()) {
-    try {
-      metrics_log_ = std::make_unique<MetricsLog>(options_.log_json, console_.is_main());
-    } catch (const Error& error) {
-      problem = error.what();
-    }
+  try {
+    if (problem.empty()) metrics_log_ = std::make_unique<MetricsLog>(options_.log_json, console_.is_main());
+    if (problem.empty() && console_.is_main() && !options_.eval_only && !options_.checkpoint_dir.empty())
+      checkpoint_lock_ = std::make_unique<CheckpointDirLock>(options_.checkpoint_dir);
+  } catch (const Error& error) {
+    problem = error.what();
   }
   refuse_together(group_, problem, "the check of the output paths");
+  if (!checkpoint_lock_) return;
+  if (!checkpoint_lock_->note().empty()) console_.warn(checkpoint_lock_->note());
+  for (const std::string& name : remove_stale_temporaries(options_.checkpoint_dir))
+    console_.info("removed " + printable(name) + " from " + printable(options_.checkpoint_dir) +
+                  ": the temporary of a checkpoint write that a stopped run left");
 }
 
 void Trainer::log(const JsonLine& record) {

@@ -47,4 +47,10 @@ ResumedCheckpoint load_latest_checkpoint(const std::string& dir, ModelState<floa
 // Checkpoint files of `dir`, newest first (by the step in their names).
 std::vector<std::string> list_checkpoints(const std::string& dir);
 
+// Removes the temporary files of checkpoint writes that a killed run left in `dir` (only on
+// file systems without unnamed temporaries: atomic_file_writer.h) and returns their names.
+// Only while holding the directory's lock (checkpoint_lock.h): another run's write in progress
+// would look the same.
+std::vector<std::string> remove_stale_temporaries(const std::string& dir);
+
 }  // namespace rddp
