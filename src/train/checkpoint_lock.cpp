@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -49,11 +50,25 @@ std::string read_holder(int fd) {
 
 CheckpointDirLock::CheckpointDirLock(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / kFileName).string();
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // Not through a symbolic link, and only a regular file: the holder's description is written
+  // into it, which must not truncate a file elsewhere that a link there leads to.
+  constexpr int kFlags = O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | kFlags, 0644);
+  // Another user's lock file locks as well read-only; it then keeps its holder's description.
+  const bool writable = fd_ >= 0;
+  if (fd_ < 0 && errno == EACCES) fd_ = ::open(path.c_str(), O_RDONLY | kFlags);
+  struct stat info;
+  if (fd_ >= 0 && (::fstat(fd_, &info) != 0 || !S_ISREG(info.st_mode))) {
+    ::close(fd_);
+    fd_ = -1;
+    errno = EINVAL;
+  }
   if (fd_ < 0) {
     const int err = errno;
-    fail("--checkpoint-dir '", printable(dir), "': cannot open its lock file '", printable(path), "': ",
-         std::strerror(err), "; choose a directory you can write to");
+    fail("--checkpoint-dir '", printable(dir), "': cannot use its lock file '", printable(path), "': ",
+         err == ELOOP || err == EINVAL ? std::string("it is not a regular file (a symbolic link, say)")
+                                       : std::string(std::strerror(err)),
+         "; remove it (a run makes it afresh), or choose a directory you can write to");
   }
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
@@ -75,7 +90,7 @@ CheckpointDirLock::CheckpointDirLock(const std::string& dir) {
   }
   // Who holds it, for the next run refused; a failure here costs only that description.
   const std::string holder = holder_text() + "\n";
-  if (::ftruncate(fd_, 0) == 0) {
+  if (writable && ::ftruncate(fd_, 0) == 0) {
     const ssize_t ignored = ::pwrite(fd_, holder.data(), holder.size(), 0);
     (void)ignored;
   }

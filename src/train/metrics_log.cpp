@@ -1,6 +1,7 @@
 #include "resnet_ddp/train/metrics_log.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -53,6 +54,12 @@ std::string MetricsLog::write(const JsonLine& record) {
              "give another --log-json when you resume";
     }
     done += static_cast<size_t>(written);
+  }
+  struct stat info;
+  if (!removed_told_ && ::fstat(fd_, &info) == 0 && S_ISREG(info.st_mode) && info.st_nlink == 0) {
+    removed_told_ = true;
+    return "--log-json: '" + printable(path_) + "' was deleted while this run writes it: its records "
+           "go on into a file no one can open. Give another --log-json when you resume";
   }
   return {};
 }

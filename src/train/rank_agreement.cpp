@@ -18,7 +18,7 @@ void require_rank0_settings(ProcessGroup& group, const RankSettings& mine, const
   const std::string host = group.broadcast_from(first, group.host(), "the host of rank " + std::to_string(first));
   throw ddp::AllRanksError(
       "rank " + std::to_string(first) + " (host " + host + ") has settings other than rank 0's " + stage + ": " +
-      describe_differences(setting_differences(rank0, theirs), first) +
+      describe_differences(setting_differences(rank0, theirs), "on rank " + std::to_string(first), "on rank 0") +
       (differing.ranks > 1 ? " (" + std::to_string(differing.ranks) + " of " + std::to_string(group.size()) +
                                  " ranks differ from rank 0; the first is named)"
                            : "") +

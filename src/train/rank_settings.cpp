@@ -183,13 +183,13 @@ std::vector<SettingDifference> setting_differences(const RankSettings& rank0,
   return differences;
 }
 
-std::string describe_differences(const std::vector<SettingDifference>& differences, int other_rank) {
+std::string describe_differences(const std::vector<SettingDifference>& differences, const std::string& other,
+                                 const std::string& reference) {
   std::string text;
-  const std::string other = "rank " + std::to_string(other_rank);
   for (const SettingDifference& d : differences)
     text += (text.empty() ? "" : "; ") + printable(d.name) + ": " +
-            around_difference(d.other_value, d.rank0_value) + " on " + other + ", " +
-            around_difference(d.rank0_value, d.other_value) + " on rank 0";
+            around_difference(d.other_value, d.rank0_value) + " " + other + ", " +
+            around_difference(d.rank0_value, d.other_value) + " " + reference;
   return text;
 }
 

@@ -1,5 +1,6 @@
 #include "resnet_ddp/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -79,6 +80,9 @@ class Trainer {
   // What the engine will be (model, image size, optimizer, precision), before it is made.
   void configure_engine();
   void make_engine_and_state();
+  // A run resumed with other settings than the checkpoint's (a job script edited between
+  // requeues) says which: some are meant (more --epochs), others change what is trained.
+  void warn_of_changed_settings(const TrainPosition& saved) const;
   void check_gpu_only_options() const;
   StepHooks* train_step_hooks();
   void report_cuda_graphs() const;
@@ -106,6 +110,7 @@ class Trainer {
   Console console_;
   std::unique_ptr<MetricsLog> metrics_log_;
   std::unique_ptr<CheckpointDirLock> checkpoint_lock_;  // rank 0's, while it may write checkpoints
+  RankSettings run_settings_;  // what the ranks agreed on; each checkpoint records them
 
   DeviceKind device_ = DeviceKind::cpu;
   std::string device_reason_;
@@ -268,14 +273,15 @@ void Trainer::make_engine_and_state() {
     load_options.reinit_seed = options_.seed;
     const LoadReport report = load_weights(options_.init_path, model, load_options);
     engine_->load_state(model, nullptr);
-    init_note_ = options_.init_path;
+    init_note_ = printable(options_.init_path);
     for (const std::string& action : report.actions) console_.info("init: " + action);
   } else if (options_.resume) {
     // Every rank reads the checkpoint itself: a directory local to each node may hold another
     // one, or none, on another rank.
     std::string resumed_from = "none (no checkpoint in the directory yet)";
     if (list_checkpoints(options_.checkpoint_dir).empty()) {
-      console_.info("resume: no checkpoint in " + options_.checkpoint_dir + " yet; starting from the beginning");
+      console_.info("resume: no checkpoint in " + printable(options_.checkpoint_dir) +
+                    " yet; starting from the beginning");
     } else {
       ModelState<float> model(engine_config_.spec);
       OptimizerState optimizer;
@@ -285,9 +291,7 @@ void Trainer::make_engine_and_state() {
       engine_->load_state(model, &optimizer);
       const TrainPosition& saved = resumed.position;
       resumed_from = resumed.path + " at global step " + std::to_string(saved.global_step);
-      if (saved.seed != options_.seed)
-        console_.warn("resume: the checkpoint was written with --seed " + std::to_string(saved.seed) +
-                      ", this run uses " + std::to_string(options_.seed) + ": the data order changes");
+      warn_of_changed_settings(saved);
       start_.epoch = saved.epoch;
       start_.step_in_epoch = saved.step_in_epoch;
       start_.global_step = saved.global_step;
@@ -314,12 +318,38 @@ void Trainer::make_engine_and_state() {
         ++start_.epoch;
         start_.step_in_epoch = 0;
       }
-      init_note_ = resumed.path + " (epoch " + std::to_string(start_.epoch + 1) + ", step " +
+      init_note_ = printable(resumed.path) + " (epoch " + std::to_string(start_.epoch + 1) + ", step " +
                    std::to_string(start_.step_in_epoch) + ", global step " + std::to_string(start_.global_step) + ")";
     }
     require_rank0_settings(group_, {{"checkpoint resumed from", resumed_from}}, "on --resume");
   }
   group_.attach(*engine_);
+}
+
+void Trainer::warn_of_changed_settings(const TrainPosition& saved) const {
+  if (saved.run_settings.empty()) {  // a checkpoint of an older build records the seed alone
+    if (saved.seed != options_.seed)
+      console_.warn("resume: the checkpoint was written with --seed " + std::to_string(saved.seed) +
+                    ", this run uses " + std::to_string(options_.seed) + ": the data order changes");
+    return;
+  }
+  RankSettings then;
+  try {
+    then = decode_settings(saved.run_settings);
+  } catch (const Error&) {
+    console_.warn("resume: the settings recorded in the checkpoint cannot be read; they are not compared");
+    return;
+  }
+  // How a run starts, not what it trains.
+  const auto how_started = [](const RankSetting& setting) { return setting.name == "--resume"; };
+  RankSettings now = run_settings_;
+  now.erase(std::remove_if(now.begin(), now.end(), how_started), now.end());
+  then.erase(std::remove_if(then.begin(), then.end(), how_started), then.end());
+  const std::vector<SettingDifference> changed = setting_differences(then, now);
+  if (!changed.empty() && console_.is_main())
+    console_.warn("resume: this run's settings differ from those of the run that wrote the checkpoint: " +
+                  describe_differences(changed, "now", "then") +
+                  ". Training goes on with this run's; if that was not meant, start it with the earlier ones");
 }
 
 void Trainer::show_settings() const {
@@ -432,9 +462,10 @@ void Trainer::checkpoint(int64_t epoch, int64_t step_in_epoch, bool always_compa
     position.step_in_epoch = step_in_epoch;
     position.global_step = global_step_;
     position.steps_per_epoch = steps_per_epoch_;
+    position.run_settings = encode_settings(run_settings_);
     const std::string path = save_checkpoint(options_.checkpoint_dir, model, options_.optimizer, optimizer,
                                              position, options_.keep_checkpoints);
-    console_.info("checkpoint " + path);
+    console_.info("checkpoint " + printable(path));
   }
   // No rank may leave (a preempted job exits next) before the checkpoint is on disk: a rank
   // that exits early can make the launcher end rank 0 in the middle of the write.
@@ -446,12 +477,14 @@ int Trainer::run() {
   // with the code that requeues it.
   install_preemption_handlers(console_.prefix());
   device_ = choose_device(options_.device, &device_reason_);
-  require_rank0_settings(group_, startup_settings(), "at start");
+  run_settings_ = startup_settings();
+  require_rank0_settings(group_, run_settings_, "at start");
   open_outputs();
   open_data();
   configure_engine();
-  require_rank0_settings(group_, data_settings(data_, engine_config_, steps_per_epoch_),
-                         "once the data is open");
+  const RankSettings found = data_settings(data_, engine_config_, steps_per_epoch_);
+  require_rank0_settings(group_, found, "once the data is open");
+  run_settings_.insert(run_settings_.end(), found.begin(), found.end());
   make_engine_and_state();
   show_settings();
 

@@ -76,7 +76,7 @@ TEST_CASE("differences: numbers by value, absent flags and switches shown as suc
   CHECK(differences[0].name == "--lr");
   CHECK(differences[1].name == "--nesterov");
   CHECK(differences[3].name == "--seed");
-  CHECK(describe_differences(differences, 3) ==
+  CHECK(describe_differences(differences, "on rank 3", "on rank 0") ==
         "--lr: 0.002 on rank 3, 0.001 on rank 0; --nesterov: not given on rank 3, given on rank 0; "
         "device: cuda on rank 3, cpu on rank 0; --seed: 7 on rank 3, not given on rank 0");
 }
@@ -88,12 +88,13 @@ TEST_CASE("a long value is shown around its first difference, control characters
     other += (k == 150 ? "CLASS" : "class") + std::to_string(k) + ",";
   }
   const std::string text = describe_differences(setting_differences({{"class names", names}},
-                                                                    {{"class names", other}}), 1);
+                                                                    {{"class names", other}}), "on rank 1", "on rank 0");
   CHECK(text.find("CLASS150") != std::string::npos);
   CHECK(text.find("class150") != std::string::npos);
   CHECK(text.find("class3,") == std::string::npos);  // the start of the lists is left out
   CHECK(text.size() < 400);
-  const std::string path = describe_differences({{"--checkpoint-dir", "a\nb\x1b[2J", "a"}}, 1);
+  const std::string path =
+      describe_differences({{"--checkpoint-dir", "a\nb\x1b[2J", "a"}}, "on rank 1", "on rank 0");
   CHECK(path.find('\n') == std::string::npos);
   CHECK(path.find('\x1b') == std::string::npos);
   CHECK(path.find("a on rank 1, a\\nb\\x1b[2J on rank 0") != std::string::npos);

@@ -20,7 +20,8 @@ class MetricsLog {
 
   // Appends one line. A failed write (a full disk) does not stop training, whose checkpoints
   // matter more than its log: it returns, the first time only, a warning naming the file, the
-  // reason and the record lost; "" otherwise.
+  // reason and the record lost; "" otherwise. The same once when the file was deleted while
+  // the run writes it: its lines would go on into a file no one can open.
   std::string write(const JsonLine& record);
   // "" when every record was written; else how many were lost, for the end of the run.
   std::string losses() const;
@@ -30,6 +31,7 @@ class MetricsLog {
   int fd_ = -1;
   long lost_ = 0;
   std::string first_loss_;
+  bool removed_told_ = false;  // said that the file was deleted while being written
 };
 
 }  // namespace rddp

@@ -53,8 +53,10 @@ struct SettingDifference {
 std::vector<SettingDifference> setting_differences(const RankSettings& rank0,
                                                    const RankSettings& other);
 
-// "--max-steps: 3 on rank 1, not given on rank 0; --seed: ..." (values made printable and, where
-// long, cut to the part around their first difference).
-std::string describe_differences(const std::vector<SettingDifference>& differences, int other_rank);
+// "--max-steps: 3 on rank 1, not given on rank 0; --seed: ..." with `other` "on rank 1" and
+// `reference` "on rank 0" (values made printable and, where long, cut to the part around their
+// first difference).
+std::string describe_differences(const std::vector<SettingDifference>& differences, const std::string& other,
+                                 const std::string& reference);
 
 }  // namespace rddp
