@@ -39,7 +39,8 @@ std::string write_advice(int err, const std::string& directory) {
       struct stat info;
       if (::stat(directory.c_str(), &info) == 0 && S_ISDIR(info.st_mode))
         return "'" + printable(directory) + "' does not take new files: choose another directory";
-      return "the directory '" + printable(directory) + "' does not exist: create it or fix the path";
+      return "the directory '" + printable(directory) +
+             "' does not exist: create it or fix the path";
     }
     case EISDIR:
       return "the target is a directory: give a file name";
@@ -60,15 +61,16 @@ const char* file_kind(mode_t mode) {
 void check_regular_or_absent(const std::string& path, const std::string& target) {
   struct stat info;
   if (::stat(target.c_str(), &info) != 0 || S_ISREG(info.st_mode)) return;
-  const std::string what = printable(path) + (target == path ? "" : " (a link to " + printable(target) + ")");
+  const std::string what =
+      printable(path) + (target == path ? "" : " (a link to " + printable(target) + ")");
   if (S_ISDIR(info.st_mode))
     fail("cannot write '", what, "': it is a directory; give the path of a file, e.g. '",
          printable(target), "/", "weights.rddp'");
   const std::string kind = file_kind(info.st_mode);
   fail("cannot write '", what, "': it is a ", kind,
        ", not a regular file. Only a regular file is replaced: the finished file is renamed over "
-       "the target, which would put a regular file in the place of the ", kind,
-       ", and writing into it could not be atomic. Give the path of a regular file");
+       "the target, which would put a regular file in the place of the ",
+       kind, ", and writing into it could not be atomic. Give the path of a regular file");
 }
 
 // The file that writing `path` replaces: `path`, or the file a symbolic link there leads to,
@@ -101,7 +103,8 @@ int open_unnamed(const std::string& directory) {
 
 }  // namespace
 
-AtomicFileWriter::AtomicFileWriter(const std::string& path) : path_(path), target_(resolve_target(path)) {
+AtomicFileWriter::AtomicFileWriter(const std::string& path)
+    : path_(path), target_(resolve_target(path)) {
   check_regular_or_absent(path_, target_);
   temp_path_ = target_ + ".tmp." + std::to_string(static_cast<long>(getpid()));
   directory_ = directory_of(target_);
@@ -158,14 +161,16 @@ void AtomicFileWriter::commit() {
   if (::close(fd) != 0) fail_io("cannot close the file", errno);
   if (!committed_) {
     if (::rename(temp_path_.c_str(), target_.c_str()) != 0)
-      fail_io("cannot rename '" + printable(temp_path_) + "' to '" + printable(target_) + "'", errno);
+      fail_io("cannot rename '" + printable(temp_path_) + "' to '" + printable(target_) + "'",
+              errno);
     temp_exists_ = false;
     committed_ = true;
   }
   // The new name lives in the directory: sync it so that it survives a power loss. Some file
   // systems cannot sync a directory (EINVAL); the name is then as durable as they make it.
   const int dir_fd = ::open(directory_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) fail_io("cannot open the directory '" + printable(directory_) + "' to sync it", errno);
+  if (dir_fd < 0)
+    fail_io("cannot open the directory '" + printable(directory_) + "' to sync it", errno);
   const int synced = ::fsync(dir_fd);
   const int sync_errno = errno;
   ::close(dir_fd);
@@ -183,7 +188,8 @@ void AtomicFileWriter::write_all(const char* data, size_t size) {
     const ssize_t written = ::write(fd_, data, size);
     if (written < 0) {
       if (errno == EINTR) continue;
-      fail_io(unnamed_ ? "cannot write the file" : "cannot write '" + printable(temp_path_) + "'", errno);
+      fail_io(unnamed_ ? "cannot write the file" : "cannot write '" + printable(temp_path_) + "'",
+              errno);
     }
     data += written;
     written_ += static_cast<size_t>(written);

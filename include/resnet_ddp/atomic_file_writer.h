@@ -52,8 +52,8 @@ class AtomicFileWriter {
   std::string temp_path_;  // "<target>.tmp.<pid>"
   std::string directory_;
   int fd_ = -1;
-  bool unnamed_ = false;       // the temporary is an O_TMPFILE without a name yet
-  bool temp_exists_ = false;   // temp_path_ names a file of ours
+  bool unnamed_ = false;      // the temporary is an O_TMPFILE without a name yet
+  bool temp_exists_ = false;  // temp_path_ names a file of ours
   bool committed_ = false;
   size_t written_ = 0;
   std::string buffer_;

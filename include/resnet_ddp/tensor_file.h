@@ -71,8 +71,8 @@ struct TensorFile {
 };
 
 // Writes crash-safely (AtomicFileWriter): into a temporary in the same directory, flushed to
-// disk, then renamed over `path`, and the directory synced. On failure throws Error naming the path and
-// the system's reason, removes the temporary, and leaves any existing file at `path` as it was.
+// disk, then renamed over `path`, and the directory synced. On failure throws Error naming the path
+// and the system's reason, removes the temporary, and leaves any existing file at `path` as it was.
 // Throws Error before touching the disk if `file` could not be read back (duplicate or empty
 // names, a byte count that disagrees with the shape...).
 void write_tensor_file(const std::string& path, const TensorFile& file);

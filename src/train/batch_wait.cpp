@@ -8,9 +8,9 @@
 namespace rddp {
 
 std::string preempted_while_stuck(const data::DataWaitInterrupted& stuck) {
-  return "preempted (" + preemption_cause() +
-         ") while waiting for data: " + stuck.what() + "; exiting with code " +
-         std::to_string(kExitPreempted) + " without a checkpoint; --resume continues from the "
+  return "preempted (" + preemption_cause() + ") while waiting for data: " + stuck.what() +
+         "; exiting with code " + std::to_string(kExitPreempted) +
+         " without a checkpoint; --resume continues from the "
          "last one once the file system answers";
 }
 

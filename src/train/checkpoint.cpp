@@ -5,10 +5,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <system_error>
@@ -123,7 +123,8 @@ std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
   std::error_code error;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, error)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind(kPrefix, 0) == 0 && name.find(std::string(kSuffix) + ".tmp.") != std::string::npos &&
+    if (name.rfind(kPrefix, 0) == 0 &&
+        name.find(std::string(kSuffix) + ".tmp.") != std::string::npos &&
         entry.is_regular_file(error) && fs::remove(entry.path(), error))
       removed.push_back(name);
   }
@@ -177,7 +178,8 @@ std::string save_checkpoint(const std::string& dir, const ModelState<float>& mod
 
 ResumedCheckpoint load_latest_checkpoint(const std::string& dir, ModelState<float>& model,
                                          const OptimizerConfig& optimizer_config, OptimizerState& optimizer) {
-  if (!fs::is_directory(dir)) fail("--resume: checkpoint directory '", printable(dir), "' does not exist");
+  if (!fs::is_directory(dir))
+    fail("--resume: checkpoint directory '", printable(dir), "' does not exist");
   ResumedCheckpoint result;
   for (const std::string& path : list_checkpoints(dir)) {
     require_readable(path);
@@ -186,7 +188,8 @@ ResumedCheckpoint load_latest_checkpoint(const std::string& dir, ModelState<floa
       const auto kind = file.metadata.find("optimizer.kind");
       if (kind == file.metadata.end() || kind->second != to_string(optimizer_config.kind))
         fail(printable(path), " was written with --optimizer ",
-             kind == file.metadata.end() ? std::string("?") : kind->second, "; resume with the same optimizer");
+             kind == file.metadata.end() ? std::string("?") : kind->second,
+             "; resume with the same optimizer");
       TrainPosition position;
       position.epoch = metadata_int(file, "train.epoch");
       position.step_in_epoch = metadata_int(file, "train.step_in_epoch");
@@ -196,7 +199,8 @@ ResumedCheckpoint load_latest_checkpoint(const std::string& dir, ModelState<floa
       position.seed = static_cast<uint64_t>(metadata_int(file, "train.seed"));
       if (file.metadata.count("train.steps_per_epoch") != 0)
         position.steps_per_epoch = metadata_int(file, "train.steps_per_epoch");
-      if (const auto settings = file.metadata.find("train.settings"); settings != file.metadata.end())
+      if (const auto settings = file.metadata.find("train.settings");
+          settings != file.metadata.end())
         position.run_settings = settings->second;
 
       OptimizerState loaded;
@@ -206,8 +210,8 @@ ResumedCheckpoint load_latest_checkpoint(const std::string& dir, ModelState<floa
       if (position.epoch < 0 || position.step_in_epoch < 0 || position.global_step < 0 ||
           position.world_size < 1 || position.batch_size < 1 || loaded.step_count < 0 ||
           position.steps_per_epoch < 0)
-        fail(printable(path), ": its position in training cannot be: epoch ", position.epoch, ", step ",
-             position.step_in_epoch, " of it, global step ", position.global_step, ", ",
+        fail(printable(path), ": its position in training cannot be: epoch ", position.epoch,
+             ", step ", position.step_in_epoch, " of it, global step ", position.global_step, ", ",
              position.world_size, " rank(s) of batch ", position.batch_size, ", optimizer step ",
              loaded.step_count, ". It was not written by resnet_ddp, or edited since");
       // Written by fp16 runs only; the other precisions ignore it, and an fp16 run resumed from
@@ -218,8 +222,10 @@ ResumedCheckpoint load_latest_checkpoint(const std::string& dir, ModelState<floa
         const int64_t tracker = metadata_int(file, kGrowthTrackerKey);
         if (!(loaded.loss_scale.scale > 0.0f) || !std::isfinite(loaded.loss_scale.scale) || tracker < 0 ||
             tracker > std::numeric_limits<int32_t>::max())
-          fail(printable(path), ": its loss scale ", loaded.loss_scale.scale, " with growth tracker ", tracker,
-               " cannot be (the scale is finite and > 0, the tracker a count >= 0). It was not written by "
+          fail(printable(path), ": its loss scale ", loaded.loss_scale.scale,
+               " with growth tracker ", tracker,
+               " cannot be (the scale is finite and > 0, the tracker a count >= 0). It was not "
+               "written by "
                "resnet_ddp, or edited since");
         loaded.loss_scale.growth_tracker = static_cast<int32_t>(tracker);
       }
@@ -234,7 +240,8 @@ ResumedCheckpoint load_latest_checkpoint(const std::string& dir, ModelState<floa
           const TensorRecord* record = file.find(name);
           if (!record) fail(printable(path), ": no optimizer tensor '", name, "'");
           const std::vector<float> values = record->values<float>();
-          if (values.size() != info.numel) fail(printable(path), ": optimizer tensor '", name, "' has the wrong size");
+          if (values.size() != info.numel)
+            fail(printable(path), ": optimizer tensor '", name, "' has the wrong size");
           std::copy(values.begin(), values.end(), buffer.begin() + info.offset);
         }
       }
@@ -246,7 +253,8 @@ ResumedCheckpoint load_latest_checkpoint(const std::string& dir, ModelState<floa
       result.position = position;
       return result;
     } catch (const TensorFileTooNew& newer) {
-      fail("--resume: ", printable(newer.what()), " (resuming from an older checkpoint now would lose its "
+      fail("--resume: ", printable(newer.what()),
+           " (resuming from an older checkpoint now would lose its "
            "progress, and this run's checkpoints would replace it)");
     } catch (const Error& error) {
       result.notes.push_back("passed over " + printable(path) + ": " + printable(error.what()));
@@ -254,7 +262,8 @@ ResumedCheckpoint load_latest_checkpoint(const std::string& dir, ModelState<floa
   }
   std::string tried;
   for (const std::string& note : result.notes) tried += "\n  " + note;
-  fail("--resume: no usable checkpoint in '", printable(dir), "'", tried.empty() ? " (it holds none)" : ":" + tried);
+  fail("--resume: no usable checkpoint in '", printable(dir), "'",
+       tried.empty() ? " (it holds none)" : ":" + tried);
 }
 
 }  // namespace rddp

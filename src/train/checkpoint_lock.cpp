@@ -31,9 +31,12 @@ std::string holder_text() {
   const std::time_t now = std::time(nullptr);
   std::tm utc{};
   if (::gmtime_r(&now, &utc)) std::strftime(started, sizeof started, "%Y-%m-%d %H:%M:%S UTC", &utc);
-  std::string text = "resnet_ddp pid " + std::to_string(static_cast<long>(::getpid())) + " on host " + host_name();
-  if (const char* job = std::getenv("SLURM_JOB_ID"); job && *job) text += " (Slurm job " + std::string(job) + ")";
-  if (const char* job = std::getenv("PBS_JOBID"); job && *job) text += " (PBS job " + std::string(job) + ")";
+  std::string text =
+      "resnet_ddp pid " + std::to_string(static_cast<long>(::getpid())) + " on host " + host_name();
+  if (const char* job = std::getenv("SLURM_JOB_ID"); job && *job)
+    text += " (Slurm job " + std::string(job) + ")";
+  if (const char* job = std::getenv("PBS_JOBID"); job && *job)
+    text += " (PBS job " + std::string(job) + ")";
   return text + ", started " + started;
 }
 
@@ -65,9 +68,11 @@ CheckpointDirLock::CheckpointDirLock(const std::string& dir) {
   }
   if (fd_ < 0) {
     const int err = errno;
-    fail("--checkpoint-dir '", printable(dir), "': cannot use its lock file '", printable(path), "': ",
-         err == ELOOP || err == EINVAL ? std::string("it is not a regular file (a symbolic link, say)")
-                                       : std::string(std::strerror(err)),
+    fail("--checkpoint-dir '", printable(dir), "': cannot use its lock file '", printable(path),
+         "': ",
+         err == ELOOP || err == EINVAL
+             ? std::string("it is not a regular file (a symbolic link, say)")
+             : std::string(std::strerror(err)),
          "; remove it (a run makes it afresh), or choose a directory you can write to");
   }
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
@@ -77,14 +82,17 @@ CheckpointDirLock::CheckpointDirLock(const std::string& dir) {
       ::close(fd_);
       fd_ = -1;
       fail("--checkpoint-dir '", printable(dir), "' is in use by another run: ", holder, " holds '",
-           printable(path), "'. Two runs that write one directory resume and remove each other's "
-           "checkpoints: give this run a --checkpoint-dir of its own, or end that run first (the lock "
+           printable(path),
+           "'. Two runs that write one directory resume and remove each other's "
+           "checkpoints: give this run a --checkpoint-dir of its own, or end that run first (the "
+           "lock "
            "goes with its process)");
     }
     ::close(fd_);
     fd_ = -1;
     note_ = "--checkpoint-dir '" + printable(dir) + "': its file system has no file locks (" +
-            std::strerror(err) + "), so nothing keeps another run from writing the same directory; "
+            std::strerror(err) +
+            "), so nothing keeps another run from writing the same directory; "
             "give each run a directory of its own";
     return;
   }

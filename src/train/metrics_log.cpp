@@ -19,7 +19,8 @@ MetricsLog::MetricsLog(const std::string& path, bool active) : path_(path) {
   if (fd_ < 0) {
     const int err = errno;
     fail("--log-json: cannot open '", printable(path), "' for appending: ", std::strerror(err),
-         err == ENXIO ? "; it is a FIFO that no process reads: start its reader first, or give a file"
+         err == ENXIO
+             ? "; it is a FIFO that no process reads: start its reader first, or give a file"
          : err == EISDIR ? "; give the path of a file"
          : err == ENOENT ? "; create its directory or fix the path"
                          : "; choose a file in a directory you can write to");
@@ -58,7 +59,8 @@ std::string MetricsLog::write(const JsonLine& record) {
   struct stat info;
   if (!removed_told_ && ::fstat(fd_, &info) == 0 && S_ISREG(info.st_mode) && info.st_nlink == 0) {
     removed_told_ = true;
-    return "--log-json: '" + printable(path_) + "' was deleted while this run writes it: its records "
+    return "--log-json: '" + printable(path_) +
+           "' was deleted while this run writes it: its records "
            "go on into a file no one can open. Give another --log-json when you resume";
   }
   return {};
@@ -66,8 +68,8 @@ std::string MetricsLog::write(const JsonLine& record) {
 
 std::string MetricsLog::losses() const {
   if (lost_ == 0) return {};
-  return "--log-json: " + std::to_string(lost_) + " record(s) could not be written to '" + printable(path_) +
-         "' (the first: " + first_loss_ + ")";
+  return "--log-json: " + std::to_string(lost_) + " record(s) could not be written to '" +
+         printable(path_) + "' (the first: " + first_loss_ + ")";
 }
 
 }  // namespace rddp

@@ -18,7 +18,8 @@ constexpr const char* kRankPlaceholder = "{rank}";
 void check_checkpoint_dir(const std::string& dir) {
   std::error_code error;
   if (fs::exists(dir, error) && !fs::is_directory(dir, error))
-    fail("--checkpoint-dir '", printable(dir), "' is a file, not a directory: give a directory (it is "
+    fail("--checkpoint-dir '", printable(dir),
+         "' is a file, not a directory: give a directory (it is "
          "created if missing), or move the file away");
   fs::create_directories(dir, error);
   if (error)
@@ -27,7 +28,8 @@ void check_checkpoint_dir(const std::string& dir) {
   try {
     AtomicFileWriter::check_target((fs::path(dir) / "checkpoint-write-test.rddp").string());
   } catch (const Error& failed) {
-    fail("--checkpoint-dir '", printable(dir), "': checkpoints cannot be written there: ", failed.what());
+    fail("--checkpoint-dir '", printable(dir),
+         "': checkpoints cannot be written there: ", failed.what());
   }
 }
 
@@ -51,7 +53,8 @@ std::string output_path_problem(const TrainOptions& options, int rank) {
       try {
         AtomicFileWriter::check_target(weights);
       } catch (const Error& failed) {
-        fail("--save-weights: ", failed.what(), " (checked before training, so that the weights of a "
+        fail("--save-weights: ", failed.what(),
+             " (checked before training, so that the weights of a "
              "whole run are not lost at its end)");
       }
     }

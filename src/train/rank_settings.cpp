@@ -75,12 +75,15 @@ std::string floats(const std::vector<float>& values) {
 
 const std::vector<PerRankFlag>& per_rank_flags() {
   static const std::vector<PerRankFlag> flags = {
-      {"--num-workers", "loader threads are sized to each node's cores; the batches are the same "
-                        "with any number"},
-      {"--data", "each node may read its own copy of the data, at its own path; what was read is "
-                 "compared once it is open (data_settings)"},
-      {"--init", "rank 0's starting weights reach every rank before the first step "
-                 "(ProcessGroup::attach), and each node may read its own copy of the file"},
+      {"--num-workers",
+       "loader threads are sized to each node's cores; the batches are the same "
+       "with any number"},
+      {"--data",
+       "each node may read its own copy of the data, at its own path; what was read is "
+       "compared once it is open (data_settings)"},
+      {"--init",
+       "rank 0's starting weights reach every rank before the first step "
+       "(ProcessGroup::attach), and each node may read its own copy of the file"},
       {"--save-weights", "only the ranks that write read it, each its own file with {rank}"},
       {"--log-json", "rank 0 alone writes the metrics log"},
       {"--print-every", "rank 0's value is sent to every rank"},
@@ -124,7 +127,8 @@ RankSettings data_settings(const data::OpenedData& data, const EngineConfig& eng
                                            floats(data.normalization.mean) + " std " +
                                            floats(data.normalization.stddev)});
   settings.push_back({"model", spec_summary(engine.spec)});
-  settings.push_back({"image size", std::to_string(engine.height) + "x" + std::to_string(engine.width)});
+  settings.push_back(
+      {"image size", std::to_string(engine.height) + "x" + std::to_string(engine.width)});
   settings.push_back({"training steps per epoch", std::to_string(steps_per_epoch)});
   return settings;
 }
@@ -165,7 +169,8 @@ RankSettings decode_settings(const std::string& bytes) {
 
 std::vector<SettingDifference> setting_differences(const RankSettings& rank0,
                                                    const RankSettings& other) {
-  const auto find = [](const RankSettings& settings, const std::string& name) -> const std::string* {
+  const auto find = [](const RankSettings& settings,
+                       const std::string& name) -> const std::string* {
     for (const RankSetting& setting : settings)
       if (setting.name == name) return &setting.value;
     return nullptr;
@@ -183,8 +188,8 @@ std::vector<SettingDifference> setting_differences(const RankSettings& rank0,
   return differences;
 }
 
-std::string describe_differences(const std::vector<SettingDifference>& differences, const std::string& other,
-                                 const std::string& reference) {
+std::string describe_differences(const std::vector<SettingDifference>& differences,
+                                 const std::string& other, const std::string& reference) {
   std::string text;
   for (const SettingDifference& d : differences)
     text += (text.empty() ? "" : "; ") + printable(d.name) + ": " +

@@ -49,13 +49,15 @@ std::string list_unless_preempted(const std::string& root, bool may_be_absent) {
     walk->done_changed.notify_all();
   }).detach();
   std::unique_lock<std::mutex> lock(walk->mutex);
-  while (!walk->done_changed.wait_for(lock, std::chrono::milliseconds(100), [&] { return walk->done; }))
+  while (!walk->done_changed.wait_for(lock, std::chrono::milliseconds(100),
+                                      [&] { return walk->done; }))
     if (preemption_requested()) {
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-      return kPreempted + std::string("preempted (") + preemption_cause() + ") while rank 0 listed " +
-             printable(root) + " (for " + std::to_string(static_cast<int>(seconds)) +
-             " s): exiting with code " + std::to_string(kExitPreempted) +
-             " before training, with nothing to checkpoint yet";
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      return kPreempted + std::string("preempted (") + preemption_cause() +
+             ") while rank 0 listed " + printable(root) + " (for " +
+             std::to_string(static_cast<int>(seconds)) + " s): exiting with code " +
+             std::to_string(kExitPreempted) + " before training, with nothing to checkpoint yet";
     }
   return std::move(walk->message);
 }

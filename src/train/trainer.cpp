@@ -134,8 +134,10 @@ class Trainer {
 void Trainer::open_outputs() {
   std::string problem = output_path_problem(options_, group_.rank());
   try {
-    if (problem.empty()) metrics_log_ = std::make_unique<MetricsLog>(options_.log_json, console_.is_main());
-    if (problem.empty() && console_.is_main() && !options_.eval_only && !options_.checkpoint_dir.empty())
+    if (problem.empty())
+      metrics_log_ = std::make_unique<MetricsLog>(options_.log_json, console_.is_main());
+    if (problem.empty() && console_.is_main() && !options_.eval_only &&
+        !options_.checkpoint_dir.empty())
       checkpoint_lock_ = std::make_unique<CheckpointDirLock>(options_.checkpoint_dir);
   } catch (const Error& error) {
     problem = error.what();
@@ -299,12 +301,14 @@ void Trainer::make_engine_and_state() {
                               saved.batch_size == static_cast<int64_t>(data_config_.batch_size);
       // Written at an epoch's end before its evaluation (preempted then): the whole epoch carries
       // over to a job of any shape, and the run starts with its evaluation, training nothing.
-      const bool trained_unevaluated = saved.steps_per_epoch > 0 && saved.step_in_epoch >= saved.steps_per_epoch;
+      const bool trained_unevaluated =
+          saved.steps_per_epoch > 0 && saved.step_in_epoch >= saved.steps_per_epoch;
       if (trained_unevaluated) {
         start_.step_in_epoch = steps_per_epoch_;
         if (!same_order) start_.global_step = (saved.epoch + 1) * steps_per_epoch_;
         console_.info("resume: epoch " + std::to_string(saved.epoch + 1) +
-                      " was trained but not evaluated when the checkpoint was written; its evaluation comes first");
+                      " was trained but not evaluated when the checkpoint was written; its "
+                      "evaluation comes first");
       } else if (start_.step_in_epoch > 0 && !same_order) {
         // A partial epoch's remaining samples depend on the world size and batch size that
         // split it; only whole epochs carry over to another job shape.
@@ -318,8 +322,9 @@ void Trainer::make_engine_and_state() {
         ++start_.epoch;
         start_.step_in_epoch = 0;
       }
-      init_note_ = printable(resumed.path) + " (epoch " + std::to_string(start_.epoch + 1) + ", step " +
-                   std::to_string(start_.step_in_epoch) + ", global step " + std::to_string(start_.global_step) + ")";
+      init_note_ = printable(resumed.path) + " (epoch " + std::to_string(start_.epoch + 1) +
+                   ", step " + std::to_string(start_.step_in_epoch) + ", global step " +
+                   std::to_string(start_.global_step) + ")";
     }
     require_rank0_settings(group_, {{"checkpoint resumed from", resumed_from}}, "on --resume");
   }
@@ -330,14 +335,16 @@ void Trainer::warn_of_changed_settings(const TrainPosition& saved) const {
   if (saved.run_settings.empty()) {  // a checkpoint of an older build records the seed alone
     if (saved.seed != options_.seed)
       console_.warn("resume: the checkpoint was written with --seed " + std::to_string(saved.seed) +
-                    ", this run uses " + std::to_string(options_.seed) + ": the data order changes");
+                    ", this run uses " + std::to_string(options_.seed) +
+                    ": the data order changes");
     return;
   }
   RankSettings then;
   try {
     then = decode_settings(saved.run_settings);
   } catch (const Error&) {
-    console_.warn("resume: the settings recorded in the checkpoint cannot be read; they are not compared");
+    console_.warn(
+        "resume: the settings recorded in the checkpoint cannot be read; they are not compared");
     return;
   }
   // How a run starts, not what it trains.
@@ -347,9 +354,11 @@ void Trainer::warn_of_changed_settings(const TrainPosition& saved) const {
   then.erase(std::remove_if(then.begin(), then.end(), how_started), then.end());
   const std::vector<SettingDifference> changed = setting_differences(then, now);
   if (!changed.empty() && console_.is_main())
-    console_.warn("resume: this run's settings differ from those of the run that wrote the checkpoint: " +
-                  describe_differences(changed, "now", "then") +
-                  ". Training goes on with this run's; if that was not meant, start it with the earlier ones");
+    console_.warn(
+        "resume: this run's settings differ from those of the run that wrote the checkpoint: " +
+        describe_differences(changed, "now", "then") +
+        ". Training goes on with this run's; if that was not meant, start it with the earlier "
+        "ones");
 }
 
 void Trainer::show_settings() const {
@@ -434,8 +443,9 @@ std::optional<Metrics> Trainer::evaluate(int64_t epoch) {
 
 void Trainer::announce_preemption(const std::string& where) const {
   console_.end_progress();
-  console_.info("preempted (" + preemption_cause() + ") " + where + ": checkpointing and exiting with code " +
-                std::to_string(kExitPreempted) + "; continue with --resume");
+  console_.info("preempted (" + preemption_cause() + ") " + where +
+                ": checkpointing and exiting with code " + std::to_string(kExitPreempted) +
+                "; continue with --resume");
   if (options_.checkpoint_dir.empty())
     console_.warn("preempted without --checkpoint-dir: nothing is saved, the run will start over");
 }
@@ -499,8 +509,11 @@ int Trainer::run() {
     }
     const Metrics& val = *evaluated;
     console_.info("validation: loss " + fixed(mean_loss(val), 4) + ", accuracy " + accuracies(val, classes));
-    log(JsonLine().string("type", "eval").number("val_loss", mean_loss(val)).number("val_accuracy", accuracy(val))
-                          .number("val_top5_accuracy", top5_accuracy(val)));
+    log(JsonLine()
+            .string("type", "eval")
+            .number("val_loss", mean_loss(val))
+            .number("val_accuracy", accuracy(val))
+            .number("val_top5_accuracy", top5_accuracy(val)));
     return 0;
   }
 
@@ -576,7 +589,8 @@ int Trainer::run() {
         window_start = Clock::now();
       }
       if (group_.any(preemption_requested())) {
-        announce_preemption("at epoch " + std::to_string(epoch + 1) + " step " + std::to_string(step));
+        announce_preemption("at epoch " + std::to_string(epoch + 1) + " step " +
+                            std::to_string(step));
         checkpoint(epoch, step);
         return kExitPreempted;
       }
@@ -619,20 +633,22 @@ int Trainer::run() {
     // An epoch whose steps were all taken before a resume (preempted before its evaluation)
     // has no training figures in this run.
     const bool trained_here = train.count > 0;
-    console_.info("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(options_.epochs) + ": " +
-                  (trained_here ? "train loss " + fixed(mean_loss(train), 4) + " acc " +
-                                      percent(train.correct, train.count)
-                                : std::string("trained before the resume")) +
-                  (val_loader_ ? " | val loss " + fixed(mean_loss(val), 4) + " acc " + accuracies(val, classes)
-                               : "") +
-                  (trained_here
-                       ? " | " + fixed(train_seconds, 1) + " s, " + fixed(images_per_s, 0) + " img/s" +
-                             mfu_part(", ", mfu) + ", data wait " + fixed(100.0 * wait_share, 1) + "%" +
-                             (group_.size() > 1 ? " (most: rank " + std::to_string(most_wait.rank) + ", " +
-                                                      fixed(100.0 * most_wait.value, 1) + "%)"
-                                                : "")
-                       : std::string()) +
-                  (loss_scaling ? " | " + std::to_string(train.skipped_steps) + " step(s) skipped" : ""));
+    console_.info(
+        "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(options_.epochs) + ": " +
+        (trained_here ? "train loss " + fixed(mean_loss(train), 4) + " acc " +
+                            percent(train.correct, train.count)
+                      : std::string("trained before the resume")) +
+        (val_loader_
+             ? " | val loss " + fixed(mean_loss(val), 4) + " acc " + accuracies(val, classes)
+             : "") +
+        (trained_here
+             ? " | " + fixed(train_seconds, 1) + " s, " + fixed(images_per_s, 0) + " img/s" +
+                   mfu_part(", ", mfu) + ", data wait " + fixed(100.0 * wait_share, 1) + "%" +
+                   (group_.size() > 1 ? " (most: rank " + std::to_string(most_wait.rank) + ", " +
+                                            fixed(100.0 * most_wait.value, 1) + "%)"
+                                      : "")
+             : std::string()) +
+        (loss_scaling ? " | " + std::to_string(train.skipped_steps) + " step(s) skipped" : ""));
     if (loss_scaling && train.skipped_steps > 0 && console_.is_main())
       console_.warn("epoch " + std::to_string(epoch + 1) + ": " + std::to_string(train.skipped_steps) +
                     " optimizer step(s) skipped for Inf/NaN gradients (" + std::to_string(train.nonfinite_losses) +

@@ -2,7 +2,6 @@
 // target is refused and left as it was), a symbolic link is written through, and a process
 // killed mid-write leaves no temporary behind.
 #include <doctest/doctest.h>
-
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -44,20 +43,23 @@ TEST_CASE("a FIFO, a device or a directory at the target is refused and left as 
   const fs::path dir = testing::fresh_dir("atomic_file_writer", "special_targets");
   const std::string fifo = (dir / "fifo").string();
   REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
-  CHECK_THROWS_WITH_AS(write_file(fifo, "weights"), doctest::Contains("it is a FIFO, not a regular file"), Error);
-  CHECK_THROWS_WITH_AS(AtomicFileWriter::check_target(fifo), doctest::Contains("Give the path of a regular file"),
-                       Error);
+  CHECK_THROWS_WITH_AS(write_file(fifo, "weights"),
+                       doctest::Contains("it is a FIFO, not a regular file"), Error);
+  CHECK_THROWS_WITH_AS(AtomicFileWriter::check_target(fifo),
+                       doctest::Contains("Give the path of a regular file"), Error);
   CHECK(fs::is_fifo(fifo));
 
   // A copy of /dev/null (mknod needs root; elsewhere the FIFO above stands for it).
   const std::string null_copy = (dir / "null").string();
   if (::mknod(null_copy.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0) {
-    CHECK_THROWS_WITH_AS(write_file(null_copy, "weights"), doctest::Contains("it is a character device"), Error);
+    CHECK_THROWS_WITH_AS(write_file(null_copy, "weights"),
+                         doctest::Contains("it is a character device"), Error);
     CHECK(fs::is_character_file(null_copy));
   }
 
   fs::create_directory(dir / "sub");
-  CHECK_THROWS_WITH_AS(write_file((dir / "sub").string(), "weights"), doctest::Contains("it is a directory"), Error);
+  CHECK_THROWS_WITH_AS(write_file((dir / "sub").string(), "weights"),
+                       doctest::Contains("it is a directory"), Error);
   CHECK(fs::is_directory(dir / "sub"));
   CHECK(fs::is_empty(dir / "sub"));
   CHECK(entries(dir) == (fs::exists(null_copy) ? 3u : 2u));  // no temporary left beside them

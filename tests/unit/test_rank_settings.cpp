@@ -19,8 +19,8 @@ std::set<std::string> flags_in_help() {
   std::set<std::string> flags;
   std::istringstream text(usage());
   for (std::string word; text >> word;)
-    if (word.rfind("--", 0) == 0 && word.find_first_not_of("-abcdefghijklmnopqrstuvwxyz0123456789") ==
-                                        std::string::npos)
+    if (word.rfind("--", 0) == 0 &&
+        word.find_first_not_of("-abcdefghijklmnopqrstuvwxyz0123456789") == std::string::npos)
       flags.insert(word);
   flags.erase("--help");
   flags.erase("--version");
@@ -66,11 +66,14 @@ TEST_CASE("the last value of a flag given twice counts, as parsing takes it") {
 }
 
 TEST_CASE("differences: numbers by value, absent flags and switches shown as such") {
-  const RankSettings rank0 = {{"--lr", "0.001"}, {"--epochs", "3"}, {"--nesterov", ""}, {"device", "cpu"}};
-  const RankSettings same = {{"--lr", "1e-3"}, {"--epochs", "3.0"}, {"--nesterov", ""}, {"device", "cpu"}};
+  const RankSettings rank0 = {
+      {"--lr", "0.001"}, {"--epochs", "3"}, {"--nesterov", ""}, {"device", "cpu"}};
+  const RankSettings same = {
+      {"--lr", "1e-3"}, {"--epochs", "3.0"}, {"--nesterov", ""}, {"device", "cpu"}};
   CHECK(setting_differences(rank0, same).empty());
 
-  const RankSettings other = {{"--lr", "0.002"}, {"--epochs", "3"}, {"device", "cuda"}, {"--seed", "7"}};
+  const RankSettings other = {
+      {"--lr", "0.002"}, {"--epochs", "3"}, {"device", "cuda"}, {"--seed", "7"}};
   const std::vector<SettingDifference> differences = setting_differences(rank0, other);
   REQUIRE(differences.size() == 4);
   CHECK(differences[0].name == "--lr");
@@ -87,8 +90,9 @@ TEST_CASE("a long value is shown around its first difference, control characters
     names += "class" + std::to_string(k) + ",";
     other += (k == 150 ? "CLASS" : "class") + std::to_string(k) + ",";
   }
-  const std::string text = describe_differences(setting_differences({{"class names", names}},
-                                                                    {{"class names", other}}), "on rank 1", "on rank 0");
+  const std::string text =
+      describe_differences(setting_differences({{"class names", names}}, {{"class names", other}}),
+                           "on rank 1", "on rank 0");
   CHECK(text.find("CLASS150") != std::string::npos);
   CHECK(text.find("class150") != std::string::npos);
   CHECK(text.find("class3,") == std::string::npos);  // the start of the lists is left out
@@ -101,7 +105,8 @@ TEST_CASE("a long value is shown around its first difference, control characters
 }
 
 TEST_CASE("settings survive the trip to another rank, and damaged bytes are refused") {
-  const RankSettings settings = {{"--data", std::string("/d\0x:9", 6)}, {"--nesterov", ""}, {"", "x"}};
+  const RankSettings settings = {
+      {"--data", std::string("/d\0x:9", 6)}, {"--nesterov", ""}, {"", "x"}};
   const RankSettings back = decode_settings(encode_settings(settings));
   REQUIRE(back.size() == settings.size());
   for (size_t i = 0; i < back.size(); ++i) {

@@ -41,7 +41,8 @@ bool any_rank(Comm& host_comm, bool flag, const std::string& what);
 // Rank `root`'s `bytes` on every rank (other ranks' `bytes` are ignored): its length first,
 // then the bytes, so that no other rank needs to know how many there are.
 std::string broadcast_from(Comm& host_comm, int root, std::string bytes, const std::string& what);
-inline std::string broadcast_from_rank0(Comm& host_comm, std::string bytes, const std::string& what) {
+inline std::string broadcast_from_rank0(Comm& host_comm, std::string bytes,
+                                        const std::string& what) {
   return broadcast_from(host_comm, 0, std::move(bytes), what);
 }
 

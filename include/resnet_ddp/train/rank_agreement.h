@@ -13,7 +13,8 @@ namespace rddp {
 // Compares every rank's `mine` with rank 0's. When any differs, every rank throws, naming the
 // lowest rank that differs, its host, each setting that differs and its value on both ranks.
 // `stage` says when ("at start", "once the data is open").
-void require_rank0_settings(ProcessGroup& group, const RankSettings& mine, const std::string& stage);
+void require_rank0_settings(ProcessGroup& group, const RankSettings& mine,
+                            const std::string& stage);
 
 // When `problem` is not empty on any rank, every rank throws the lowest such rank's problem (on
 // the other ranks prefixed with that rank and its host). `what` names the check for the

@@ -56,7 +56,7 @@ std::vector<SettingDifference> setting_differences(const RankSettings& rank0,
 // "--max-steps: 3 on rank 1, not given on rank 0; --seed: ..." with `other` "on rank 1" and
 // `reference` "on rank 0" (values made printable and, where long, cut to the part around their
 // first difference).
-std::string describe_differences(const std::vector<SettingDifference>& differences, const std::string& other,
-                                 const std::string& reference);
+std::string describe_differences(const std::vector<SettingDifference>& differences,
+                                 const std::string& other, const std::string& reference);
 
 }  // namespace rddp
