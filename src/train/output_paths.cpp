@@ -33,6 +33,17 @@ void check_checkpoint_dir(const std::string& dir) {
   }
 }
 
+// Two outputs that name one file: the weights written at the end would replace the metrics log
+// (or a later record would be appended to nothing anyone can open).
+void check_distinct(const std::string& weights, const std::string& log) {
+  std::error_code error;
+  const fs::path a = fs::weakly_canonical(weights, error);
+  const fs::path b = error ? fs::path() : fs::weakly_canonical(log, error);
+  if (error || a != b) return;
+  fail("--save-weights and --log-json name the same file '", printable(weights),
+       "': the weights written at the end would replace the metrics log; give each a path of its own");
+}
+
 }  // namespace
 
 std::string weights_path_for(const std::string& save_weights, int rank) {
@@ -49,6 +60,8 @@ std::string output_path_problem(const TrainOptions& options, int rank) {
   try {
     if (rank == 0 && !options.checkpoint_dir.empty()) check_checkpoint_dir(options.checkpoint_dir);
     const std::string weights = weights_path_for(options.save_weights, rank);
+    if (rank == 0 && !weights.empty() && !options.log_json.empty())
+      check_distinct(weights, options.log_json);
     if (!weights.empty()) {
       try {
         AtomicFileWriter::check_target(weights);

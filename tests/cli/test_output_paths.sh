@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every output path is checked before any work, naming the path and the fix: --save-weights in a
-# missing or unwritable directory, onto a directory, a device or a FIFO; --checkpoint-dir that is
-# a file or cannot be written; --log-json that cannot be opened. A device or FIFO is left as it
+# missing or unwritable directory, onto a directory, a device or a FIFO, or onto the --log-json
+# file; --checkpoint-dir that is a file or cannot be written; --log-json that cannot be opened. A device or FIFO is left as it
 # was. A metrics log whose writes fail mid-run (a full disk) costs its records, with a warning,
 # not the training.
 . "$(dirname "$0")/lib.sh"
@@ -28,6 +28,9 @@ refused "error: --checkpoint-dir '$work/a-file' is a file, not a directory: give
 refused "error: --checkpoint-dir '$work/a-file/ck': cannot create it" --checkpoint-dir "$work/a-file/ck"
 refused "error: --log-json: cannot open '$work/missing/log.jsonl' for appending: No such file or directory; create its directory" \
   --log-json "$work/missing/log.jsonl"
+
+refused "error: --save-weights and --log-json name the same file '$work/./run.out': the weights written at the end would replace the metrics log" \
+  --save-weights "$work/./run.out" --log-json "$work/run.out"
 
 # Special files: a FIFO for anyone; copies of /dev/null and /dev/full where mknod is allowed (root).
 mkfifo "$work/fifo"
