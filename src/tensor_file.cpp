@@ -224,8 +224,10 @@ void read_header(Cursor& in, const std::string& path, TensorFile& file, uint64_t
   // The version comes first: a newer version may lay out everything after it differently.
   const auto version = in.get<uint32_t>();
   if (version > kVersion)
-    fail("'", path, "' uses format version ", version, ", newer than this build of resnet_ddp ",
-         "reads (", kVersion, "): use the resnet_ddp that wrote it, or a newer one");
+    throw TensorFileTooNew("'" + path + "' uses format version " + std::to_string(version) +
+                           ", newer than this build of resnet_ddp reads (" +
+                           std::to_string(kVersion) +
+                           "): use the resnet_ddp that wrote it, or a newer one");
   if (version == 0) in.corrupt("format version 0 does not exist");
   const auto flags = in.get<uint32_t>();
 

@@ -70,16 +70,22 @@ struct TensorFile {
   std::string describe_source() const;
 };
 
-// Writes crash-safely: into "<path>.tmp.<pid>" in the same directory, flushed to disk, then
-// renamed over `path`, and the directory synced. On failure throws Error naming the path and
-// the system's reason, removes the temporary, and leaves any existing file at `path` as it was.
+// Writes crash-safely (AtomicFileWriter): into a temporary in the same directory, flushed to
+// disk, then renamed over `path`, and the directory synced. On failure throws Error naming the path
+// and the system's reason, removes the temporary, and leaves any existing file at `path` as it was.
 // Throws Error before touching the disk if `file` could not be read back (duplicate or empty
 // names, a byte count that disagrees with the shape...).
 void write_tensor_file(const std::string& path, const TensorFile& file);
 
 // Reads and checks a whole file: magic, version, every CRC, every size against the file size
 // (so a corrupt count never makes us allocate more than the file holds), unique names, the end
-// marker. Any problem throws Error naming the file and what is wrong with it.
+// marker. Any problem throws Error naming the file and what is wrong with it; a format version
+// newer than this build reads throws TensorFileTooNew, since such a file may well be whole.
 TensorFile read_tensor_file(const std::string& path);
+
+class TensorFileTooNew : public Error {
+ public:
+  using Error::Error;
+};
 
 }  // namespace rddp

@@ -85,6 +85,10 @@ OpenedData open_data(const DataConfig& config) {
     fail("the channel setting applies to image folders; ", to_string(data.kind),
          " data has the channels it is stored with");
   Splits splits = read(data.kind, config);
+  if (const auto* pack = dynamic_cast<const PackedDataset*>(splits.train.get())) {
+    data.class_names = pack->info().classes;
+    data.pack_run_id = pack->info().run_id;
+  }
   if (config.val_fraction > 0)
     splits = split_for_validation(splits.train, config.val_fraction, config.val_seed);
   if (config.limit_train > 0) splits.train = take_first(splits.train, config.limit_train);

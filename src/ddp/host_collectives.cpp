@@ -78,12 +78,12 @@ bool any_rank(Comm& host_comm, bool flag, const std::string& what) {
   return value != 0;
 }
 
-std::string broadcast_from_rank0(Comm& host_comm, std::string bytes, const std::string& what) {
+std::string broadcast_from(Comm& host_comm, int root, std::string bytes, const std::string& what) {
   require_host_memory(host_comm, what);
   int64_t length = static_cast<int64_t>(bytes.size());
-  host_comm.broadcast(&length, sizeof length, 0, "length of " + what);
+  host_comm.broadcast(&length, sizeof length, root, "length of " + what);
   bytes.resize(static_cast<size_t>(length));
-  if (length > 0) host_comm.broadcast(bytes.data(), bytes.size(), 0, what);
+  if (length > 0) host_comm.broadcast(bytes.data(), bytes.size(), root, what);
   return bytes;
 }
 

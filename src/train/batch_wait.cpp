@@ -1,6 +1,5 @@
 #include "resnet_ddp/train/batch_wait.h"
 
-#include <csignal>
 #include <string>
 
 #include "resnet_ddp/ddp/fatal.h"
@@ -9,9 +8,9 @@
 namespace rddp {
 
 std::string preempted_while_stuck(const data::DataWaitInterrupted& stuck) {
-  return std::string("preempted (") + (preemption_signal() == SIGUSR1 ? "SIGUSR1" : "SIGTERM") +
-         ") while waiting for data: " + stuck.what() + "; exiting with code " +
-         std::to_string(kExitPreempted) + " without a checkpoint; --resume continues from the "
+  return "preempted (" + preemption_cause() + ") while waiting for data: " + stuck.what() +
+         "; exiting with code " + std::to_string(kExitPreempted) +
+         " without a checkpoint; --resume continues from the "
          "last one once the file system answers";
 }
 

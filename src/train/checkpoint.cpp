@@ -1,14 +1,20 @@
 #include "resnet_ddp/train/checkpoint.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <system_error>
 
 #include "resnet_ddp/error.h"
+#include "resnet_ddp/printable.h"
 #include "resnet_ddp/tensor_file.h"
 #include "resnet_ddp/weights.h"
 
@@ -82,6 +88,21 @@ float metadata_float(const TensorFile& file, const std::string& key) {
   fail(file.describe_source(), ": metadata '", key, "' is '", it->second, "', not a number");
 }
 
+// A checkpoint this user may not open may well be whole: refused, not passed over.
+void require_readable(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::close(fd);
+    return;
+  }
+  const int err = errno;
+  if (err != EACCES && err != EPERM) return;  // read_tensor_file says what else is wrong
+  fail("--resume: cannot read '", printable(path), "': ", std::strerror(err),
+       ". Give this user read access to it, or move it out of the directory to resume from the "
+       "one before (resuming from an older checkpoint now would lose its progress, and this run's "
+       "checkpoints would replace it)");
+}
+
 }  // namespace
 
 std::vector<std::string> list_checkpoints(const std::string& dir) {
@@ -97,12 +118,25 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
   return paths;
 }
 
+std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
+  std::vector<std::string> removed;
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(kPrefix, 0) == 0 &&
+        name.find(std::string(kSuffix) + ".tmp.") != std::string::npos &&
+        entry.is_regular_file(error) && fs::remove(entry.path(), error))
+      removed.push_back(name);
+  }
+  return removed;
+}
+
 std::string save_checkpoint(const std::string& dir, const ModelState<float>& model,
                             const OptimizerConfig& optimizer_config, const OptimizerState& optimizer,
                             const TrainPosition& position, int keep) {
   std::error_code error;
   fs::create_directories(dir, error);
-  if (error) fail("--checkpoint-dir '", dir, "': cannot create it: ", error.message());
+  if (error) fail("--checkpoint-dir '", printable(dir), "': cannot create it: ", error.message());
 
   TensorFile file;
   file.metadata[metadata_key::kind] = "checkpoint";
@@ -119,6 +153,8 @@ std::string save_checkpoint(const std::string& dir, const ModelState<float>& mod
   file.metadata["train.world_size"] = std::to_string(position.world_size);
   file.metadata["train.batch_size"] = std::to_string(position.batch_size);
   file.metadata["train.seed"] = std::to_string(position.seed);
+  file.metadata["train.steps_per_epoch"] = std::to_string(position.steps_per_epoch);
+  if (!position.run_settings.empty()) file.metadata["train.settings"] = position.run_settings;
   append_model_tensors(model, file);
   const std::vector<const char*> moments = moment_names(optimizer_config.kind);
   for (size_t which = 0; which < moments.size(); ++which) {
@@ -142,9 +178,11 @@ std::string save_checkpoint(const std::string& dir, const ModelState<float>& mod
 
 ResumedCheckpoint load_latest_checkpoint(const std::string& dir, ModelState<float>& model,
                                          const OptimizerConfig& optimizer_config, OptimizerState& optimizer) {
-  if (!fs::is_directory(dir)) fail("--resume: checkpoint directory '", dir, "' does not exist");
+  if (!fs::is_directory(dir))
+    fail("--resume: checkpoint directory '", printable(dir), "' does not exist");
   ResumedCheckpoint result;
   for (const std::string& path : list_checkpoints(dir)) {
+    require_readable(path);
     try {
       const TensorFile file = read_tensor_file(path);
       // Another model's checkpoint would first fail on the size of an optimizer tensor, which
@@ -155,7 +193,7 @@ ResumedCheckpoint load_latest_checkpoint(const std::string& dir, ModelState<floa
              "was written with, or give this run another --checkpoint-dir");
       const auto kind = file.metadata.find("optimizer.kind");
       if (kind == file.metadata.end() || kind->second != to_string(optimizer_config.kind))
-        fail(path, " belongs to another optimizer: it was written with --optimizer ",
+        fail(printable(path), " belongs to another optimizer: it was written with --optimizer ",
              kind == file.metadata.end() ? std::string("?") : kind->second,
              ", this run uses --optimizer ", to_string(optimizer_config.kind),
              ": resume with the optimizer it was written with, or give this run another ",
@@ -167,15 +205,21 @@ ResumedCheckpoint load_latest_checkpoint(const std::string& dir, ModelState<floa
       position.world_size = metadata_int(file, "train.world_size");
       position.batch_size = metadata_int(file, "train.batch_size");
       position.seed = static_cast<uint64_t>(metadata_int(file, "train.seed"));
+      if (file.metadata.count("train.steps_per_epoch") != 0)
+        position.steps_per_epoch = metadata_int(file, "train.steps_per_epoch");
+      if (const auto settings = file.metadata.find("train.settings");
+          settings != file.metadata.end())
+        position.run_settings = settings->second;
 
       OptimizerState loaded;
       loaded.step_count = metadata_int(file, "optimizer.step_count");
       // Training resumes counting from these: values no run writes would start it at a
       // negative step, or describe a job of no ranks.
       if (position.epoch < 0 || position.step_in_epoch < 0 || position.global_step < 0 ||
-          position.world_size < 1 || position.batch_size < 1 || loaded.step_count < 0)
-        fail(path, ": its position in training cannot be: epoch ", position.epoch, ", step ",
-             position.step_in_epoch, " of it, global step ", position.global_step, ", ",
+          position.world_size < 1 || position.batch_size < 1 || loaded.step_count < 0 ||
+          position.steps_per_epoch < 0)
+        fail(printable(path), ": its position in training cannot be: epoch ", position.epoch,
+             ", step ", position.step_in_epoch, " of it, global step ", position.global_step, ", ",
              position.world_size, " rank(s) of batch ", position.batch_size, ", optimizer step ",
              loaded.step_count, ". It was not written by resnet_ddp, or edited since");
       // Written by fp16 runs only; the other precisions ignore it, and an fp16 run resumed from
@@ -186,8 +230,10 @@ ResumedCheckpoint load_latest_checkpoint(const std::string& dir, ModelState<floa
         const int64_t tracker = metadata_int(file, kGrowthTrackerKey);
         if (!(loaded.loss_scale.scale > 0.0f) || !std::isfinite(loaded.loss_scale.scale) || tracker < 0 ||
             tracker > std::numeric_limits<int32_t>::max())
-          fail(path, ": its loss scale ", loaded.loss_scale.scale, " with growth tracker ", tracker,
-               " cannot be (the scale is finite and > 0, the tracker a count >= 0). It was not written by "
+          fail(printable(path), ": its loss scale ", loaded.loss_scale.scale,
+               " with growth tracker ", tracker,
+               " cannot be (the scale is finite and > 0, the tracker a count >= 0). It was not "
+               "written by "
                "resnet_ddp, or edited since");
         loaded.loss_scale.growth_tracker = static_cast<int32_t>(tracker);
       }
@@ -200,9 +246,10 @@ ResumedCheckpoint load_latest_checkpoint(const std::string& dir, ModelState<floa
           if (info.role != TensorRole::parameter) continue;
           const std::string name = std::string(kOptimizerPrefix) + moments[which] + "." + info.name;
           const TensorRecord* record = file.find(name);
-          if (!record) fail(path, ": no optimizer tensor '", name, "'");
+          if (!record) fail(printable(path), ": no optimizer tensor '", name, "'");
           const std::vector<float> values = record->values<float>();
-          if (values.size() != info.numel) fail(path, ": optimizer tensor '", name, "' has the wrong size");
+          if (values.size() != info.numel)
+            fail(printable(path), ": optimizer tensor '", name, "' has the wrong size");
           std::copy(values.begin(), values.end(), buffer.begin() + info.offset);
         }
       }
@@ -213,13 +260,18 @@ ResumedCheckpoint load_latest_checkpoint(const std::string& dir, ModelState<floa
       result.path = path;
       result.position = position;
       return result;
+    } catch (const TensorFileTooNew& newer) {
+      fail("--resume: ", printable(newer.what()),
+           " (resuming from an older checkpoint now would lose its "
+           "progress, and this run's checkpoints would replace it)");
     } catch (const Error& error) {
-      result.notes.push_back(std::string("passed over ") + path + ": " + error.what());
+      result.notes.push_back("passed over " + printable(path) + ": " + printable(error.what()));
     }
   }
   std::string tried;
   for (const std::string& note : result.notes) tried += "\n  " + note;
-  fail("--resume: no usable checkpoint in '", dir, "'", tried.empty() ? " (it holds none)" : ":" + tried);
+  fail("--resume: no usable checkpoint in '", printable(dir), "'",
+       tried.empty() ? " (it holds none)" : ":" + tried);
 }
 
 }  // namespace rddp

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "resnet_ddp/printable.h"
+
 namespace rddp {
 
 Console::Console(int rank, int world_size, std::string host)
@@ -22,13 +24,13 @@ std::string Console::prefix() const {
 void Console::info(const std::string& line) const {
   if (!is_main()) return;
   end_progress();
-  std::fprintf(stdout, "%s\n", line.c_str());
+  std::fprintf(stdout, "%s\n", printable(line).c_str());
   std::fflush(stdout);
 }
 
 void Console::warn(const std::string& line) const {
   end_progress();
-  std::fprintf(stderr, "%s warning: %s\n", prefix().c_str(), line.c_str());
+  std::fprintf(stderr, "%s warning: %s\n", prefix().c_str(), printable(line).c_str());
   std::fflush(stderr);
 }
 
@@ -39,17 +41,19 @@ void Console::table(const std::string& title,
   for (const auto& row : rows) width = std::max(width, row.first.size());
   std::string text = title + "\n";
   for (const auto& [key, value] : rows)
-    text += "  " + key + std::string(width - key.size() + 2, ' ') + value + "\n";
-  info(text.substr(0, text.size() - 1));
+    text += "  " + key + std::string(width - key.size() + 2, ' ') + printable(value) + "\n";
+  end_progress();
+  std::fputs(text.c_str(), stdout);
+  std::fflush(stdout);
 }
 
 void Console::progress(const std::string& line) const {
   if (!is_main()) return;
   if (interactive_) {
-    std::fprintf(stdout, "\r\033[K%s", line.c_str());
+    std::fprintf(stdout, "\r\033[K%s", printable(line).c_str());
     progress_open_ = true;
   } else {
-    std::fprintf(stdout, "%s\n", line.c_str());
+    std::fprintf(stdout, "%s\n", printable(line).c_str());
   }
   std::fflush(stdout);
 }

@@ -78,8 +78,8 @@ class MpiProcessGroup final : public ProcessGroup {
   }
   bool any(bool flag) override { return ddp::any_rank(*host_comm_, flag, "stop request check"); }
   void barrier(const std::string& what) override { host_comm_->barrier(what); }
-  std::string broadcast_from_rank0(std::string bytes, const std::string& what) override {
-    return ddp::broadcast_from_rank0(*host_comm_, std::move(bytes), what);
+  std::string broadcast_from(int root, std::string bytes, const std::string& what) override {
+    return ddp::broadcast_from(*host_comm_, root, std::move(bytes), what);
   }
 
  private:

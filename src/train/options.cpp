@@ -624,6 +624,7 @@ bool parse_options(int argc, const char* const* argv, TrainOptions& options) {
     }
     flag->apply(options, arg, value);
     if (options.given.insert(arg).second) given.push_back(flag);
+    options.given_values.emplace_back(arg, value);
   }
   apply_optimizer_defaults(options);
   refuse_flags_out_of_scope(options, given);

@@ -30,7 +30,9 @@ void prepare(char* buffer, const std::string& text) {
 }  // namespace
 
 void install_preemption_handlers(const std::string& prefix) {
-  const std::string plan = ": stopping at the next step boundary, with a checkpoint when --checkpoint-dir is set";
+  const std::string plan =
+      ": stopping after the step or evaluation batch in progress, with a checkpoint when "
+      "--checkpoint-dir is set";
   prepare(usr1_message, prefix + " received SIGUSR1" + plan + "\n");
   // A launcher also sends SIGTERM when it ends the job because another rank failed; that
   // rank's own message says why, and this rank may be stopped before the next step.
@@ -46,5 +48,10 @@ void install_preemption_handlers(const std::string& prefix) {
 
 bool preemption_requested() { return requested_signal != 0; }
 int preemption_signal() { return requested_signal; }
+
+std::string preemption_cause() {
+  const int signal = requested_signal;
+  return signal == 0 ? "on another rank" : signal == SIGUSR1 ? "SIGUSR1" : "SIGTERM";
+}
 
 }  // namespace rddp

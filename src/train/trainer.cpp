@@ -1,5 +1,6 @@
 #include "resnet_ddp/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -13,16 +14,21 @@
 #include "resnet_ddp/engine_factory.h"
 #include "resnet_ddp/error.h"
 #include "resnet_ddp/model_flops.h"
+#include "resnet_ddp/printable.h"
 #include "resnet_ddp/profile_range.h"
 #include "resnet_ddp/train/batch_wait.h"
 #include "resnet_ddp/train/checkpoint.h"
+#include "resnet_ddp/train/checkpoint_lock.h"
 #include "resnet_ddp/train/console.h"
 #include "resnet_ddp/train/data_starvation.h"
 #include "resnet_ddp/train/device_choice.h"
 #include "resnet_ddp/train/lr_schedule.h"
 #include "resnet_ddp/train/metrics_log.h"
+#include "resnet_ddp/train/output_paths.h"
 #include "resnet_ddp/train/preemption.h"
 #include "resnet_ddp/train/profiler_window.h"
+#include "resnet_ddp/train/rank_agreement.h"
+#include "resnet_ddp/train/rank_settings.h"
 #include "resnet_ddp/train/replica_check.h"
 #include "resnet_ddp/train/run_text.h"
 #include "resnet_ddp/train/settings_table.h"
@@ -63,8 +69,21 @@ class Trainer {
   int run();
 
  private:
+  // The settings every rank compares with rank 0's before it opens the data: the command
+  // line, the device, and the kind of data its --data holds (the kinds list their files in
+  // different collectives).
+  RankSettings startup_settings() const;
+  // Checks what the run will write (output_paths.h) and opens the metrics log, before any work;
+  // a problem on any rank stops every rank.
+  void open_outputs();
+  void log(const JsonLine& record);
   void open_data();
+  // What the engine will be (model, image size, optimizer, precision), before it is made.
+  void configure_engine();
   void make_engine_and_state();
+  // A run resumed with other settings than the checkpoint's (a job script edited between
+  // requeues) says which: some are meant (more --epochs), others change what is trained.
+  void warn_of_changed_settings(const TrainPosition& saved) const;
   void check_gpu_only_options() const;
   StepHooks* train_step_hooks();
   void report_cuda_graphs() const;
@@ -72,7 +91,11 @@ class Trainer {
   void show_settings() const;
   // The metrics log's first record: what this run trains, where and how.
   JsonLine start_record() const;
-  Metrics evaluate(int epoch);
+  // The job's validation metrics, or nothing when a preemption request stopped the evaluation:
+  // the ranks agree after every batch, so that a signal ends a long evaluation in seconds.
+  std::optional<Metrics> evaluate(int64_t epoch);
+  // Says on rank 0 that the run stops for a preemption request, `where` ("at epoch 2 step 5").
+  void announce_preemption(const std::string& where) const;
   // This rank's metrics since the last call; a loss that is no longer finite stops training.
   Metrics take_checked_metrics(int64_t epoch, int64_t step, double lr);
   // Where a checkpoint may be written, `epoch` whole epochs and `step_in_epoch` steps in; every
@@ -86,6 +109,9 @@ class Trainer {
   const TrainOptions& options_;
   ProcessGroup& group_;
   Console console_;
+  std::unique_ptr<MetricsLog> metrics_log_;
+  std::unique_ptr<CheckpointDirLock> checkpoint_lock_;  // rank 0's, while it may write checkpoints
+  RankSettings run_settings_;  // what the ranks agreed on; each checkpoint records them
 
   DeviceKind device_ = DeviceKind::cpu;
   std::string device_reason_;
@@ -100,11 +126,37 @@ class Trainer {
   // training FLOPs per image at the run's image size.
   DevicePeak peak_;
   double flops_per_image_ = 0;
+  // The --init file, read once: it chooses the stem under --stem auto, then gives the weights.
+  std::optional<TensorFile> init_file_;
   std::string init_note_;
   TrainPosition start_;  // where training begins (after --resume, where it left off)
   int64_t global_step_ = 0;
   int64_t last_finite_step_ = 0;  // global step of the last metrics read with a finite loss
 };
+
+void Trainer::open_outputs() {
+  std::string problem = output_path_problem(options_, group_.rank());
+  try {
+    if (problem.empty())
+      metrics_log_ = std::make_unique<MetricsLog>(options_.log_json, console_.is_main());
+    if (problem.empty() && console_.is_main() && !options_.eval_only &&
+        !options_.checkpoint_dir.empty())
+      checkpoint_lock_ = std::make_unique<CheckpointDirLock>(options_.checkpoint_dir);
+  } catch (const Error& error) {
+    problem = error.what();
+  }
+  refuse_together(group_, problem, "the check of the output paths");
+  if (!checkpoint_lock_) return;
+  if (!checkpoint_lock_->note().empty()) console_.warn(checkpoint_lock_->note());
+  for (const std::string& name : remove_stale_temporaries(options_.checkpoint_dir))
+    console_.info("removed " + printable(name) + " from " + printable(options_.checkpoint_dir) +
+                  ": the temporary of a checkpoint write that a stopped run left");
+}
+
+void Trainer::log(const JsonLine& record) {
+  const std::string problem = metrics_log_->write(record);
+  if (!problem.empty()) console_.warn(problem);
+}
 
 void Trainer::open_data() {
   data_config_ = options_.data;
@@ -121,8 +173,20 @@ void Trainer::open_data() {
   if (data_.val)
     val_loader_ = data::make_val_loader(data_config_, data_, group_.rank(), group_.size(), allocator_);
   steps_per_epoch_ = static_cast<int64_t>(train_loader_->steps_per_epoch());
-  // A rank with more steps would wait forever in an allreduce the others never join.
-  group_.require_same(steps_per_epoch_, "training steps per epoch");
+}
+
+RankSettings Trainer::startup_settings() const {
+  RankSettings settings = command_line_settings(options_, device_);
+  std::string kind = to_string(options_.data.kind);
+  if (options_.data.kind == data::DatasetKind::automatic) {
+    try {
+      kind = to_string(data::detect_dataset_kind(options_.data.path));
+    } catch (const Error& error) {
+      kind = std::string("none: ") + error.what();  // opening the data says it again, on every rank
+    }
+  }
+  settings.push_back({"data kind", kind});
+  return settings;
 }
 
 // Options that only mean something to the CUDA engine are refused, not ignored, when the run
@@ -165,13 +229,11 @@ StepHooks* Trainer::train_step_hooks() {
   return group_.step_hooks();
 }
 
-void Trainer::make_engine_and_state() {
+void Trainer::configure_engine() {
   const int image_size = data_.train_transform.size;
-  // Read once: it chooses the stem under --stem auto, then gives the starting weights.
-  std::optional<TensorFile> init_file;
-  if (!options_.init_path.empty()) init_file = read_tensor_file(options_.init_path);
+  if (!options_.init_path.empty()) init_file_ = read_tensor_file(options_.init_path);
   engine_config_.spec.stem =
-      choose_stem(options_.stem, image_size, init_file ? &*init_file : nullptr);
+      choose_stem(options_.stem, image_size, init_file_ ? &*init_file_ : nullptr);
   engine_config_.spec.in_channels = data_.channels;
   engine_config_.spec.num_classes = data_.num_classes;
   engine_config_.max_batch = static_cast<int>(data_config_.batch_size);
@@ -182,6 +244,9 @@ void Trainer::make_engine_and_state() {
   engine_config_.pixel_mean = data_.normalization.mean;
   engine_config_.pixel_stddev = data_.normalization.stddev;
   engine_config_.precision = options_.precision;
+}
+
+void Trainer::make_engine_and_state() {
   CudaEngineOptions cuda = options_.cuda;
   cuda.device_index = group_.prepare_device(device_);
   engine_ = make_engine(device_, engine_config_, cuda, options_.seed);
@@ -192,20 +257,24 @@ void Trainer::make_engine_and_state() {
   start_.world_size = group_.size();
   start_.batch_size = static_cast<int64_t>(data_config_.batch_size);
   start_.seed = options_.seed;
-  if (init_file) {
+  if (init_file_) {
     ModelState<float> model(engine_config_.spec);
     OptimizerState unused;
     engine_->save_state(model, unused);
     LoadOptions load_options;
     load_options.reinit_classifier_on_mismatch = options_.init_reset_classifier;
     load_options.reinit_seed = options_.seed;
-    const LoadReport report = load_weights(*init_file, model, load_options);
+    const LoadReport report = load_weights(*init_file_, model, load_options);
     engine_->load_state(model, nullptr);
-    init_note_ = options_.init_path;
+    init_note_ = printable(options_.init_path);
     for (const std::string& action : report.actions) console_.info("init: " + action);
   } else if (options_.resume) {
+    // Every rank reads the checkpoint itself: a directory local to each node may hold another
+    // one, or none, on another rank.
+    std::string resumed_from = "none (no checkpoint in the directory yet)";
     if (list_checkpoints(options_.checkpoint_dir).empty()) {
-      console_.info("resume: no checkpoint in " + options_.checkpoint_dir + " yet; starting from the beginning");
+      console_.info("resume: no checkpoint in " + printable(options_.checkpoint_dir) +
+                    " yet; starting from the beginning");
     } else {
       ModelState<float> model(engine_config_.spec);
       OptimizerState optimizer;
@@ -214,16 +283,24 @@ void Trainer::make_engine_and_state() {
       for (const std::string& note : resumed.notes) console_.warn("resume: " + note);
       engine_->load_state(model, &optimizer);
       const TrainPosition& saved = resumed.position;
-      group_.require_same(saved.global_step, "the step of the checkpoint resumed from");
-      if (saved.seed != options_.seed)
-        console_.warn("resume: the checkpoint was written with --seed " + std::to_string(saved.seed) +
-                      ", this run uses " + std::to_string(options_.seed) + ": the data order changes");
+      resumed_from = resumed.path + " at global step " + std::to_string(saved.global_step);
+      warn_of_changed_settings(saved);
       start_.epoch = saved.epoch;
       start_.step_in_epoch = saved.step_in_epoch;
       start_.global_step = saved.global_step;
       const bool same_order = saved.world_size == group_.size() &&
                               saved.batch_size == static_cast<int64_t>(data_config_.batch_size);
-      if (start_.step_in_epoch > 0 && !same_order) {
+      // Written at an epoch's end before its evaluation (preempted then): the whole epoch carries
+      // over to a job of any shape, and the run starts with its evaluation, training nothing.
+      const bool trained_unevaluated =
+          saved.steps_per_epoch > 0 && saved.step_in_epoch >= saved.steps_per_epoch;
+      if (trained_unevaluated) {
+        start_.step_in_epoch = steps_per_epoch_;
+        if (!same_order) start_.global_step = (saved.epoch + 1) * steps_per_epoch_;
+        console_.info("resume: epoch " + std::to_string(saved.epoch + 1) +
+                      " was trained but not evaluated when the checkpoint was written; its "
+                      "evaluation comes first");
+      } else if (start_.step_in_epoch > 0 && !same_order) {
         // A partial epoch's remaining samples depend on the world size and batch size that
         // split it; only whole epochs carry over to another job shape.
         console_.info("resume: the checkpoint was written mid-epoch by " + std::to_string(saved.world_size) +
@@ -232,15 +309,47 @@ void Trainer::make_engine_and_state() {
         start_.step_in_epoch = 0;
         start_.global_step = saved.epoch * steps_per_epoch_;
       }
-      if (start_.step_in_epoch >= steps_per_epoch_) {
+      if (start_.step_in_epoch >= steps_per_epoch_ && !trained_unevaluated) {
         ++start_.epoch;
         start_.step_in_epoch = 0;
       }
-      init_note_ = resumed.path + " (epoch " + std::to_string(start_.epoch + 1) + ", step " +
-                   std::to_string(start_.step_in_epoch) + ", global step " + std::to_string(start_.global_step) + ")";
+      init_note_ = printable(resumed.path) + " (epoch " + std::to_string(start_.epoch + 1) +
+                   ", step " + std::to_string(start_.step_in_epoch) + ", global step " +
+                   std::to_string(start_.global_step) + ")";
     }
+    require_rank0_settings(group_, {{"checkpoint resumed from", resumed_from}}, "on --resume");
   }
   group_.attach(*engine_);
+}
+
+void Trainer::warn_of_changed_settings(const TrainPosition& saved) const {
+  if (saved.run_settings.empty()) {  // a checkpoint of an older build records the seed alone
+    if (saved.seed != options_.seed)
+      console_.warn("resume: the checkpoint was written with --seed " + std::to_string(saved.seed) +
+                    ", this run uses " + std::to_string(options_.seed) +
+                    ": the data order changes");
+    return;
+  }
+  RankSettings then;
+  try {
+    then = decode_settings(saved.run_settings);
+  } catch (const Error&) {
+    console_.warn(
+        "resume: the settings recorded in the checkpoint cannot be read; they are not compared");
+    return;
+  }
+  // How a run starts, not what it trains.
+  const auto how_started = [](const RankSetting& setting) { return setting.name == "--resume"; };
+  RankSettings now = run_settings_;
+  now.erase(std::remove_if(now.begin(), now.end(), how_started), now.end());
+  then.erase(std::remove_if(then.begin(), then.end(), how_started), then.end());
+  const std::vector<SettingDifference> changed = setting_differences(then, now);
+  if (!changed.empty() && console_.is_main())
+    console_.warn(
+        "resume: this run's settings differ from those of the run that wrote the checkpoint: " +
+        describe_differences(changed, "now", "then") +
+        ". Training goes on with this run's; if that was not meant, start it with the earlier "
+        "ones");
 }
 
 void Trainer::show_settings() const {
@@ -311,13 +420,29 @@ Metrics Trainer::take_checked_metrics(int64_t epoch, int64_t step, double lr) {
   return metrics;
 }
 
-Metrics Trainer::evaluate(int epoch) {
+std::optional<Metrics> Trainer::evaluate(int64_t epoch) {
   const ProfileRange range("evaluate");
+  console_.progress("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(options_.epochs) +
+                    ": evaluating on " + std::to_string(data_.val->size()) + " validation images");
   group_.sync_buffers();
   val_loader_->start_epoch(static_cast<uint64_t>(epoch));
-  while (auto lease = next_batch(*val_loader_, group_.size()))
+  while (auto lease = next_batch(*val_loader_, group_.size())) {
     engine_->eval_step(host_batch(*lease, engine_config_.input));
+    if (group_.any(preemption_requested())) {
+      engine_->take_metrics();  // the evaluation's part sums, which no one reads
+      return std::nullopt;
+    }
+  }
   return group_.sum(engine_->take_metrics());
+}
+
+void Trainer::announce_preemption(const std::string& where) const {
+  console_.end_progress();
+  console_.info("preempted (" + preemption_cause() + ") " + where +
+                ": checkpointing and exiting with code " + std::to_string(kExitPreempted) +
+                "; continue with --resume");
+  if (options_.checkpoint_dir.empty())
+    console_.warn("preempted without --checkpoint-dir: nothing is saved, the run will start over");
 }
 
 void Trainer::checkpoint(int64_t epoch, int64_t step_in_epoch, bool always_compare) {
@@ -341,9 +466,11 @@ void Trainer::checkpoint(int64_t epoch, int64_t step_in_epoch, bool always_compa
     position.epoch = epoch;
     position.step_in_epoch = step_in_epoch;
     position.global_step = global_step_;
+    position.steps_per_epoch = steps_per_epoch_;
+    position.run_settings = encode_settings(run_settings_);
     const std::string path = save_checkpoint(options_.checkpoint_dir, model, options_.optimizer, optimizer,
                                              position, options_.keep_checkpoints);
-    console_.info("checkpoint " + path);
+    console_.info("checkpoint " + printable(path));
   }
   // No rank may leave (a preempted job exits next) before the checkpoint is on disk: a rank
   // that exits early can make the launcher end rank 0 in the middle of the write.
@@ -351,25 +478,41 @@ void Trainer::checkpoint(int64_t epoch, int64_t step_in_epoch, bool always_compa
 }
 
 int Trainer::run() {
+  // From the start: a job preempted while it lists its data or evaluates ends in seconds too,
+  // with the code that requeues it.
+  install_preemption_handlers(console_.prefix());
   device_ = choose_device(options_.device, &device_reason_);
   check_gpu_only_options();
+  run_settings_ = startup_settings();
+  require_rank0_settings(group_, run_settings_, "at start");
+  open_outputs();
   open_data();
+  configure_engine();
+  const RankSettings found = data_settings(data_, engine_config_, steps_per_epoch_);
+  require_rank0_settings(group_, found, "once the data is open");
+  run_settings_.insert(run_settings_.end(), found.begin(), found.end());
   make_engine_and_state();
   show_settings();
 
-  MetricsLog metrics_log(options_.log_json, console_.is_main());
-  metrics_log.write(start_record());
+  log(start_record());
   const int classes = engine_config_.spec.num_classes;
   if (options_.eval_only) {
     if (!val_loader_) fail("--eval: the data set has no validation split; add --val-split FRACTION");
-    const Metrics val = evaluate(0);
+    const std::optional<Metrics> evaluated = evaluate(0);
+    if (!evaluated) {
+      announce_preemption("during the evaluation");
+      return kExitPreempted;
+    }
+    const Metrics& val = *evaluated;
     console_.info("validation: loss " + fixed(mean_loss(val), 4) + ", accuracy " + accuracies(val, classes));
-    metrics_log.write(JsonLine().string("type", "eval").number("val_loss", mean_loss(val)).number("val_accuracy", accuracy(val))
-                          .number("val_top5_accuracy", top5_accuracy(val)));
+    log(JsonLine()
+            .string("type", "eval")
+            .number("val_loss", mean_loss(val))
+            .number("val_accuracy", accuracy(val))
+            .number("val_top5_accuracy", top5_accuracy(val)));
     return 0;
   }
 
-  install_preemption_handlers(console_.prefix());
   const LrScheduleFn schedule(options_, steps_per_epoch_);
   // Progress lines need the device's metrics, which waits for it: on a terminal a little more
   // often than in a log file, never every step.
@@ -391,6 +534,11 @@ int Trainer::run() {
     double data_wait = 0, window_wait = 0, lr = schedule.at(global_step_);
     int64_t step = first_step;
     while (true) {
+      // A run resumed where --max-steps stopped it trains no further (its evaluation may be due).
+      if (options_.max_steps > 0 && global_step_ >= options_.max_steps) {
+        reached_max_steps = true;
+        break;
+      }
       profiler.before_step(global_step_ + 1);
       {
         // The engine has read the batch when train_step returns: the buffer goes back to
@@ -431,20 +579,14 @@ int Trainer::run() {
             .number("images_per_s", images_per_s)
             .number("data_wait_share", window_seconds > 0 ? window_wait / window_seconds : 0.0);
         if (std::isfinite(mfu)) step_json.number("mfu", mfu);
-        metrics_log.write(step_json);
+        log(step_json);
         window = Metrics{};
         window_wait = 0;
         window_start = Clock::now();
       }
       if (group_.any(preemption_requested())) {
-        console_.end_progress();
-        const std::string signal = preemption_signal() == 0 ? "on another rank"
-                                 : preemption_signal() == SIGUSR1 ? "SIGUSR1" : "SIGTERM";
-        console_.info("preempted (" + signal + ") at epoch " +
-                      std::to_string(epoch + 1) + " step " + std::to_string(step) + ": checkpointing and exiting " +
-                      "with code " + std::to_string(kExitPreempted) + "; continue with --resume");
-        if (options_.checkpoint_dir.empty())
-          console_.warn("preempted without --checkpoint-dir: nothing is saved, the run will start over");
+        announce_preemption("at epoch " + std::to_string(epoch + 1) + " step " +
+                            std::to_string(step));
         checkpoint(epoch, step);
         return kExitPreempted;
       }
@@ -469,23 +611,40 @@ int Trainer::run() {
                                                         train_loader_->workers());
     if (!starved.empty()) console_.warn(starved);
     Metrics val;
-    if (val_loader_) val = evaluate(static_cast<int>(epoch));
+    if (val_loader_) {
+      const std::optional<Metrics> evaluated = evaluate(epoch);
+      if (!evaluated) {
+        // The checkpoint keeps the epoch's training; --resume evaluates it again.
+        announce_preemption("during the evaluation of epoch " + std::to_string(epoch + 1));
+        checkpoint(epoch, step);
+        return kExitPreempted;
+      }
+      val = *evaluated;
+    }
     last_val = val;
     console_.end_progress();
     const double images_per_s = train.count / train_seconds;
     const double mfu = model_flop_utilisation(images_per_s / group_.size(), flops_per_image_, peak_.tflops);
     const bool loss_scaling = options_.precision == Precision::fp16;
-    console_.info("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(options_.epochs) + ": train loss " +
-                  fixed(mean_loss(train), 4) + " acc " + percent(train.correct, train.count) +
-                  (val_loader_ ? " | val loss " + fixed(mean_loss(val), 4) + " acc " + accuracies(val, classes)
-                               : "") +
-                  " | " + fixed(train_seconds, 1) + " s, " + fixed(images_per_s, 0) + " img/s" +
-                  mfu_part(", ", mfu) + ", data wait " +
-                  fixed(100.0 * wait_share, 1) + "%" +
-                  (group_.size() > 1 ? " (most: rank " + std::to_string(most_wait.rank) + ", " +
-                                           fixed(100.0 * most_wait.value, 1) + "%)"
-                                     : "") +
-                  (loss_scaling ? " | " + std::to_string(train.skipped_steps) + " step(s) skipped" : ""));
+    // An epoch whose steps were all taken before a resume (preempted before its evaluation)
+    // has no training figures in this run.
+    const bool trained_here = train.count > 0;
+    console_.info(
+        "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(options_.epochs) + ": " +
+        (trained_here ? "train loss " + fixed(mean_loss(train), 4) + " acc " +
+                            percent(train.correct, train.count)
+                      : std::string("trained before the resume")) +
+        (val_loader_
+             ? " | val loss " + fixed(mean_loss(val), 4) + " acc " + accuracies(val, classes)
+             : "") +
+        (trained_here
+             ? " | " + fixed(train_seconds, 1) + " s, " + fixed(images_per_s, 0) + " img/s" +
+                   mfu_part(", ", mfu) + ", data wait " + fixed(100.0 * wait_share, 1) + "%" +
+                   (group_.size() > 1 ? " (most: rank " + std::to_string(most_wait.rank) + ", " +
+                                            fixed(100.0 * most_wait.value, 1) + "%)"
+                                      : "")
+             : std::string()) +
+        (loss_scaling ? " | " + std::to_string(train.skipped_steps) + " step(s) skipped" : ""));
     if (loss_scaling && train.skipped_steps > 0 && console_.is_main())
       console_.warn("epoch " + std::to_string(epoch + 1) + ": " + std::to_string(train.skipped_steps) +
                     " optimizer step(s) skipped for Inf/NaN gradients (" + std::to_string(train.nonfinite_losses) +
@@ -506,7 +665,7 @@ int Trainer::run() {
     if (loss_scaling)
       epoch_json.number("skipped_steps", static_cast<double>(train.skipped_steps))
           .number("nonfinite_losses", static_cast<double>(train.nonfinite_losses));
-    metrics_log.write(epoch_json);
+    log(epoch_json);
     // A run stopped by --max-steps mid-epoch saves where it stopped, so --resume carries on.
     if (step < steps_per_epoch_) checkpoint(epoch, step, /*always_compare=*/true);
     else checkpoint(epoch + 1, 0, /*always_compare=*/true);
@@ -516,22 +675,19 @@ int Trainer::run() {
   report_cuda_graphs();
   report_conv_api();
 
-  if (!options_.save_weights.empty()) {
-    // "{rank}" in the name makes every rank write its own copy, to check that they agree.
-    std::string path = options_.save_weights;
-    const size_t placeholder = path.find("{rank}");
-    if (placeholder != std::string::npos) path.replace(placeholder, 6, std::to_string(group_.rank()));
-    if (console_.is_main() || placeholder != std::string::npos) {
-      ModelState<float> model(engine_config_.spec);
-      OptimizerState optimizer;
-      engine_->save_state(model, optimizer);
-      save_weights(path, model);
-      console_.info("weights written to " + path);
-    }
+  // "{rank}" in the name makes every rank write its own copy, to check that they agree.
+  const std::string weights_path = weights_path_for(options_.save_weights, group_.rank());
+  if (!weights_path.empty()) {
+    ModelState<float> model(engine_config_.spec);
+    OptimizerState optimizer;
+    engine_->save_state(model, optimizer);
+    save_weights(weights_path, model);
+    console_.info("weights written to " + printable(weights_path));
   }
   if (val_loader_ && last_val.count > 0)
     console_.info("final validation accuracy " + accuracies(last_val, classes) + ", loss " +
                   fixed(mean_loss(last_val), 4));
+  if (!metrics_log_->losses().empty()) console_.warn(metrics_log_->losses());
   return 0;
 }
 
@@ -543,6 +699,9 @@ int run_training(const TrainOptions& options, ProcessGroup& group) {
   } catch (const data::DataWaitInterrupted& stuck) {
     const std::string message = preempted_while_stuck(stuck);
     std::fprintf(stderr, "%s %s\n", ddp::rank_prefix().c_str(), message.c_str());
+    return kExitPreempted;
+  } catch (const PreemptedAtStart& stopped) {
+    std::fprintf(stderr, "%s %s\n", ddp::rank_prefix().c_str(), stopped.what());
     return kExitPreempted;
   }
 }

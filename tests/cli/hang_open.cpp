@@ -1,6 +1,7 @@
-// A stand-in for a hung network mount, for test_hostile_data.sh: loaded with LD_PRELOAD, it
-// makes every open of a path containing $RDDP_HANG_OPEN wait forever, as a read of a file on an
-// NFS server that stopped answering does. Signals interrupt the wait and it goes on waiting.
+// A stand-in for a hung network mount, for the command-line tests: loaded with LD_PRELOAD, it
+// makes every open of a path containing $RDDP_HANG_OPEN (a file, or a folder to list) wait
+// forever, as a read of a file on an NFS server that stopped answering does. Signals interrupt the wait and it goes on waiting.
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -85,6 +86,13 @@ int __open64_2(const char* path, int flags) {
   hang_if_marked(path);
   static const auto real = next_definition<int (*)(const char*, int)>("__open64_2");
   return real(path, flags);
+}
+
+// A folder listed on a hung mount (std::filesystem's directory iterator opens it here).
+DIR* opendir(const char* path) {
+  hang_if_marked(path);
+  static const auto real = next_definition<DIR* (*)(const char*)>("opendir");
+  return real(path);
 }
 
 }  // extern "C"

@@ -135,7 +135,8 @@ check "--log-json: a start, a record per step and per epoch" \
   test "$(records two start) $(records two step) $(records two epoch)" = "1 2 1"
 
 # Checkpoints: 12 images are three steps; every checkpoint of the run, and those kept.
-checkpoints() { ls "$work/$1" | tr '\n' ' '; }
+# The run's lock file stays beside them; only the checkpoints count.
+checkpoints() { (cd "$work/$1" && ls checkpoint-*) | tr '\n' ' '; }
 train checkpoint_dir "${synthetic[@]}" --limit-train 12 --checkpoint-dir "$work/ck"
 check "--checkpoint-dir: a checkpoint at the epoch's end" \
   test "$(checkpoints ck)" = "checkpoint-0000000003.rddp "

@@ -141,7 +141,8 @@ ok "the rerun job (same id) resumes from its checkpoint of step $step and trains
 # then (their output, which Open MPI's mpirun stops forwarding, is not seen).
 start_job train_multi_node.pbs 102.pbs-test
 for _ in $(seq 600); do grep -q "step 3/" "$work/out" && break; sleep 0.1; done
-[ ! -e "$tree/checkpoints/resnet_ddp-102" ] || fail "a checkpoint before the first epoch's end"
+[ -z "$(find "$tree/checkpoints/resnet_ddp-102" -name 'checkpoint-*.rddp' 2>/dev/null)" ] ||
+  fail "a checkpoint before the first epoch's end"
 pkill -TERM -s "$job"
 sleep 10
 pkill -KILL -s "$job"

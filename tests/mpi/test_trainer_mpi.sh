@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The resnet_ddp program under mpirun: two ranks train to bit-identical weights
 # (with float32 and with bfloat16 gradient allreduce), and a rank whose weights drift from rank
-# 0's (started with another --lr) ends the job at the epoch's end;
+# 0's (it resumed another run's checkpoint) ends the job at the epoch's end;
 # a preemption signal on one rank checkpoints and ends every rank with code 75, and the job
 # resumes; a rank killed mid-run ends the whole job promptly, with messages, and a rank stopped
 # mid-run ends it after --comm-timeout. DEVICE is the --device the ranks train on: cpu (the
@@ -78,9 +78,19 @@ if [ "$device" = cuda ]; then
   ok "2 ranks, --grad-allreduce bf16 --cuda-graphs on: the eager run's weights bit for bit"
 fi
 
-# Replicas that drift apart end the job at the epoch's end, and before any checkpoint: here rank
-# 1 is started with another learning rate (mpiexec's form for a program per rank).
-drift() { "${mpiexec[@]}" -n 1 "${train[@]}" --epochs 2 "$@" : -n 1 "${train[@]}" --epochs 2 "$@" --lr 0.002; }
+# Replicas that drift apart end the job at the epoch's end, and before any checkpoint. Here each
+# rank resumes from a checkpoint directory of its own node (one relative --checkpoint-dir, two
+# working directories) that holds a checkpoint of the same step written by another run: rank 0's
+# weights reach rank 1 at start, but rank 1's optimizer state stays another. (Ranks started with
+# other flags are refused before this, at start: mpi.rank_settings_np2.)
+for node in 0 1; do
+  mkdir -p "$work/node$node"
+  (cd "$work/node$node" && "${mpiexec[@]}" -n 2 "${train[@]}" --epochs 1 --checkpoint-dir ck --lr 0.00$((node + 1))) \
+    >"$work/out" 2>&1 || fail "the run that writes node $node's checkpoint failed"
+done
+resume_on() { echo env -C "$work/node$1" "${train[@]}" --epochs 3 --checkpoint-dir ck --resume; }
+# shellcheck disable=SC2046
+drift() { "${mpiexec[@]}" -n 1 $(resume_on 0) "$@" : -n 1 $(resume_on 1) "$@"; }
 drift_reported() {
   for rank in 0 1; do
     grep -q "\[rank $rank/2 [^]]*\] error: $1, the weights and optimizer state of 1 of 2 ranks differ from rank 0's (the first: rank 1;" \
@@ -88,13 +98,13 @@ drift_reported() {
   done
 }
 drift >"$work/out" 2>&1 && fail "ranks with different weights trained on"
-drift_reported "after epoch 1 (global step 4)"
-grep -q "epoch 2/2" "$work/out" && fail "training went on after the replicas drifted"
-drift --checkpoint-dir "$work/drift" --checkpoint-every 2 >"$work/out" 2>&1 &&
-  fail "ranks with different weights trained on"
-drift_reported "at step 2 of epoch 1 (global step 2)"
-ls "$work/drift"/checkpoint-*.rddp >/dev/null 2>&1 && fail "a checkpoint was written of drifted replicas"
-ok "rank 1 with another --lr: both ranks stop naming rank 1, after epoch 1, or at the first --checkpoint-every checkpoint, writing none"
+drift_reported "after epoch 2 (global step 8)"
+grep -q "epoch 3/3" "$work/out" && fail "training went on after the replicas drifted"
+drift --checkpoint-every 2 >"$work/out" 2>&1 && fail "ranks with different weights trained on"
+drift_reported "at step 2 of epoch 2 (global step 6)"
+[ "$(cd "$work/node0/ck" && echo checkpoint-*.rddp)" = checkpoint-0000000004.rddp ] ||
+  fail "a checkpoint was written of drifted replicas"
+ok "rank 1 resumed another run's optimizer state: both ranks stop naming rank 1, after the epoch, or at the first --checkpoint-every checkpoint, writing none"
 
 # --grad-allreduce bf16: the same training with gradients sent as bfloat16. The weights still
 # agree to the bit across ranks, and differ from the float32 run's (the rounding is real).

@@ -508,10 +508,10 @@ TEST_CASE("a failed write says why and leaves the previous file intact") {
   CHECK(slurp(target) == previous_bytes);
   CHECK_FALSE(has_temporary_files(dir));
 
-  // The rename is the last step; when it fails the temporary goes too.
+  // A directory in the way is refused before anything is written.
   fs::create_directory(dir / "a_directory");
   CHECK_THROWS_WITH_AS(write_tensor_file((dir / "a_directory").string(), file),
-                       doctest::Contains("cannot rename"), Error);
+                       doctest::Contains("it is a directory"), Error);
   CHECK(fs::is_directory(dir / "a_directory"));
   CHECK_FALSE(has_temporary_files(dir));
 }

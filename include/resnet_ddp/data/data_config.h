@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "resnet_ddp/data/dataset.h"
 #include "resnet_ddp/data/dataset_kind.h"
@@ -53,6 +54,10 @@ struct OpenedData {
   Transform train_transform;
   Transform eval_transform;
   Normalization normalization;
+  // What tells these files from others of the same sizes, where they say it (packs: their
+  // class names and the id of the resnet_ddp_pack run that wrote them); empty, 0 elsewhere.
+  std::vector<std::string> class_names;
+  uint64_t pack_run_id = 0;
 };
 
 // Reads (or, for image folders, lists) the data. Throws Error naming what is wrong.

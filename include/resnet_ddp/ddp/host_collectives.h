@@ -3,6 +3,7 @@
 // takes a host-memory communicator (make_mpi_comm), so the watchdog covers them too.
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "resnet_ddp/ddp/comm.h"
 #include "resnet_ddp/engine.h"
@@ -37,8 +38,12 @@ RankMaximum max_over_ranks(Comm& host_comm, double value, const std::string& wha
 // True on every rank when `flag` is true on any (e.g. one rank was told to stop).
 bool any_rank(Comm& host_comm, bool flag, const std::string& what);
 
-// Rank 0's `bytes` on every rank (other ranks' `bytes` are ignored): its length first, then
-// the bytes, so that no other rank needs to know how many there are.
-std::string broadcast_from_rank0(Comm& host_comm, std::string bytes, const std::string& what);
+// Rank `root`'s `bytes` on every rank (other ranks' `bytes` are ignored): its length first,
+// then the bytes, so that no other rank needs to know how many there are.
+std::string broadcast_from(Comm& host_comm, int root, std::string bytes, const std::string& what);
+inline std::string broadcast_from_rank0(Comm& host_comm, std::string bytes,
+                                        const std::string& what) {
+  return broadcast_from(host_comm, 0, std::move(bytes), what);
+}
 
 }  // namespace rddp::ddp

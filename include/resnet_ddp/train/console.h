@@ -1,6 +1,8 @@
 #pragma once
 // What the user sees. Information comes from rank 0 only; warnings and errors come from any
-// rank, prefixed "[rank r/W host]" so that a Slurm log of many ranks says who spoke.
+// rank, prefixed "[rank r/W host]" so that a Slurm log of many ranks says who spoke. Every line
+// goes out printable (printable.h): a path given on the command line or found on disk cannot
+// split it into lines that pass for other output, or drive the terminal.
 #include <string>
 #include <utility>
 #include <vector>

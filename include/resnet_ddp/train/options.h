@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "resnet_ddp/data/data_config.h"
@@ -65,6 +66,9 @@ struct TrainOptions {
   // choice, and a flag given where it does not apply is refused.
   std::set<std::string> given;
   bool was_given(const std::string& flag) const { return given.count(flag) != 0; }
+  // Each flag as the command line gave it, in order: (flag, value), the value empty for a
+  // switch. The ranks compare these with rank 0's before any work (train/rank_settings.h).
+  std::vector<std::pair<std::string, std::string>> given_values;
 };
 
 // Parses argv. Returns false when --help or --version printed what was asked (exit 0).

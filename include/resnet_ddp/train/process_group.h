@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "resnet_ddp/ddp/grad_allreduce.h"
 #include "resnet_ddp/ddp/host_collectives.h"
@@ -46,8 +47,11 @@ class ProcessGroup {
   virtual bool any(bool flag) = 0;
   // Returns on every rank once all have called it.
   virtual void barrier(const std::string& what) = 0;
-  // Rank 0's `bytes` on every rank (what the others pass is ignored).
-  virtual std::string broadcast_from_rank0(std::string bytes, const std::string& what) = 0;
+  // Rank `root`'s `bytes` on every rank (what the others pass is ignored).
+  virtual std::string broadcast_from(int root, std::string bytes, const std::string& what) = 0;
+  std::string broadcast_from_rank0(std::string bytes, const std::string& what) {
+    return broadcast_from(0, std::move(bytes), what);
+  }
 };
 
 namespace ddp {
