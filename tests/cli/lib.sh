@@ -3,7 +3,9 @@
 set -u
 : "${RDDP_BIN:?set RDDP_BIN to the resnet_ddp program}"
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# A test that fails while a run it started in the background is still going must not leave it
+# training on (with --epochs 1000, for hours): what is left is killed before the folder goes.
+trap 'kill -KILL $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
 checks=0
 
 failed() {
