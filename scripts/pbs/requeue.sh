@@ -19,6 +19,7 @@
 # On qdel or preemption PBS sends SIGTERM to every process of the job: the ranks checkpoint all
 # the same (within kill_delay, after which PBS kills what is left, mpirun too), but the job is
 # not run again here: a deleted job must end, and PBS requeues a job it preempts that way itself.
+source "$(dirname "${BASH_SOURCE[0]}")/../wait_step.sh"
 
 # The job's attribute NAME from qstat -f (PBS continues a long value on lines starting with a
 # tab), or nothing.
@@ -110,13 +111,8 @@ run_requeueable() {
         say "SIGTERM (qdel or preemption): the ranks checkpoint to $checkpoints; the job is not" \
           "run again here: to go on, qsub -v CHECKPOINT_DIR=$checkpoints $script"' TERM
   start_walltime_timer
-  while :; do
-    signalled=0
-    wait "$step"
-    status=$?
-    # Interrupted by a signal: wait again (bash keeps the status of a command that has ended).
-    [ $signalled = 1 ] || break
-  done
+  wait_step "$step"
+  status=$?
   [ -z "$timer" ] || kill "$timer" 2>/dev/null
   trap - USR1 TERM
   if [ "$status" -eq 75 ] && [ $time_running_out = 1 ] && [ $terminated = 0 ]; then

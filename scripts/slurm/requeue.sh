@@ -18,6 +18,7 @@
 # and a cluster that requeues preempted jobs does so itself.
 # The checkpoint must be written within the SIGUSR1 lead time (120 s, which Slurm may shorten
 # by up to 60 s) and, after a SIGTERM, within the cluster's KillWait (often 30 s).
+source "$(dirname "${BASH_SOURCE[0]}")/../wait_step.sh"
 
 # run_requeueable COMMAND [ARGS...]: returns the command's status.
 run_requeueable() {
@@ -28,13 +29,8 @@ run_requeueable() {
   trap 'signalled=1; time_running_out=1; kill -USR1 $step 2>/dev/null
         echo "$(date +%T) SIGUSR1: the time limit is near; asking the ranks to checkpoint"' USR1
   trap 'signalled=1; echo "$(date +%T) SIGTERM: waiting for the ranks to checkpoint"' TERM
-  while :; do
-    signalled=0
-    wait "$step"
-    status=$?
-    # Interrupted by a signal: wait again (bash keeps the status of a step that has ended).
-    [ $signalled = 1 ] || break
-  done
+  wait_step "$step"
+  status=$?
   trap - USR1 TERM
   if [ "$status" -eq 75 ] && [ $time_running_out = 1 ]; then
     echo "$(date +%T) checkpoint written; requeueing job $SLURM_JOB_ID" \

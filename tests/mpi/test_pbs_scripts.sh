@@ -28,7 +28,7 @@ expect_out() { grep -qE -- "$1" "$work/out" || fail "no line matching /$1/ in th
 # The source tree the job runs in, the home directory PBS starts it in, its spool.
 tree=$work/tree
 mkdir -p "$tree/build" "$tree/scripts" "$work/bin" "$work/home" "$work/spool"
-cp -r "$source_dir/scripts/pbs" "$tree/scripts/"
+cp -r "$source_dir/scripts/pbs" "$source_dir/scripts/wait_step.sh" "$tree/scripts/"
 ln -s "$bin" "$tree/build/resnet_ddp"
 printf '%s\n%s\n' "$(hostname)" "$(hostname)" >"$work/nodefile"
 cat >"$work/bin/qstat" <<'EOF'

@@ -15,7 +15,7 @@ command -v python3 >/dev/null || skip "no python3 for bench/scaling_table.py"
 # The job runs from a source tree: a git checkout of the scripts and bench/, and the program.
 tree=$work_dir/tree
 mkdir -p "$tree/build" "$tree/scripts" "$tree/bench" "$tree/bin"
-cp -r "$source_dir/scripts/slurm" "$source_dir/scripts/find_python.sh" "$tree/scripts/"
+cp -r "$source_dir/scripts/slurm" "$source_dir/scripts/find_python.sh" "$source_dir/scripts/wait_step.sh" "$tree/scripts/"
 cp "$source_dir/bench/scaling_table.py" "$source_dir/bench/pytorch_ddp.py" \
   "$source_dir/tests/slurm/stand_in_pytorch_ddp.py" "$tree/bench/"
 cp "${RDDP_RESNET_DDP:?}" "$tree/build/resnet_ddp"

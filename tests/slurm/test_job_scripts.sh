@@ -11,7 +11,7 @@ slurm_test_begin job_scripts
 # The scripts run from a source tree: a copy of scripts/slurm, and the stand-in as the program.
 tree=$work_dir/tree
 mkdir -p "$tree/build" "$tree/scripts"
-cp -r "$source_dir/scripts/slurm" "$tree/scripts/"
+cp -r "$source_dir/scripts/slurm" "$source_dir/scripts/wait_step.sh" "$tree/scripts/"
 cp "$source_dir/tests/slurm/stand_in_trainer.sh" "$tree/build/resnet_ddp"
 export DATA=/data/for/the/test
 # A node of the local Slurm has as many GPU slots as CPUs: the test uses two of each.

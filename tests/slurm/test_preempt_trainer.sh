@@ -13,7 +13,7 @@ trainer=${RDDP_RESNET_DDP:?}
 # the CPU and a small synthetic data set so that the job takes seconds.
 tree=$work_dir/tree
 mkdir -p "$tree/build" "$tree/scripts"
-cp -r "$source_dir/scripts/slurm" "$tree/scripts/"
+cp -r "$source_dir/scripts/slurm" "$source_dir/scripts/wait_step.sh" "$tree/scripts/"
 cat >"$tree/build/resnet_ddp" <<WRAPPER
 #!/bin/bash
 export OMP_WAIT_POLICY=PASSIVE
