@@ -1,10 +1,10 @@
 #pragma once
 // One run at a time writes a checkpoint directory. Two runs given the same --checkpoint-dir
-// would each resume from the other's checkpoints and remove them (--keep-checkpoints), and a
-// seed that differs was only a warning. Rank 0 holds an exclusive flock on DIR/resnet_ddp.lock
-// for the whole run; the kernel releases it when the process ends, however it ends, so a
-// killed run leaves no stale lock, and a requeued job takes the lock again at once. The file
-// holds who has it (host, pid, Slurm or PBS job, start time) for the message of a run refused.
+// would each resume from the other's checkpoints and remove them (--keep-checkpoints). Rank 0
+// holds an exclusive flock on DIR/resnet_ddp.lock for the whole run; the kernel releases it
+// when the process ends, however it ends, so a killed run leaves no stale lock, and a requeued
+// job takes the lock again at once. The file holds who has it (host, pid, Slurm or PBS job,
+// start time) for the message of a run refused.
 #include <string>
 
 namespace rddp {
