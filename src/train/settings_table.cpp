@@ -139,7 +139,7 @@ std::vector<std::pair<std::string, std::string>> settings_rows(const SettingsFac
       !ranks);
   row("profiling", profiling, o.profile_first_step == 0);
   const std::string faster = faster_flags(o);
-  if (gpu && !faster.empty()) row("speed", "faster with " + faster + " (README: Results)");
+  if (gpu && !faster.empty()) row("speed", "faster with " + faster + " (docs/performance.md)");
   return rows;
 }
 

@@ -27,7 +27,7 @@ check "no progress or epoch line shows an MFU figure" bash -c '! grep -q "MFU [0
 # The defaults are not our fastest step: the settings name every flag of it that the run leaves
 # out (the bf16 and fp16 runs below leave out one of three), and none once it has them all.
 check "the settings name the flags of the fastest step" grep -qE \
-  "^  speed +faster with --batchnorm fused --memory-format nhwc --cuda-graphs on \(README: Results\)$" \
+  "^  speed +faster with --batchnorm fused --memory-format nhwc --cuda-graphs on \(docs/performance.md\)$" \
   "$work/out"
 expect 0 "cuda graphs +on: " -- "${run[@]}" --max-steps 1 --batchnorm fused --memory-format nhwc --cuda-graphs on
 check "no speed line in the settings of a run with the fastest flags" \
