@@ -3,7 +3,7 @@
 // NVTX ranges in the domain "resnet_ddp". nsys draws them on each thread's row and projects them
 // onto the GPU work launched inside them. Without a profiler attached a range costs a call
 // through a pointer to a function that does nothing, so they stay in release builds. The names
-// and their nesting are listed in the README (Profiling).
+// and their nesting are listed in docs/performance.md (Profiling a run).
 #include <cstdint>
 #include <string>
 
