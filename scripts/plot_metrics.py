@@ -9,7 +9,22 @@ Several files are overlaid (e.g. two precisions of the same recipe). Needs matpl
 import argparse
 import json
 import os
+import subprocess
 import sys
+
+
+def rerun_under_python_with_matplotlib():
+    """The python3 first on PATH (a virtual environment, say) may lack matplotlib while Debian's
+    has it: run this script again under the first Python that has it, once."""
+    if os.environ.get("RDDP_PLOT_RERUN"):
+        return
+    finder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "find_python.sh")
+    found = subprocess.run([finder, "matplotlib"], capture_output=True, text=True)
+    python = found.stdout.strip()
+    if found.returncode != 0 or not python:
+        return
+    os.environ["RDDP_PLOT_RERUN"] = "1"
+    os.execv(python, [python, os.path.abspath(__file__)] + sys.argv[1:])
 
 
 def read_log(path):
@@ -47,8 +62,9 @@ def main():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        sys.exit("matplotlib is missing: install python3-matplotlib, or run under "
-                 "$(scripts/find_python.sh matplotlib)")
+        rerun_under_python_with_matplotlib()
+        sys.exit("matplotlib is missing: install python3-matplotlib (Debian), or pip install "
+                 "matplotlib into the Python that runs this script")
 
     figure, (loss_axis, accuracy_axis, speed_axis) = plt.subplots(1, 3, figsize=(15, 4.2))
     for path, label in zip(args.logs, labels):
