@@ -75,16 +75,6 @@ const EngineConfig& validated(const EngineConfig& config) {
   return config;
 }
 
-// The selected device's capabilities, once it is known to run this build's kernels and to
-// compute in `precision`: asked before the engine allocates or times anything, so that a GPU
-// that cannot is refused first.
-cuda::DeviceCapabilities capable_device(int index, Precision precision) {
-  cuda::DeviceCapabilities device = cuda::query_device_capabilities(index);
-  cuda::require_kernels_for(device);
-  cuda::require_precision_supported(device, precision);
-  return device;
-}
-
 ModelState<float> initial_state(const ModelSpec& spec, uint64_t seed) {
   ModelState<float> state(spec);
   init_torchvision(state, seed);
@@ -174,7 +164,7 @@ class CudaEngine final : public Engine {
       : config_(validated(config)),
         options_(options),
         device_name_(cuda::select_device(options.device_index)),
-        device_(capable_device(options.device_index, config.precision)),
+        device_(require_capable_device(options.device_index, config.precision)),
         net_(describe(config.spec)),
         layout_(net_),
         counters_(layout_.batch_counter_elements(), 0),
@@ -670,6 +660,13 @@ class CudaEngine final : public Engine {
 };
 
 }  // namespace
+
+cuda::DeviceCapabilities require_capable_device(int index, Precision precision) {
+  cuda::DeviceCapabilities device = cuda::query_device_capabilities(index);
+  cuda::require_kernels_for(device);
+  cuda::require_precision_supported(device, precision);
+  return device;
+}
 
 std::unique_ptr<Engine> make_cuda_engine(const EngineConfig& config,
                                          const CudaEngineOptions& options, uint64_t init_seed) {

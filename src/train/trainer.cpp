@@ -115,6 +115,7 @@ class Trainer {
 
   DeviceKind device_ = DeviceKind::cpu;
   std::string device_reason_;
+  int device_index_ = 0;  // this rank's GPU, once chosen
   data::DataConfig data_config_;
   data::OpenedData data_;
   std::shared_ptr<data::HostAllocator> allocator_;
@@ -248,7 +249,7 @@ void Trainer::configure_engine() {
 
 void Trainer::make_engine_and_state() {
   CudaEngineOptions cuda = options_.cuda;
-  cuda.device_index = group_.prepare_device(device_);
+  cuda.device_index = device_index_;
   engine_ = make_engine(device_, engine_config_, cuda, options_.seed);
   peak_ = engine_->peak();
   flops_per_image_ = training_flops_per_image(describe(engine_config_.spec), engine_config_.height);
@@ -485,6 +486,10 @@ int Trainer::run() {
   check_gpu_only_options();
   run_settings_ = startup_settings();
   require_rank0_settings(group_, run_settings_, "at start");
+  // A GPU that cannot run this build's kernels or this precision is refused before the outputs
+  // and the data are opened, which can take minutes for a large image folder.
+  device_index_ = group_.prepare_device(device_);
+  if (device_ == DeviceKind::cuda) require_capable_device(device_index_, options_.precision);
   open_outputs();
   open_data();
   configure_engine();

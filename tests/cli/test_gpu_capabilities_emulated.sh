@@ -2,7 +2,7 @@
 # resnet_ddp --device cuda on GPUs it must treat by what they can compute: the program built
 # against the CUDA emulator (tests/emu/README.md), its device described as a V100 (compute
 # capability 7.0, 80 SMs: no bfloat16 and no TF32 tensor cores) and as an A100. On the V100
-# --precision bf16 is refused before training, with the fix; fp16 and tf32 train, the settings
+# --precision bf16 is refused before the data is opened, with the fix; fp16 and tf32 train, the settings
 # table saying that tf32 computes in plain float32 there, and MFU is taken against the V100's
 # own peaks (fp16 tensor cores; float32 for tf32). On the A100 bf16 trains against its peak. A
 # build without code for the GPU is refused with the rebuild.
@@ -26,6 +26,10 @@ no_training() { ! grep -qE "^epoch |^  precision " "$work/out"; }
 expect 1 "error: --precision bf16 needs a GPU of compute capability 8.0 or later \(bfloat16 tensor cores: A100, H100, H200\), but cuda:0 is a Tesla V100-SXM2-32GB of compute capability 7.0: use --precision fp16 on V100" -- \
   v100 "${run[@]}" --precision bf16
 check "bf16 on the V100 stops before the settings table and any step" no_training
+# Before the data too: given a data folder that is not there, the GPU is what it names.
+expect 1 "use --precision fp16 on V100" -- v100 "$RDDP_EMULATED_BIN" --data "$work/no-such-data" \
+  --device cuda --precision bf16
+check "the data folder was not looked at" bash -c '! grep -q "no-such-data" "$1"' _ "$work/out"
 # The refusal is the engine's, so the benchmark gets it too, before it times anything.
 if [ -x "${RDDP_EMULATED_STEP_BENCH:-}" ]; then
   expect 1 "use --precision fp16 on V100" -- \

@@ -16,6 +16,11 @@ namespace rddp {
 std::unique_ptr<Engine> make_cuda_engine(const EngineConfig& config,
                                          const CudaEngineOptions& options, uint64_t init_seed);
 
+// Device `index` as it describes itself, once it is known to run this build's kernels and to
+// compute in `precision`; else throws Error naming the fix. The trainer asks before it opens any
+// data, and the engine again before it allocates.
+cuda::DeviceCapabilities require_capable_device(int index, Precision precision);
+
 // How a CUDA engine's training steps ran (CudaEngineOptions::cuda_graphs), for benchmarks and tests
 // that must know the graph was really replayed.
 struct CudaGraphStats {
