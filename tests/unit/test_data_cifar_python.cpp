@@ -286,7 +286,8 @@ TEST_CASE("numpy arrays: only uint8 of the size their shape says") {
            shape + "cnumpy\ndtype\nq\x04" + str(descr) + "K\x00K\x01\x87Rq\x05(K\x03U\x01|NNN"s +
            "J\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00tb\x89"s + str(data) + "tb.";
   };
-  const py2pickle::ValuePtr good = read_pickle(array("u1", "K\x02K\x03\x86", "abcdef"));
+  const std::string good_pickle = array("u1", "K\x02K\x03\x86", "abcdef");  // the result points into it
+  const py2pickle::ValuePtr good = read_pickle(good_pickle);
   REQUIRE(good->type == py2pickle::Type::array);
   CHECK(good->built);
   CHECK(good->shape == std::vector<int64_t>{2, 3});
