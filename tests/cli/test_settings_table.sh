@@ -25,7 +25,7 @@ for row in "world size +1 rank$" "nodes +1$" "device +cpu \([^;]*; --device cpu\
   check "the verbose table shows /$row/" has "$work/verbose" "^  ${row%\$}"
 done
 for detail in "GEMM" "MFU" "batchnorm" "cuda graphs" "communication" "grad allreduce" \
-              "replica check" "profiling" "malloc" "batch buffers"; do
+              "replica check" "profiling" "mall(oc|opt)" "batch buffers"; do
   check "only --verbose shows /$detail/" bash -c \
     "$(declare -f has lacks); lacks '$work/plain' '$detail' && has '$work/verbose' '$detail'"
 done
