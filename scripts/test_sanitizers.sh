@@ -9,8 +9,10 @@
 # .ci/nightly runs it (about 15 minutes on two cores: too long for every commit's CI).
 # The CPU executor runs about 15 times slower under the sanitizers (a 2-step synthetic run: 41 s
 # against 2.8 s), so cli.test_resume, cli.test_faults, cli.test_plot_precision_curves and
-# mpi.trainer_np2, which train ResNet-18 for dozens of steps, would take many minutes each on two
-# cores; the ordinary build runs them. cli.test_bad_input and cli.test_pack still run the whole
+# mpi.trainer_np2 and mpi.pbs_scripts, which train ResNet-18 for dozens of steps (the PBS test
+# also gives its ranks PBS's 10 s between SIGTERM and SIGKILL to checkpoint), and
+# cli.test_preempt_eval, which waits at most 60 s for its run to start evaluating, would take
+# many minutes each on two cores, or miss their deadlines; the ordinary build runs them. cli.test_bad_input and cli.test_pack still run the whole
 # program, training included, for a step. The emulated CUDA engine's tests (cpu.emu_engine.*,
 # tests/emu/README.md) train for minutes in the ordinary build, and the programs built on that
 # engine (mpi.emu_*, cli.test_cuda_trainer_emulated, cli.test_run_throughput,
@@ -77,7 +79,7 @@ export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$supp/lsan.supp:print_suppressi
 
 cd "$build"
 [ $# -gt 0 ] || set -- -L "cpu|mpi" \
-  -E "^(cli[.]test_resume|cli[.]test_faults|cli[.]test_plot_precision_curves|mpi[.]trainer_np2|cpu[.]emu_engine[.].*|cpu[.]emu_reverse[.].*|mpi[.]emu_.*|cli[.]test_cuda_trainer_emulated|cli[.]test_run_throughput|cli[.]test_run_gpu_tests|cli[.]test_gpu_check_budget|cli[.]test_kernel_ptx_diff|cli[.]test_kernel_registers|cli[.]test_compare_throughput|cli[.]test_copy_gpu_programs)$"
+  -E "^(cli[.]test_resume|cli[.]test_faults|cli[.]test_preempt_eval|cli[.]test_plot_precision_curves|mpi[.]trainer_np2|mpi[.]pbs_scripts|cpu[.]emu_engine[.].*|cpu[.]emu_reverse[.].*|mpi[.]emu_.*|cli[.]test_cuda_trainer_emulated|cli[.]test_run_throughput|cli[.]test_run_gpu_tests|cli[.]test_gpu_check_budget|cli[.]test_kernel_ptx_diff|cli[.]test_kernel_registers|cli[.]test_compare_throughput|cli[.]test_copy_gpu_programs)$"
 status=0
 ctest --output-on-failure -j "$jobs" "$@" || status=$?
 phase_done tests

@@ -128,7 +128,7 @@ expect_out "SIGUSR1: the walltime is near; asking the ranks to checkpoint"
 expect_out "preempted \((SIGUSR1|on another rank)\) at epoch"
 expect_out "checkpoint written; asking PBS to run job 101.pbs-test again"
 [ "$(cat "$work/calls/qrerun")" = 101.pbs-test ] || fail "qrerun was not asked for job 101.pbs-test"
-step=$(newest_step "$tree/checkpoints/resnet_ddp-101") || exit 1
+step=$(newest_step "$tree/checkpoints/resnet_ddp-101") || { echo "$step"; exit 1; }
 ok "walltime near: SIGUSR1 through mpirun to both ranks, a checkpoint at step $step, qrerun"
 # Run again, as PBS does after qrerun (here for 4 more steps).
 run_job train_one_node.pbs 101.pbs-test FLAGS="$flags --max-steps $((step + 4))"
@@ -148,7 +148,7 @@ sleep 10
 pkill -KILL -s "$job"
 end_job 60
 expect_out "SIGTERM \(qdel or preemption\): the ranks checkpoint to checkpoints/resnet_ddp-102; the job is not run again here: to go on, qsub -v CHECKPOINT_DIR=checkpoints/resnet_ddp-102 scripts/pbs/train_multi_node.pbs"
-step=$(newest_step "$tree/checkpoints/resnet_ddp-102") || exit 1
+step=$(newest_step "$tree/checkpoints/resnet_ddp-102") || { echo "$step"; exit 1; }
 [ "$step" -ge 3 ] || fail "the checkpoint after SIGTERM is of step $step, before the signal"
 if [ "$(wc -l <"$work/calls/qrerun")" != 1 ] || [ -e "$work/calls/qsub" ]; then
   fail "a job stopped by SIGTERM was run again"
@@ -171,7 +171,7 @@ expected_qsub=(-N resnet_ddp -l "select=1:ncpus=2:ngpus=2:mpiprocs=2" -l walltim
 [ "$(cat "$work/calls/qsub")" = "$(printf '%s\n' "${expected_qsub[@]}")" ] ||
   fail "qsub's arguments: $(cat "$work/calls/qsub"), expected ${expected_qsub[*]}"
 ok "qrerun refused: qsub -N, the select, walltime, place, account, queue and -v CHECKPOINT_DIR"
-step=$(newest_step "$tree/checkpoints/resnet_ddp-104") || exit 1
+step=$(newest_step "$tree/checkpoints/resnet_ddp-104") || { echo "$step"; exit 1; }
 run_job train_multi_node.pbs 105.pbs-test CHECKPOINT_DIR=checkpoints/resnet_ddp-104 \
   FLAGS="$flags --max-steps $((step + 4))"
 [ "$status" = 0 ] || fail "the job submitted again ended with $status"
