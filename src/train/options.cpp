@@ -439,7 +439,6 @@ const std::vector<Flag>& flags() {
        [](TrainOptions& o, auto& f, auto& v) {
          o.cuda.memory_format = parse_choice<MemoryFormat>(
              f, v, {{"nchw", MemoryFormat::nchw}, {"nhwc", MemoryFormat::nhwc}});
-         o.memory_format_given = true;
        }},
       {kGpuGroup, "--batchnorm", "KIND",
        "BatchNorm kernels: cudnn (default) or fused (ours, with the ReLU and the residual add "
@@ -623,7 +622,7 @@ bool parse_options(int argc, const char* const* argv, TrainOptions& options) {
       fail(arg, " takes no value");
     }
     flag->apply(options, arg, value);
-    if (options.given.insert(arg).second) given.push_back(flag);
+    if (!options.was_given(arg)) given.push_back(flag);
     options.given_values.emplace_back(arg, value);
   }
   apply_optimizer_defaults(options);

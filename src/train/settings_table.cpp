@@ -107,7 +107,7 @@ std::vector<std::pair<std::string, std::string>> settings_rows(const SettingsFac
   row("label smoothing", general(o.label_smoothing));
   row("precision", precision);
   row("memory format", gpu ? std::string(to_string(o.cuda.memory_format)) +
-                                 (o.memory_format_given ? "" : " (the default)")
+                                 (o.was_given("--memory-format") ? "" : " (the default)")
                            : std::string("nchw (the CPU engine's only layout)"));
   row("batchnorm",
       gpu ? std::string(to_string(o.cuda.batchnorm)) + batchnorm_description(o.cuda.batchnorm)

@@ -67,15 +67,15 @@ TEST_CASE("--precision: tf32 by default, fp32, bf16 and fp16 on request, anythin
 TEST_CASE("--memory-format: nchw by default at every precision, nhwc on request") {
   const TrainOptions plain = parse({"--data", "/d"});
   CHECK(plain.cuda.memory_format == MemoryFormat::nchw);
-  CHECK_FALSE(plain.memory_format_given);
+  CHECK_FALSE(plain.was_given("--memory-format"));
   CHECK(parse({"--data", "/d", "--precision", "fp32"}).cuda.memory_format == MemoryFormat::nchw);
   const TrainOptions bf16 = parse({"--data", "/d", "--precision", "bf16"});
   CHECK(bf16.cuda.memory_format == MemoryFormat::nchw);
-  CHECK_FALSE(bf16.memory_format_given);
+  CHECK_FALSE(bf16.was_given("--memory-format"));
   // An explicit choice wins over the precision's default, whichever flag comes first.
   const TrainOptions bf16_nchw = parse({"--data", "/d", "--memory-format", "nchw", "--precision", "bf16"});
   CHECK(bf16_nchw.cuda.memory_format == MemoryFormat::nchw);
-  CHECK(bf16_nchw.memory_format_given);
+  CHECK(bf16_nchw.was_given("--memory-format"));
   CHECK(parse({"--data", "/d", "--precision", "bf16", "--memory-format=nchw"}).cuda.memory_format ==
         MemoryFormat::nchw);
   CHECK(parse({"--data", "/d", "--memory-format", "nhwc"}).cuda.memory_format == MemoryFormat::nhwc);

@@ -2,7 +2,6 @@
 // Everything the command line sets, with PyTorch-example defaults. parse_options() rejects a
 // wrong value before any work is done, naming the flag and the accepted range.
 #include <cstdint>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,7 +29,6 @@ struct TrainOptions {
   // The CUDA engine's own settings (layout, BatchNorm, convolution algorithms, CUDA graphs);
   // the trainer sets device_index.
   CudaEngineOptions cuda;
-  bool memory_format_given = false;  // the settings table says when the layout is the default
 
   int epochs = 10;
   int64_t max_steps = 0;  // stop after this many training steps in all (0: no limit)
@@ -62,13 +60,15 @@ struct TrainOptions {
   ddp::GradAllreduce grad_allreduce = ddp::GradAllreduce::fp32;
   double comm_timeout_s = 600.0;
 
-  // The flags the command line gave (names, as "--lr"): a default may depend on another
-  // choice, and a flag given where it does not apply is refused.
-  std::set<std::string> given;
-  bool was_given(const std::string& flag) const { return given.count(flag) != 0; }
   // Each flag as the command line gave it, in order: (flag, value), the value empty for a
-  // switch. The ranks compare these with rank 0's before any work (train/rank_settings.h).
+  // switch. A default may depend on another choice, a flag given where it does not apply is
+  // refused, and the ranks compare these with rank 0's before any work (train/rank_settings.h).
   std::vector<std::pair<std::string, std::string>> given_values;
+  bool was_given(const std::string& flag) const {
+    for (const auto& given : given_values)
+      if (given.first == flag) return true;
+    return false;
+  }
 };
 
 // Parses argv. Returns false when --help or --version printed what was asked (exit 0).
