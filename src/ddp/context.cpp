@@ -13,16 +13,11 @@
 #include "resnet_ddp/ddp/mpi_check.h"
 #include "resnet_ddp/ddp/thread_budget.h"
 #include "resnet_ddp/error.h"
+#include "resnet_ddp/host_name.h"
 
 namespace rddp::ddp {
 
 namespace {
-
-std::string short_host_name() {
-  char name[256] = {};
-  if (gethostname(name, sizeof name - 1) != 0) return "unknown-host";
-  return name;
-}
 
 const char* thread_level_name(int level) {
   switch (level) {
@@ -55,7 +50,7 @@ DistributedContext::DistributedContext(int* argc, char*** argv) {
   RDDP_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &world_));
   RDDP_MPI_CHECK(MPI_Comm_rank(world_, &rank_));
   RDDP_MPI_CHECK(MPI_Comm_size(world_, &world_size_));
-  host_ = short_host_name();
+  host_ = host_name();
   set_process_identity(rank_, world_size_, host_, thread_level_ == MPI_THREAD_MULTIPLE);
   install_termination_message();
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "resnet_ddp/ddp/comm.h"
+#include "resnet_ddp/host_name.h"
 
 namespace rddp::ddp {
 
@@ -31,12 +32,6 @@ std::atomic<bool> fatal_started{false};
 // Written before the handler is installed and only read inside it: a signal handler may not
 // build strings.
 char termination_text[512];
-
-std::string local_host_name() {
-  char name[256] = {};
-  if (gethostname(name, sizeof name - 1) != 0) return "unknown-host";
-  return name;
-}
 
 extern "C" void print_termination_and_reraise(int signal_number) {
   const ssize_t ignored = write(STDERR_FILENO, termination_text, std::strlen(termination_text));
@@ -58,7 +53,7 @@ bool mpi_running() {
 std::string rank_prefix() {
   std::lock_guard<std::mutex> lock(identity_mutex);
   if (!identity_prefix.empty()) return identity_prefix;
-  return "[" + local_host_name() + "]";
+  return "[" + host_name() + "]";
 }
 
 void set_process_identity(int rank, int world_size, const std::string& host, bool mpi_any_thread) {

@@ -13,17 +13,12 @@
 #include <string>
 
 #include "resnet_ddp/error.h"
+#include "resnet_ddp/host_name.h"
 #include "resnet_ddp/printable.h"
 
 namespace rddp {
 
 namespace {
-
-std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "?";
-  return name;
-}
 
 // Who holds the lock, as the next run refused will read it.
 std::string holder_text() {
@@ -85,8 +80,7 @@ CheckpointDirLock::CheckpointDirLock(const std::string& dir) {
            printable(path),
            "'. Two runs that write one directory resume and remove each other's "
            "checkpoints: give this run a --checkpoint-dir of its own, or end that run first (the "
-           "lock "
-           "goes with its process)");
+           "lock goes with its process)");
     }
     ::close(fd_);
     fd_ = -1;

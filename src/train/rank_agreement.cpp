@@ -29,12 +29,10 @@ void require_rank0_settings(ProcessGroup& group, const RankSettings& mine,
                                       " ranks differ from rank 0; the first is named)"
                                 : "") +
                            ". Every rank must train with the same settings and data, or the job "
-                           "hangs, crashes or trains "
-                           "something other than what rank 0 reports: start every rank with the "
-                           "same command line and the "
-                           "same data (an MPMD launch 'A : B' gives each part its own flags; a job "
-                           "script that builds the "
-                           "flags of each task must build them alike)");
+                           "hangs, crashes or trains something other than what rank 0 reports: "
+                           "start every rank with the same command line and the same data (an "
+                           "MPMD launch 'A : B' gives each part its own flags; a job script that "
+                           "builds the flags of each task must build them alike)");
 }
 
 void refuse_together(ProcessGroup& group, const std::string& problem, const std::string& what) {
